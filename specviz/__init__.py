@@ -1,0 +1,34 @@
+"""specviz: speculative decoding, made visible.
+
+The public API is imported lazily so that `specviz.trace`, `specviz.theory` and
+`specviz.charts` can be used without torch installed or loaded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "DecodeConfig",
+    "SamplingConfig",
+    "Trace",
+    "autoregressive_generate",
+    "speculative_generate",
+]
+__version__ = "0.1.0"
+
+_LAZY = {
+    "speculative_generate": "specviz.decoder",
+    "autoregressive_generate": "specviz.decoder",
+    "Trace": "specviz.trace",
+    "DecodeConfig": "specviz.config",
+    "SamplingConfig": "specviz.config",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'specviz' has no attribute {name!r}")

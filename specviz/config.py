@@ -1,0 +1,92 @@
+"""Decoding settings as a frozen dataclass, validated when it is built.
+
+Every limit lives here so the CLI, the app and the library refuse the same bad values with
+the same words.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from specviz.errors import ConfigError
+
+GAMMA_MIN, GAMMA_MAX = 1, 16
+TEMPERATURE_MAX = 10.0  # beyond this every distribution is flat enough to teach nothing new
+MAX_NEW_TOKENS_MAX = 1024  # keeps one run (and its trace) bounded in time and memory
+SEED_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """How logits become probabilities; applied identically to p (target) and q (draft)."""
+
+    temperature: float = 1.0  # 0 means greedy: the argmax gets probability 1
+    top_k: int | None = None  # keep only the k most likely tokens (None: keep all)
+    top_p: float | None = None  # keep the smallest set whose mass reaches top_p (None: keep all)
+
+    def __post_init__(self) -> None:
+        t = self.temperature
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
+            raise ConfigError(
+                f"temperature must be a finite number >= 0 (0 means greedy); got {t!r}."
+            )
+        if t > TEMPERATURE_MAX:
+            raise ConfigError(f"temperature must be at most {TEMPERATURE_MAX}; got {t!r}.")
+        if self.top_k is not None and (
+            isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1
+        ):
+            raise ConfigError(f"top_k must be a whole number >= 1, or None to keep all tokens; got {self.top_k!r}.")
+        p = self.top_p
+        if p is not None and (
+            isinstance(p, bool)
+            or not isinstance(p, (int, float))
+            or not math.isfinite(p)
+            or not 0 < p <= 1
+        ):
+            raise ConfigError(f"top_p must be in (0, 1], or None to keep all tokens; got {p!r}.")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """One run: which models, how many drafts per iteration, how to sample, how long."""
+
+    target: str | None = None  # None: the offline default target
+    draft: str | None = None  # None: the default draft of the offline pair
+    gamma: int = 4  # draft tokens proposed per iteration
+    sampling: SamplingConfig = SamplingConfig()
+    seed: int = 0  # seeds the single torch.Generator of the run
+    max_new_tokens: int = 64
+    chat_template: bool = True  # wrap a text prompt in the tokenizer's chat template if it has one
+
+    def __post_init__(self) -> None:
+        g = self.gamma
+        if isinstance(g, bool) or not isinstance(g, int) or not GAMMA_MIN <= g <= GAMMA_MAX:
+            raise ConfigError(f"gamma must be a whole number from {GAMMA_MIN} to {GAMMA_MAX}; got {g!r}.")
+        s = self.seed
+        if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= SEED_MAX:
+            raise ConfigError(f"seed must be a whole number from 0 to 2**63-1; got {s!r}.")
+        m = self.max_new_tokens
+        if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= MAX_NEW_TOKENS_MAX:
+            raise ConfigError(
+                f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS_MAX}; got {m!r}."
+            )
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def validate_prompt(prompt: str | list[int]) -> None:
+    """Refuse a prompt that cannot start a decode: empty text or an empty id list."""
+    if isinstance(prompt, str):
+        if not prompt.strip():
+            raise ConfigError("The prompt is empty: type some text for the model to continue.")
+    elif isinstance(prompt, (list, tuple)):
+        if not prompt or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in prompt):
+            raise ConfigError("A prompt given as token ids must be a non-empty list of ids >= 0.")
+    else:
+        raise ConfigError(f"The prompt must be text or a list of token ids; got {type(prompt).__name__}.")

@@ -1,0 +1,355 @@
+"""The trace of one decode: plain data, versioned, JSON and CSV I/O, validation.
+
+A trace holds only ints, floats, strings, bools, None, lists and dicts, so it imports without
+torch and round-trips through JSON unchanged. Field meanings (p is always the target, q the draft):
+
+    schema              "specviz.trace/1"
+    mode                "speculative" or "autoregressive" (the target-only baseline)
+    config              target, draft, gamma, temperature, top_k, top_p, seed, max_new_tokens,
+                        device, dtype, rule, traced
+    prompt, prompt_token_ids, output_token_ids, output_text, stop_reason
+    iterations[]        index, start_ms, draft_ms, verify_ms, accepted_count, drafts[], correction
+      drafts[]          position (index into the generated text), token_id, token,
+                        q, p (of this token, after temperature/top-k/top-p, as the rule used them),
+                        accept_prob = min(1, p/q), r (the uniform draw; null when greedy),
+                        accepted, q_top and p_top ([token_id, prob] for the top 10),
+                        q_top_tokens / p_top_tokens (their text), beta = sum_x min(p(x), q(x))
+      correction        kind ("resample", "bonus", or "target" for a baseline step), position,
+                        token_id, token, p (the chosen token's probability under the distribution
+                        it was drawn from), residual_top (resample only: [token_id, prob] top 10
+                        of norm(max(0, p - q))), p_top (bonus/target: top 10 of p)
+                        null only when the run stopped at an end-of-sequence draft token
+    summary             iterations, drafted, accepted, acceptance_rate, mean_accepted_length,
+                        alpha (mean beta), wall_ms, tokens_per_s, new_tokens, target_calls,
+                        draft_ms, verify_ms
+
+With tracing off (benchmarks) `iterations` is empty and only the summary is filled.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from specviz.errors import TraceError
+
+SCHEMA = "specviz.trace/1"
+MAX_TRACE_BYTES = 20 * 1024 * 1024  # a 1024-token trace at gamma 16 is far below this
+TOP_N = 10  # how many alternatives each draft and correction records
+ACCEPT_PROB_TOLERANCE = 1e-5  # float32 rounding between p/q and the stored min(1, p/q)
+
+CSV_COLUMNS = (
+    "iteration",
+    "position",
+    "token_id",
+    "token",
+    "q",
+    "p",
+    "accept_prob",
+    "r",
+    "accepted",
+    "beta",
+)
+
+
+@dataclass
+class Trace:
+    """One decode, as plain data. Build it with the decoder or `Trace.from_dict`."""
+
+    mode: str
+    config: dict[str, Any]
+    prompt: str
+    prompt_token_ids: list[int]
+    output_token_ids: list[int]
+    output_text: str
+    stop_reason: str
+    iterations: list[dict[str, Any]]
+    summary: dict[str, Any]
+    schema: str = SCHEMA
+    extra: dict[str, Any] = field(default_factory=dict)  # free-form notes (e.g. where it was made)
+
+    # ----- conversion -------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": self.schema,
+            "mode": self.mode,
+            "config": self.config,
+            "prompt": self.prompt,
+            "prompt_token_ids": self.prompt_token_ids,
+            "output_token_ids": self.output_token_ids,
+            "output_text": self.output_text,
+            "stop_reason": self.stop_reason,
+            "iterations": self.iterations,
+            "summary": self.summary,
+            "extra": self.extra,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Trace:
+        """Validate `data` and build a Trace; raises TraceError naming the first problem."""
+        validate(data)
+        return cls(
+            mode=data["mode"],
+            config=data["config"],
+            prompt=data["prompt"],
+            prompt_token_ids=data["prompt_token_ids"],
+            output_token_ids=data["output_token_ids"],
+            output_text=data["output_text"],
+            stop_reason=data["stop_reason"],
+            iterations=data["iterations"],
+            summary=data["summary"],
+            extra=data.get("extra", {}),
+        )
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False, allow_nan=False)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Trace:
+        return cls.from_dict(parse_json(text))
+
+    # ----- exports ----------------------------------------------------------------------------
+    def to_csv(self) -> str:
+        """One row per draft token, in order."""
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(CSV_COLUMNS)
+        for it in self.iterations:
+            for d in it["drafts"]:
+                writer.writerow(
+                    [it["index"], d["position"], d["token_id"], d["token"], d["q"], d["p"],
+                     d["accept_prob"], "" if d["r"] is None else d["r"], int(d["accepted"]), d["beta"]]
+                )
+        return out.getvalue()
+
+    def accept_lengths(self) -> list[int]:
+        """Spec-Bench style: tokens emitted per iteration (accepted drafts plus the correction)."""
+        return [it["accepted_count"] + (it["correction"] is not None) for it in self.iterations]
+
+    @property
+    def traced(self) -> bool:
+        return bool(self.config.get("traced", True))
+
+
+def parse_json(text: str | bytes) -> Any:
+    """json.loads that refuses NaN/Infinity and oversize input with a TraceError."""
+    if isinstance(text, bytes):
+        if len(text) > MAX_TRACE_BYTES:
+            raise TraceError(_too_big(len(text)))
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise TraceError(f"The trace file is not UTF-8 text ({exc.reason} at byte {exc.start}).") from None
+    if len(text) > MAX_TRACE_BYTES:
+        raise TraceError(_too_big(len(text)))
+    if not text.strip():
+        raise TraceError("The trace file is empty.")
+
+    def refuse_constant(name: str) -> None:
+        raise TraceError(f"The trace file contains {name}, which is not a valid number in a trace.")
+
+    try:
+        return json.loads(text, parse_constant=refuse_constant)
+    except json.JSONDecodeError as exc:
+        hint = " It looks truncated." if exc.pos >= len(text.rstrip()) - 1 else ""
+        raise TraceError(
+            f"The trace file is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.{hint}"
+        ) from None
+
+
+def _too_big(size: int) -> str:
+    return (
+        f"The trace file is {size / 1e6:.1f} MB; the limit is {MAX_TRACE_BYTES / 1e6:.0f} MB. "
+        "Record a shorter run (fewer max new tokens)."
+    )
+
+
+# ----- validation -----------------------------------------------------------------------------
+
+
+def validate(data: Any) -> None:
+    """Check a trace dict's shape, types, ranges and invariants. Raises TraceError."""
+    _expect(isinstance(data, dict), "", "a JSON object")
+    schema = data.get("schema")
+    if schema != SCHEMA:
+        raise TraceError(
+            f"Unsupported trace schema {schema!r}; this version of specviz reads {SCHEMA!r}. "
+            "Re-record the trace with this version."
+        )
+    for key in ("mode", "config", "prompt", "prompt_token_ids", "output_token_ids", "output_text",
+                "stop_reason", "iterations", "summary"):
+        if key not in data:
+            raise TraceError(f"The trace is missing the field {key!r}.")
+    _expect(data["mode"] in ("speculative", "autoregressive"), "mode", '"speculative" or "autoregressive"')
+    _expect(isinstance(data["prompt"], str), "prompt", "text")
+    _expect(isinstance(data["output_text"], str), "output_text", "text")
+    _expect(data["stop_reason"] in ("max_new_tokens", "eos"), "stop_reason", '"max_new_tokens" or "eos"')
+    _token_ids(data["prompt_token_ids"], "prompt_token_ids")
+    _token_ids(data["output_token_ids"], "output_token_ids")
+    _validate_config(data["config"], data["mode"])
+    _expect(isinstance(data["iterations"], list), "iterations", "a list")
+    _validate_summary(data["summary"])
+    if data["config"].get("traced", True):
+        _validate_iterations(data)
+    elif data["iterations"]:
+        raise TraceError("iterations: an untraced run must have an empty iteration list.")
+    if "extra" in data:
+        _expect(isinstance(data["extra"], dict), "extra", "an object")
+
+
+def _validate_config(cfg: Any, mode: str) -> None:
+    _expect(isinstance(cfg, dict), "config", "an object")
+    for key in ("target", "draft", "gamma", "temperature", "top_k", "top_p", "seed", "max_new_tokens",
+                "device", "dtype"):
+        if key not in cfg:
+            raise TraceError(f"config is missing the field {key!r}.")
+    _expect(isinstance(cfg["target"], str), "config.target", "text")
+    if mode == "speculative":
+        _expect(isinstance(cfg["draft"], str), "config.draft", "text")
+        _int(cfg["gamma"], "config.gamma", 1, 16)
+    _number(cfg["temperature"], "config.temperature", 0, 10)
+    if cfg["top_k"] is not None:
+        _int(cfg["top_k"], "config.top_k", 1, 10**7)
+    if cfg["top_p"] is not None:
+        _number(cfg["top_p"], "config.top_p", 0, 1)
+    _int(cfg["seed"], "config.seed", 0, 2**63 - 1)
+    _int(cfg["max_new_tokens"], "config.max_new_tokens", 1, 10**6)
+
+
+def _validate_summary(s: Any) -> None:
+    _expect(isinstance(s, dict), "summary", "an object")
+    for key in ("iterations", "drafted", "accepted", "new_tokens"):
+        _int(s.get(key), f"summary.{key}", 0, 10**9)
+    for key in ("wall_ms", "tokens_per_s", "mean_accepted_length"):
+        _number(s.get(key), f"summary.{key}", 0, 1e12)
+    for key in ("acceptance_rate", "alpha"):
+        if s.get(key) is not None:
+            _number(s[key], f"summary.{key}", 0, 1)
+
+
+def _validate_iterations(data: dict) -> None:
+    iterations = data["iterations"]
+    greedy = data["config"]["temperature"] == 0
+    exact = data["config"].get("rule", "exact") == "exact"
+    emitted: list[int] = []
+    drafted = accepted_total = 0
+    betas: list[float] = []
+    for i, it in enumerate(iterations):
+        where = f"iterations[{i}]"
+        _expect(isinstance(it, dict), where, "an object")
+        _expect(it.get("index") == i, f"{where}.index", f"{i}")
+        for key in ("start_ms", "draft_ms", "verify_ms"):
+            _number(it.get(key), f"{where}.{key}", 0, 1e12)
+        drafts = it.get("drafts")
+        _expect(isinstance(drafts, list), f"{where}.drafts", "a list")
+        n = _int(it.get("accepted_count"), f"{where}.accepted_count", 0, len(drafts))
+        for j, d in enumerate(drafts):
+            dw = f"{where}.drafts[{j}]"
+            _expect(isinstance(d, dict), dw, "an object")
+            _int(d.get("token_id"), f"{dw}.token_id", 0, 10**7)
+            _expect(isinstance(d.get("token"), str), f"{dw}.token", "text")
+            _expect(d.get("position") == len(emitted) + j, f"{dw}.position", str(len(emitted) + j))
+            q = _number(d.get("q"), f"{dw}.q", 0, 1)
+            p = _number(d.get("p"), f"{dw}.p", 0, 1)
+            a = _number(d.get("accept_prob"), f"{dw}.accept_prob", 0, 1)
+            b = _number(d.get("beta"), f"{dw}.beta", 0, 1 + 1e-4)
+            _expect(isinstance(d.get("accepted"), bool), f"{dw}.accepted", "true or false")
+            _expect(q > 0, f"{dw}.q", "a probability > 0 (the draft proposed this token)")
+            if abs(a - min(1.0, p / q)) > ACCEPT_PROB_TOLERANCE:
+                raise TraceError(f"{dw}.accept_prob is {a} but min(1, p/q) is {min(1.0, p / q)}.")
+            if d.get("r") is not None:
+                r = _number(d["r"], f"{dw}.r", 0, 1)
+                if exact and d["accepted"] and not r < a:
+                    raise TraceError(f"{dw}: accepted although r = {r} is not below accept_prob = {a}.")
+                if exact and not d["accepted"] and r < a:
+                    raise TraceError(f"{dw}: rejected although r = {r} is below accept_prob = {a}.")
+            elif exact and not greedy:
+                raise TraceError(f"{dw}.r is missing; only greedy runs (temperature 0) have no draw.")
+            if d["accepted"] != (j < n):
+                raise TraceError(f"{where}: accepted drafts must form a prefix of length accepted_count = {n}.")
+            for key in ("q_top", "p_top"):
+                _top_list(d.get(key), f"{dw}.{key}")
+            betas.append(b)
+        drafted += len(drafts)
+        accepted_total += n
+        emitted.extend(d["token_id"] for d in drafts[:n])
+        corr = it.get("correction")
+        if corr is None:
+            last = i == len(iterations) - 1
+            if not exact and data["config"].get("rule") == "no_bonus":
+                pass  # the no-bonus variant ends full acceptances without a correction
+            elif not (last and data["stop_reason"] == "eos"):
+                raise TraceError(f"{where}.correction may be null only in the last iteration of a run stopped at end of sequence.")
+            continue
+        _expect(isinstance(corr, dict), f"{where}.correction", "an object")
+        kinds = ("target",) if data["mode"] == "autoregressive" else ("resample", "bonus")
+        _expect(corr.get("kind") in kinds, f"{where}.correction.kind", " or ".join(map(repr, kinds)))
+        if corr["kind"] == "resample":
+            _expect(n < len(drafts), f"{where}.correction.kind", '"bonus" (every draft was accepted)')
+            _top_list(corr.get("residual_top"), f"{where}.correction.residual_top")
+        elif corr["kind"] == "bonus":
+            _expect(n == len(drafts), f"{where}.correction.kind", '"resample" (a draft was rejected)')
+        _int(corr.get("token_id"), f"{where}.correction.token_id", 0, 10**7)
+        _expect(isinstance(corr.get("token"), str), f"{where}.correction.token", "text")
+        _expect(corr.get("position") == len(emitted), f"{where}.correction.position", str(len(emitted)))
+        emitted.append(corr["token_id"])
+
+    if emitted != data["output_token_ids"]:
+        raise TraceError("output_token_ids do not equal the accepted drafts plus corrections of the iterations.")
+    s = data["summary"]
+    _same(s["iterations"], len(iterations), "summary.iterations")
+    _same(s["drafted"], drafted, "summary.drafted")
+    _same(s["accepted"], accepted_total, "summary.accepted")
+    _same(s["new_tokens"], len(emitted), "summary.new_tokens")
+    if drafted:
+        _close(s["acceptance_rate"], accepted_total / drafted, "summary.acceptance_rate")
+        _close(s["alpha"], sum(betas) / len(betas), "summary.alpha")
+    if iterations:
+        _close(s["mean_accepted_length"], len(emitted) / len(iterations), "summary.mean_accepted_length")
+
+
+def _expect(ok: bool, where: str, wanted: str) -> None:
+    if not ok:
+        raise TraceError(f"{where or 'The trace'}: expected {wanted}.")
+
+
+def _int(value: Any, where: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise TraceError(f"{where}: expected a whole number from {lo} to {hi}, got {value!r}.")
+    return value
+
+
+def _number(value: Any, where: str, lo: float, hi: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise TraceError(f"{where}: expected a finite number, got {value!r}.")
+    if not lo <= value <= hi:
+        raise TraceError(f"{where}: expected a number from {lo} to {hi}, got {value!r}.")
+    return float(value)
+
+
+def _token_ids(value: Any, where: str) -> None:
+    _expect(isinstance(value, list), where, "a list of token ids")
+    for k, v in enumerate(value):
+        _int(v, f"{where}[{k}]", 0, 10**7)
+
+
+def _top_list(value: Any, where: str) -> None:
+    _expect(isinstance(value, list) and len(value) <= 1000, where, "a list of [token_id, prob] pairs")
+    for k, pair in enumerate(value):
+        _expect(isinstance(pair, list) and len(pair) == 2, f"{where}[{k}]", "a [token_id, prob] pair")
+        _int(pair[0], f"{where}[{k}][0]", 0, 10**7)
+        _number(pair[1], f"{where}[{k}][1]", 0, 1 + 1e-4)
+
+
+def _same(got: Any, want: int, where: str) -> None:
+    if got != want:
+        raise TraceError(f"{where} is {got} but the iterations give {want}.")
+
+
+def _close(got: Any, want: float, where: str) -> None:
+    if got is None or abs(got - want) > 1e-6:
+        raise TraceError(f"{where} is {got} but the iterations give {want:.6f}.")

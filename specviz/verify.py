@@ -1,0 +1,135 @@
+"""The verification step of speculative sampling (Leviathan et al. 2023, Algorithm 1).
+
+Pure functions of tensors. p is always the target's distribution, q the draft's.
+
+    accept draft token x with probability min(1, p(x) / q(x))
+    at the first rejection, resample from norm(max(0, p - q))   (the residual)
+    if all gamma drafts pass, sample a bonus token from the target's next distribution
+
+Beside the exact rule live the wrong rules a student might invent. They exist so the
+distribution lab and the tests can show that each of them changes the output distribution.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+RULES = ("exact", "accept_if_equal", "resample_from_p", "no_bonus")
+RULE_LABELS = {
+    "exact": "Exact rule (Leviathan et al.): accept with min(1, p/q), resample from the residual",
+    "accept_if_equal": "WRONG: accept only when the draft token equals a sample from p, "
+    "then resample from the residual",
+    "resample_from_p": "WRONG: after a rejection, resample from p instead of the residual",
+    "no_bonus": "WRONG: skip the bonus token; after all accepts, draft again",
+}
+
+
+@dataclass
+class Verdict:
+    """What one verification decided. Tensors stay on the model's device until recorded."""
+
+    accepted_count: int  # n: drafts 0..n-1 were accepted, draft n (if any) was rejected
+    accept_prob: torch.Tensor  # [gamma] min(1, p(x)/q(x)) for each draft token
+    r: torch.Tensor | None  # [gamma] uniform draws; None when greedy (no randomness needed)
+    correction_kind: str | None  # "resample", "bonus", or None (only for the no-bonus variant)
+    correction_token: int | None
+    residual: torch.Tensor | None  # [V] norm(max(0, p - q)) at the rejected position
+
+
+def accept_probability(p_x: torch.Tensor, q_x: torch.Tensor) -> torch.Tensor:
+    """min(1, p(x)/q(x)) elementwise. q(x) > 0 because the draft proposed x."""
+    return torch.clamp(p_x / q_x, max=1.0)
+
+
+def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """norm(max(0, p - q)) over the last axis.
+
+    When p == q the residual is all zeros, but then a rejection has probability 0; we return p
+    so the function is total (and exact: any distribution would do for a zero-probability event).
+    """
+    residual = torch.clamp(p - q, min=0.0)
+    mass = residual.sum(dim=-1, keepdim=True)
+    return torch.where(mass > 0, residual / mass.clamp(min=1e-30), p)
+
+
+def beta(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """sum_x min(p(x), q(x)): the probability that the draft token is accepted. [..., V] -> [...]"""
+    return torch.minimum(p, q).sum(dim=-1)
+
+
+def sample(probs: torch.Tensor, generator: torch.Generator) -> int:
+    """One token id drawn from probs [V]."""
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+
+def verify(
+    draft_tokens: torch.Tensor,  # [gamma] int64
+    q: torch.Tensor,  # [gamma, V] draft probabilities at each draft position
+    p: torch.Tensor,  # [gamma + 1, V] target probabilities; row gamma is for the bonus
+    generator: torch.Generator,
+    greedy: bool,
+    rule: str = "exact",
+) -> Verdict:
+    """Decide how many drafts to keep and which token ends the iteration."""
+    gamma = draft_tokens.shape[0]
+    positions = torch.arange(gamma, device=draft_tokens.device)
+    p_x = p[positions, draft_tokens]  # [gamma]
+    q_x = q[positions, draft_tokens]  # [gamma]
+    accept_prob = accept_probability(p_x, q_x)
+
+    if rule == "accept_if_equal":
+        return _verify_accept_if_equal(draft_tokens, q, p, accept_prob, generator)
+
+    if greedy:
+        # p and q are one-hot, so accept_prob is exactly 1 or 0: no draw is needed.
+        r = None
+        accepted = accept_prob >= 1.0
+    else:
+        r = torch.rand(gamma, generator=generator, device=p.device)
+        accepted = r < accept_prob
+    # n = index of the first rejection (gamma when every draft passed).
+    rejected = (~accepted).nonzero()
+    n = int(rejected[0, 0]) if rejected.numel() else gamma
+
+    if n < gamma:
+        if rule == "resample_from_p":
+            corrected = p[n]
+        else:
+            corrected = residual_distribution(p[n], q[n])
+        token = _draw(corrected, generator, greedy)
+        return Verdict(n, accept_prob, r, "resample", token, corrected)
+    if rule == "no_bonus" and gamma > 0:
+        return Verdict(n, accept_prob, r, None, None, None)
+    return Verdict(n, accept_prob, r, "bonus", _draw(p[gamma], generator, greedy), None)
+
+
+def _draw(probs: torch.Tensor, generator: torch.Generator, greedy: bool) -> int:
+    if greedy:
+        return int(probs.argmax())
+    return sample(probs, generator)
+
+
+def _verify_accept_if_equal(
+    draft_tokens: torch.Tensor,
+    q: torch.Tensor,
+    p: torch.Tensor,
+    accept_prob: torch.Tensor,
+    generator: torch.Generator,
+) -> Verdict:
+    """WRONG rule: keep a draft only if it equals a token drawn from p; on a mismatch, resample
+    from the residual as the exact rule does.
+
+    It mixes two schemes. Keeping x with probability p(x) (instead of min(1, p(x)/q(x))) and then
+    drawing from norm(max(0, p - q)) over-weights tokens the draft dislikes, so the output is
+    no longer distributed as p. (Emitting the target's own sample at a mismatch would be exact:
+    the output would always be that sample. The residual is the mistake.)
+    """
+    gamma = draft_tokens.shape[0]
+    for i in range(gamma):
+        target_token = sample(p[i], generator)
+        if target_token != int(draft_tokens[i]):
+            corrected = residual_distribution(p[i], q[i])
+            return Verdict(i, accept_prob, None, "resample", sample(corrected, generator), corrected)
+    return Verdict(gamma, accept_prob, None, "bonus", sample(p[gamma], generator), None)
