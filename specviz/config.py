@@ -28,9 +28,7 @@ class SamplingConfig:
     def __post_init__(self) -> None:
         t = self.temperature
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
-            raise ConfigError(
-                f"temperature must be a finite number >= 0 (0 means greedy); got {t!r}."
-            )
+            raise ConfigError(f"temperature must be a finite number >= 0 (0 means greedy); got {t!r}.")
         if t > TEMPERATURE_MAX:
             raise ConfigError(f"temperature must be at most {TEMPERATURE_MAX}; got {t!r}.")
         if self.top_k is not None and (
@@ -39,10 +37,7 @@ class SamplingConfig:
             raise ConfigError(f"top_k must be a whole number >= 1, or None to keep all tokens; got {self.top_k!r}.")
         p = self.top_p
         if p is not None and (
-            isinstance(p, bool)
-            or not isinstance(p, (int, float))
-            or not math.isfinite(p)
-            or not 0 < p <= 1
+            isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p) or not 0 < p <= 1
         ):
             raise ConfigError(f"top_p must be in (0, 1], or None to keep all tokens; got {p!r}.")
 
@@ -72,9 +67,7 @@ class DecodeConfig:
             raise ConfigError(f"seed must be a whole number from 0 to 2**63-1; got {s!r}.")
         m = self.max_new_tokens
         if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= MAX_NEW_TOKENS_MAX:
-            raise ConfigError(
-                f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS_MAX}; got {m!r}."
-            )
+            raise ConfigError(f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS_MAX}; got {m!r}.")
 
     def to_dict(self) -> dict:
         return asdict(self)

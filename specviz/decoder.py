@@ -128,8 +128,9 @@ def _resolve_drafter(draft, target: LoadedModel, device, dtype) -> Drafter:
 # ----- the loop ---------------------------------------------------------------------------------
 
 
-def _decode(prompt, target: LoadedModel, drafter: Drafter | None, cfg: DecodeConfig, traced: bool,
-            rule: str, on_iteration) -> Trace:
+def _decode(
+    prompt, target: LoadedModel, drafter: Drafter | None, cfg: DecodeConfig, traced: bool, rule: str, on_iteration
+) -> Trace:
     with torch.inference_mode():
         return _Run(prompt, target, drafter, cfg, traced, rule, on_iteration).run()
 
@@ -246,22 +247,42 @@ class _Run:
             verify_ms_total += verify_ms
             record = None
             if self.traced:
-                record = self._record(n_iter - 1, (t0 - t_start) * 1e3, draft_ms, verify_ms, drafts, q, p,
-                                      verdict, correction, old_len - len(prompt_ids))
+                record = self._record(
+                    n_iter - 1,
+                    (t0 - t_start) * 1e3,
+                    draft_ms,
+                    verify_ms,
+                    drafts,
+                    q,
+                    p,
+                    verdict,
+                    correction,
+                    old_len - len(prompt_ids),
+                )
                 iterations.append(record)
-                betas_sum += sum(d["beta"] for d in record["drafts"])
-                betas_n += g
+                # alpha averages beta over the positions the text really reached: the accepted
+                # drafts and the first rejected one. Later drafts sit on a prefix that was thrown away.
+                reached = record["drafts"][: n + 1]
+                betas_sum += sum(d["beta"] for d in reached)
+                betas_n += len(reached)
             if self.on_iteration is not None:
-                self.on_iteration(Progress(n_iter, new_tokens,
-                                           self.cfg.max_new_tokens, seq[len(prompt_ids):].tolist(), record,
-                                           self.token_text))
+                self.on_iteration(
+                    Progress(
+                        n_iter,
+                        new_tokens,
+                        self.cfg.max_new_tokens,
+                        seq[len(prompt_ids) :].tolist(),
+                        record,
+                        self.token_text,
+                    )
+                )
             if ends_with_eos or (correction is not None and correction == self.eos):
                 stop_reason = "eos"
                 break
 
         _sync(self.device)
         wall_ms = (time.perf_counter() - t_start) * 1e3
-        output_ids = seq[len(prompt_ids):].tolist()
+        output_ids = seq[len(prompt_ids) :].tolist()
         summary = {
             "iterations": n_iter,
             "target_calls": n_iter,
@@ -300,8 +321,9 @@ class _Run:
         return drafts, q
 
     # -- recording: tensors become plain numbers once per iteration --
-    def _record(self, index, start_ms, draft_ms, verify_ms, drafts, q, p, verdict: Verdict, correction,
-                position0) -> dict:
+    def _record(
+        self, index, start_ms, draft_ms, verify_ms, drafts, q, p, verdict: Verdict, correction, position0
+    ) -> dict:
         g = drafts.shape[0]
         n = verdict.accepted_count
         rows = torch.arange(g, device=self.device)
@@ -393,8 +415,10 @@ def _top(probs: torch.Tensor) -> list[list[list]]:
         return []
     k = min(TOP_N, probs.shape[-1])
     values, indices = torch.topk(probs, k, dim=-1)
-    return [[[i, v] for i, v in zip(ix, vs, strict=True) if v > 0]
-            for ix, vs in zip(indices.tolist(), values.tolist(), strict=True)]
+    return [
+        [[i, v] for i, v in zip(ix, vs, strict=True) if v > 0]
+        for ix, vs in zip(indices.tolist(), values.tolist(), strict=True)
+    ]
 
 
 def _sync(device: torch.device) -> None:

@@ -142,7 +142,9 @@ def _load(name: str, device: str, dtype: str, device_map: Any, trust_remote_code
     if device_map is not None:
         kwargs["device_map"] = device_map
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only, trust_remote_code=trust_remote_code)
+        tokenizer = AutoTokenizer.from_pretrained(
+            source, local_files_only=local_only, trust_remote_code=trust_remote_code
+        )
         model = AutoModelForCausalLM.from_pretrained(source, local_files_only=local_only, **kwargs)
     except Exception as exc:  # transformers raises OSError, ValueError, EnvironmentError...
         raise _explain_load_failure(name, local_only, exc) from exc

@@ -13,15 +13,19 @@ torch and round-trips through JSON unchanged. Field meanings (p is always the ta
                         q, p (of this token, after temperature/top-k/top-p, as the rule used them),
                         accept_prob = min(1, p/q), r (the uniform draw; null when greedy),
                         accepted, q_top and p_top ([token_id, prob] for the top 10),
-                        q_top_tokens / p_top_tokens (their text), beta = sum_x min(p(x), q(x))
+                        beta = sum_x min(p(x), q(x)) (clamped to 1 against float32 rounding)
       correction        kind ("resample", "bonus", or "target" for a baseline step), position,
                         token_id, token, p (the chosen token's probability under the distribution
                         it was drawn from), residual_top (resample only: [token_id, prob] top 10
                         of norm(max(0, p - q))), p_top (bonus/target: top 10 of p)
                         null only when the run stopped at an end-of-sequence draft token
     summary             iterations, drafted, accepted, acceptance_rate, mean_accepted_length,
-                        alpha (mean beta), wall_ms, tokens_per_s, new_tokens, target_calls,
-                        draft_ms, verify_ms
+                        alpha (mean beta over the positions the text reached: the accepted
+                        drafts and the first rejected one of each iteration), wall_ms,
+                        tokens_per_s, new_tokens, target_calls, draft_ms, verify_ms
+
+    extra.token_text    {"token_id": text} for every id the trace mentions, top lists included,
+                        so hover cards can show alternatives without a tokenizer
 
 With tracing off (benchmarks) `iterations` is empty and only the summary is filled.
 """
@@ -121,8 +125,18 @@ class Trace:
         for it in self.iterations:
             for d in it["drafts"]:
                 writer.writerow(
-                    [it["index"], d["position"], d["token_id"], d["token"], d["q"], d["p"],
-                     d["accept_prob"], "" if d["r"] is None else d["r"], int(d["accepted"]), d["beta"]]
+                    [
+                        it["index"],
+                        d["position"],
+                        d["token_id"],
+                        d["token"],
+                        d["q"],
+                        d["p"],
+                        d["accept_prob"],
+                        "" if d["r"] is None else d["r"],
+                        int(d["accepted"]),
+                        d["beta"],
+                    ]
                 )
         return out.getvalue()
 
@@ -180,8 +194,17 @@ def validate(data: Any) -> None:
             f"Unsupported trace schema {schema!r}; this version of specviz reads {SCHEMA!r}. "
             "Re-record the trace with this version."
         )
-    for key in ("mode", "config", "prompt", "prompt_token_ids", "output_token_ids", "output_text",
-                "stop_reason", "iterations", "summary"):
+    for key in (
+        "mode",
+        "config",
+        "prompt",
+        "prompt_token_ids",
+        "output_token_ids",
+        "output_text",
+        "stop_reason",
+        "iterations",
+        "summary",
+    ):
         if key not in data:
             raise TraceError(f"The trace is missing the field {key!r}.")
     _expect(data["mode"] in ("speculative", "autoregressive"), "mode", '"speculative" or "autoregressive"')
@@ -203,8 +226,18 @@ def validate(data: Any) -> None:
 
 def _validate_config(cfg: Any, mode: str) -> None:
     _expect(isinstance(cfg, dict), "config", "an object")
-    for key in ("target", "draft", "gamma", "temperature", "top_k", "top_p", "seed", "max_new_tokens",
-                "device", "dtype"):
+    for key in (
+        "target",
+        "draft",
+        "gamma",
+        "temperature",
+        "top_k",
+        "top_p",
+        "seed",
+        "max_new_tokens",
+        "device",
+        "dtype",
+    ):
         if key not in cfg:
             raise TraceError(f"config is missing the field {key!r}.")
     _expect(isinstance(cfg["target"], str), "config.target", "text")
@@ -273,7 +306,8 @@ def _validate_iterations(data: dict) -> None:
                 raise TraceError(f"{where}: accepted drafts must form a prefix of length accepted_count = {n}.")
             for key in ("q_top", "p_top"):
                 _top_list(d.get(key), f"{dw}.{key}")
-            betas.append(b)
+            if j <= n:  # alpha counts the positions the text reached (see the module docstring)
+                betas.append(b)
         drafted += len(drafts)
         accepted_total += n
         emitted.extend(d["token_id"] for d in drafts[:n])
@@ -283,7 +317,9 @@ def _validate_iterations(data: dict) -> None:
             if not exact and data["config"].get("rule") == "no_bonus":
                 pass  # the no-bonus variant ends full acceptances without a correction
             elif not (last and data["stop_reason"] == "eos"):
-                raise TraceError(f"{where}.correction may be null only in the last iteration of a run stopped at end of sequence.")
+                raise TraceError(
+                    f"{where}.correction may be null only in the last iteration of a run stopped at end of sequence."
+                )
             continue
         _expect(isinstance(corr, dict), f"{where}.correction", "an object")
         kinds = ("target",) if data["mode"] == "autoregressive" else ("resample", "bonus")
@@ -307,6 +343,7 @@ def _validate_iterations(data: dict) -> None:
     _same(s["new_tokens"], len(emitted), "summary.new_tokens")
     if drafted:
         _close(s["acceptance_rate"], accepted_total / drafted, "summary.acceptance_rate")
+    if betas:
         _close(s["alpha"], sum(betas) / len(betas), "summary.alpha")
     if iterations:
         _close(s["mean_accepted_length"], len(emitted) / len(iterations), "summary.mean_accepted_length")

@@ -1,0 +1,5 @@
+"""`python -m specviz ...`: see specviz.cli."""
+
+from specviz.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,162 @@
+"""The command line: generate a trace, validate one, and the benchmark and draft-training tools.
+
+    python -m specviz generate --prompt "..." [--target --draft --gamma --temperature --top-k
+                                                --top-p --seed --max-new-tokens] [--out trace.json]
+    python -m specviz validate trace.json
+    python -m specviz bench ...          (specviz.bench)
+    python -m specviz train-draft ...    (specviz.train_draft)
+
+Errors a user can fix print one clear line and exit with status 2; no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+
+from specviz.errors import SpecvizError
+
+# Subcommands that own their arguments live in their own modules, each with main(argv) -> int.
+DELEGATED = {"bench": "specviz.bench", "train-draft": "specviz.train_draft"}
+
+# Terminal colours for the token statuses (the same meaning as in the app).
+ANSI = {
+    "accepted": "\033[32m",
+    "rejected": "\033[31;9m",
+    "resample": "\033[33m",
+    "bonus": "\033[34m",
+    "target": "",
+    "reset": "\033[0m",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m specviz", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    gen = sub.add_parser("generate", help="decode one prompt speculatively and write its trace")
+    gen.add_argument("--prompt", required=True, help="text for the model to continue")
+    gen.add_argument("--target", default=None, help="target model (default: the offline SmolLM2-135M-Instruct)")
+    gen.add_argument("--draft", default=None, help="draft model name, 'ngram' or 'self' (default: offline draft)")
+    gen.add_argument("--gamma", type=int, default=4, help="draft tokens per iteration (1..16)")
+    gen.add_argument("--temperature", type=float, default=1.0, help="0 is greedy")
+    gen.add_argument("--top-k", type=int, default=None)
+    gen.add_argument("--top-p", type=float, default=None)
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--max-new-tokens", type=int, default=64)
+    gen.add_argument("--out", type=Path, default=None, help="write the trace JSON here")
+    gen.add_argument("--csv", type=Path, default=None, help="also write one CSV row per draft token here")
+    gen.add_argument("--no-color", action="store_true", help="plain text output")
+
+    val = sub.add_parser("validate", help="check a trace file against the schema and its invariants")
+    val.add_argument("path", type=Path)
+
+    for name in DELEGATED:
+        sub.add_parser(name, help=f"see python -m specviz {name} --help", add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in DELEGATED:
+        return importlib.import_module(DELEGATED[argv[0]]).main(argv[1:])
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "generate":
+            return _generate(args)
+        return _validate(args.path)
+    except SpecvizError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _generate(args) -> int:
+    from specviz.decoder import speculative_generate
+
+    trace = speculative_generate(
+        args.prompt,
+        target=args.target,
+        draft=args.draft,
+        gamma=args.gamma,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        seed=args.seed,
+        max_new_tokens=args.max_new_tokens,
+    )
+    color = not args.no_color and sys.stdout.isatty()
+    print(render_tokens(trace, color=color))
+    print()
+    print(render_summary(trace))
+    if args.out:
+        args.out.write_text(trace.to_json(indent=1), encoding="utf-8")
+        print(f"trace written to {args.out}")
+    if args.csv:
+        args.csv.write_text(trace.to_csv(), encoding="utf-8")
+        print(f"per-token CSV written to {args.csv}")
+    return 0
+
+
+def _validate(path: Path) -> int:
+    from specviz.errors import TraceError
+    from specviz.trace import Trace
+
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TraceError(f"Cannot read {path}: {exc.strerror}.") from None
+    trace = Trace.from_json(data)
+    s = trace.summary
+    print(
+        f"{path}: valid {trace.schema} trace ({trace.mode}), {s['iterations']} iterations, {s['new_tokens']} new tokens"
+    )
+    return 0
+
+
+def render_tokens(trace, color: bool = True) -> str:
+    """The generated text, each token marked by how it was produced (rejected drafts struck out)."""
+    parts = []
+    for it in trace.iterations:
+        for d in it["drafts"]:
+            status = "accepted" if d["accepted"] else "rejected"
+            parts.append(_paint(d["token"], status, color))
+        corr = it["correction"]
+        if corr is not None:
+            parts.append(_paint(corr["token"], corr["kind"], color))
+    if not trace.iterations:
+        return trace.output_text
+    legend = "legend: " + " ".join(
+        _paint(name, status, color)
+        for name, status in (
+            ("accepted", "accepted"),
+            ("rejected", "rejected"),
+            ("resampled", "resample"),
+            ("bonus", "bonus"),
+        )
+    )
+    return "".join(parts) + "\n\n" + legend
+
+
+def _paint(text: str, status: str, color: bool) -> str:
+    if color:
+        return f"{ANSI[status]}{text}{ANSI['reset']}"
+    if status == "rejected":
+        return f"[-{text}-]"
+    return text
+
+
+def render_summary(trace) -> str:
+    s = trace.summary
+
+    def fmt(v, spec):
+        return "n/a" if v is None else format(v, spec)
+
+    return (
+        f"iterations {s['iterations']}, new tokens {s['new_tokens']}, drafted {s['drafted']}, "
+        f"accepted {s['accepted']}\n"
+        f"acceptance rate {fmt(s['acceptance_rate'], '.3f')}, mean accepted length "
+        f"{fmt(s['mean_accepted_length'], '.2f')} tokens/iteration, alpha {fmt(s['alpha'], '.3f')}\n"
+        f"wall {s['wall_ms']:.0f} ms, {s['tokens_per_s']:.1f} tokens/s"
+    )
