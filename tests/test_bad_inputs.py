@@ -1,0 +1,109 @@
+"""Every bad input gets a clear SpecvizError that says what to do (and never a hang)."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+
+from conftest import tiny_llama
+from specviz.config import DecodeConfig, SamplingConfig, validate_prompt
+from specviz.decoder import speculative_generate
+from specviz.errors import ConfigError, ModelUnavailableError, VocabularyMismatchError
+from specviz.models import check_vocabulary, load_model
+
+
+@pytest.mark.parametrize("prompt", ["", "   \n\t", []])
+def test_empty_prompt_is_refused(prompt):
+    with pytest.raises(ConfigError, match="empty|non-empty"):
+        validate_prompt(prompt)
+
+
+def test_empty_prompt_is_refused_before_any_model_loads(tiny_pair):
+    target, draft = tiny_pair
+    with pytest.raises(ConfigError, match="prompt is empty"):
+        speculative_generate("  ", target=target, draft=draft)
+
+
+@pytest.mark.parametrize("gamma", [0, 17, -1, 2.5, True])
+def test_gamma_outside_range(gamma):
+    with pytest.raises(ConfigError, match="gamma must be a whole number from 1 to 16"):
+        DecodeConfig(gamma=gamma)
+
+
+@pytest.mark.parametrize("temperature", [-0.1, math.nan, math.inf, 11.0, "hot"])
+def test_bad_temperature(temperature):
+    with pytest.raises(ConfigError, match="temperature"):
+        SamplingConfig(temperature=temperature)
+
+
+@pytest.mark.parametrize("top_p", [0.0, -0.5, 1.5, math.nan])
+def test_top_p_outside_unit_interval(top_p):
+    with pytest.raises(ConfigError, match=r"top_p must be in \(0, 1\]"):
+        SamplingConfig(top_p=top_p)
+
+
+@pytest.mark.parametrize("top_k", [0, -3, 1.5])
+def test_bad_top_k(top_k):
+    with pytest.raises(ConfigError, match="top_k"):
+        SamplingConfig(top_k=top_k)
+
+
+@pytest.mark.parametrize("max_new_tokens", [0, 100_000])
+def test_max_new_tokens_bounded(max_new_tokens):
+    with pytest.raises(ConfigError, match="max_new_tokens"):
+        DecodeConfig(max_new_tokens=max_new_tokens)
+
+
+def test_bad_settings_reach_the_public_api(tiny_pair):
+    target, draft = tiny_pair
+    with pytest.raises(ConfigError, match="gamma"):
+        speculative_generate([1, 2], target=target, draft=draft, gamma=0)
+    with pytest.raises(ConfigError, match="temperature"):
+        speculative_generate([1, 2], target=target, draft=draft, temperature=float("nan"))
+    with pytest.raises(ConfigError, match="rule"):
+        speculative_generate([1, 2], target=target, draft=draft, rule="made-up")
+
+
+def test_prompt_longer_than_the_context_is_refused(tiny_pair):
+    target, draft = tiny_pair
+    with pytest.raises(ConfigError, match="reads at most 256 tokens"):
+        speculative_generate([1] * 250, target=target, draft=draft, max_new_tokens=10)
+
+
+def test_mismatched_vocabularies_are_refused(tiny_pair):
+    target, _ = tiny_pair
+    other = tiny_llama(vocab_size=20, seed=4)
+    with pytest.raises(VocabularyMismatchError, match="share one vocabulary"):
+        check_vocabulary(target, other)
+    with pytest.raises(VocabularyMismatchError):
+        speculative_generate([1, 2, 3], target=target, draft=other)
+
+
+def test_unknown_model_offline_fails_fast_with_a_clear_message():
+    start = time.monotonic()
+    with pytest.raises(ModelUnavailableError, match="not available offline.*offline default pair"):
+        load_model("no-such-owner/no-such-model-xyz")
+    assert time.monotonic() - start < 10
+
+
+def test_strategy_names_are_not_models():
+    from specviz.errors import ModelError
+
+    with pytest.raises(ModelError, match="draft strategy"):
+        load_model("ngram")
+
+
+def test_unknown_model_fails_fast_even_without_hf_hub_offline(monkeypatch):
+    """On a machine with no route to the hub, the reachability probe answers within seconds."""
+    import specviz.models as models
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(models, "_hub_checked", None)
+    start = time.monotonic()
+    if models.hub_reachable():
+        pytest.skip("this machine can reach the Hugging Face hub")
+    with pytest.raises(ModelUnavailableError, match="not available offline"):
+        load_model("no-such-owner/another-missing-model")
+    assert time.monotonic() - start < 10

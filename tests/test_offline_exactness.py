@@ -1,0 +1,62 @@
+"""End-to-end exactness on the offline default target (SmolLM2-135M-Instruct).
+
+Greedy speculative output must equal transformers' own greedy `generate(do_sample=False)` token
+for token, for several prompts and gamma in {1, 3, 8}, with the n-gram drafter and with a model
+drafter (a random tiny model that disagrees often, so every rejection path runs).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specviz.decoder import speculative_generate
+from specviz.trace import validate
+
+pytestmark = pytest.mark.slow
+
+PROMPTS = [
+    "List three fruits and one fact about each.",
+    "Write a Python function that reverses a string.",
+    "Once upon a time, a robot",
+]
+NEW_TOKENS = 24
+
+
+@pytest.fixture(scope="module")
+def greedy_references(offline_target):
+    refs = {}
+    tok = offline_target.tokenizer
+    for prompt in PROMPTS:
+        ids = tok.apply_chat_template(
+            [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True, return_dict=True
+        )["input_ids"]
+        with torch.inference_mode():
+            out = offline_target.model.generate(torch.tensor([ids]), max_new_tokens=NEW_TOKENS, do_sample=False)
+        refs[prompt] = (ids, out[0, len(ids) :].tolist())
+    return refs
+
+
+@pytest.mark.parametrize("gamma", [1, 3, 8])
+@pytest.mark.parametrize("drafter", ["ngram", "model"])
+def test_greedy_speculative_equals_transformers_greedy(
+    offline_target, random_draft_for_offline, greedy_references, gamma, drafter
+):
+    draft = "ngram" if drafter == "ngram" else random_draft_for_offline
+    for prompt in PROMPTS:
+        ids, reference = greedy_references[prompt]
+        trace = speculative_generate(
+            prompt, target=offline_target, draft=draft, gamma=gamma, temperature=0, max_new_tokens=NEW_TOKENS
+        )
+        assert trace.prompt_token_ids == ids
+        assert trace.output_token_ids == reference, f"{prompt!r} gamma={gamma} drafter={drafter}"
+        validate(trace.to_dict())
+
+
+def test_sampled_run_with_the_default_pair_is_a_valid_trace(offline_target):
+    trace = speculative_generate(
+        PROMPTS[0], target=offline_target, gamma=4, temperature=1.0, top_p=0.9, max_new_tokens=NEW_TOKENS, seed=3
+    )
+    validate(trace.to_dict())
+    assert trace.summary["new_tokens"] >= 1
+    assert trace.extra["token_text"][str(trace.output_token_ids[0])]
