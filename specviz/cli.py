@@ -46,6 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--top-p", type=float, default=None)
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--max-new-tokens", type=int, default=64)
+    gen.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
+    gen.add_argument(
+        "--dtype",
+        default=None,
+        choices=("float32", "bfloat16", "float16"),
+        help="default: bfloat16 on cuda, float32 on cpu",
+    )
     gen.add_argument("--out", type=Path, default=None, help="write the trace JSON here")
     gen.add_argument("--csv", type=Path, default=None, help="also write one CSV row per draft token here")
     gen.add_argument("--no-color", action="store_true", help="plain text output")
@@ -85,6 +92,8 @@ def _generate(args) -> int:
         top_p=args.top_p,
         seed=args.seed,
         max_new_tokens=args.max_new_tokens,
+        device=args.device,
+        dtype=args.dtype,
     )
     color = not args.no_color and sys.stdout.isatty()
     print(render_tokens(trace, color=color))

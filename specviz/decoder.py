@@ -23,6 +23,7 @@ import torch
 from specviz.config import DecodeConfig, SamplingConfig, validate_prompt
 from specviz.drafters import Drafter, ModelDrafter, NgramDrafter, crop_cache, forward_logits
 from specviz.errors import ConfigError
+from specviz.gate import device_gate
 from specviz.models import (
     DEFAULT_DRAFT,
     DEFAULT_TARGET,
@@ -66,6 +67,7 @@ def speculative_generate(
     device: str | None = None,
     dtype: str | None = None,
     on_iteration: Callable[[Progress], None] | None = None,
+    on_wait: Callable[[int], None] | None = None,
 ) -> Trace:
     """Decode with speculative sampling and return its Trace (summary only when trace=False)."""
     if rule not in RULES:
@@ -77,7 +79,7 @@ def speculative_generate(
     validate_prompt(prompt)
     target_model = _resolve_target(target, device, dtype)
     drafter = _resolve_drafter(draft, target_model, device, dtype)
-    return _decode(prompt, target_model, drafter, cfg, trace, rule, on_iteration)
+    return _decode(prompt, target_model, drafter, cfg, trace, rule, on_iteration, on_wait)
 
 
 def autoregressive_generate(
@@ -94,6 +96,7 @@ def autoregressive_generate(
     device: str | None = None,
     dtype: str | None = None,
     on_iteration: Callable[[Progress], None] | None = None,
+    on_wait: Callable[[int], None] | None = None,
 ) -> Trace:
     """The target alone, one token per step: the baseline every speedup is measured against."""
     sampling = SamplingConfig(temperature, top_k, top_p)
@@ -101,7 +104,7 @@ def autoregressive_generate(
     cfg = DecodeConfig(target_name, None, 1, sampling, seed, max_new_tokens, chat_template)
     validate_prompt(prompt)
     target_model = _resolve_target(target, device, dtype)
-    return _decode(prompt, target_model, None, cfg, trace, "exact", on_iteration)
+    return _decode(prompt, target_model, None, cfg, trace, "exact", on_iteration, on_wait)
 
 
 def _resolve_target(target, device, dtype) -> LoadedModel:
@@ -129,9 +132,10 @@ def _resolve_drafter(draft, target: LoadedModel, device, dtype) -> Drafter:
 
 
 def _decode(
-    prompt, target: LoadedModel, drafter: Drafter | None, cfg: DecodeConfig, traced: bool, rule: str, on_iteration
+    prompt, target: LoadedModel, drafter, cfg: DecodeConfig, traced: bool, rule: str, on_iteration, on_wait
 ) -> Trace:
-    with torch.inference_mode():
+    # One decode per device at a time (see specviz.gate); on_wait(ahead) reports the queue.
+    with device_gate(target.device).turn(on_wait), torch.inference_mode():
         return _Run(prompt, target, drafter, cfg, traced, rule, on_iteration).run()
 
 
