@@ -1,0 +1,354 @@
+"""The distribution-equivalence lab: does speculative decoding really sample from the target?
+
+For one prompt (token ids) and one pair, the lab
+
+1. samples the first k generated tokens n times with speculative decoding under a chosen rule
+   (the exact rule, or one of the wrong variants in specviz.verify.RULES), and n times with the
+   target alone;
+2. computes the target's EXACT distribution over those k-token outcomes by forward passes through
+   the target with the same sampling transform (specviz.sampling.probabilities), expanding every
+   prefix whose probability reaches `min_prob` and pooling the rest into one "other" cell;
+3. compares each empirical distribution with the exact one by a chi-square (or G) test,
+   after merging cells whose expected count is too small for the test to be valid.
+
+Everything it returns is plain data (ints, floats, lists), so the app can plot it and keep it in
+session state. Sample i uses seed `seed + 2 i` for speculative decoding and `seed + 2 i + 1` for
+the target alone: the two samplers are independent, and raising n keeps the earlier samples.
+
+An outcome is the tuple of the first k output tokens; it is shorter when the text ends at an
+end-of-sequence token before k tokens (the decoder stops there, and so does the enumeration).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from specviz.config import SamplingConfig
+from specviz.decoder import autoregressive_generate, speculative_generate
+from specviz.models import LoadedModel
+from specviz.sampling import probabilities
+from specviz.verify import RULE_LABELS, RULES
+
+MIN_EXPECTED = 5.0  # Cochran's rule: every cell of a chi-square test should expect >= 5 counts
+FORWARD_BATCH = 64  # prefixes per target forward pass when enumerating the exact distribution
+
+Outcome = tuple[int, ...]
+
+
+@dataclass
+class ExactDistribution:
+    """The target's probability of every k-token outcome above `min_prob`, plus the rest pooled."""
+
+    k: int
+    outcomes: list[Outcome]  # most likely first
+    probs: list[float]  # probs[i] = P_target(outcomes[i])
+    other_prob: float  # total probability of every outcome not listed (pruned below min_prob)
+    min_prob: float
+    forward_passes: int  # target forward passes (of batched prefixes) the enumeration took
+
+    def index(self) -> dict[Outcome, int]:
+        return {o: i for i, o in enumerate(self.outcomes)}
+
+
+@dataclass
+class TestResult:
+    """A goodness-of-fit test of observed counts against n times the exact probabilities."""
+
+    method: str  # "chi2" (Pearson) or "g" (log-likelihood ratio)
+    statistic: float | None
+    dof: int  # cells after merging, minus one
+    p_value: float | None  # None when fewer than two cells remain (nothing to test) or n = 0
+    cells: int  # cells after merging
+    n: int  # samples tested
+    impossible: int = 0  # samples in cells of probability 0: any one of them refutes the hypothesis
+
+
+@dataclass
+class LabResult:
+    """Counts per outcome for both samplers, the exact probabilities, and both tests.
+
+    The cells are `outcomes` followed by one "other" cell (index len(outcomes)): parallel lists
+    `exact`, `spec_counts` and `target_counts` have len(outcomes) + 1 entries.
+    """
+
+    rule: str
+    rule_label: str
+    k: int
+    gamma: int
+    sampling: dict[str, Any]  # temperature, top_k, top_p
+    seed: int
+    n_requested: int
+    outcomes: list[list[int]]
+    exact: list[float]
+    spec_counts: list[int]
+    target_counts: list[int]
+    n_spec: int  # samples actually drawn (fewer than n_requested when stopped early)
+    n_target: int
+    spec_test: TestResult
+    target_test: TestResult | None  # None when the target-alone sampler was not run
+    stopped: bool
+    impossible_spec: int  # speculative samples whose outcome has exact probability 0 (a sure sign of a bug)
+    impossible_target: int
+    min_prob: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ----- the exact distribution ------------------------------------------------------------------
+
+
+def exact_distribution(
+    target: LoadedModel,
+    prompt_ids: Sequence[int],
+    k: int,
+    sampling: SamplingConfig,
+    min_prob: float = 1e-4,
+) -> ExactDistribution:
+    """P_target over the first k generated tokens, by expanding prefixes breadth first.
+
+    At each depth every live prefix is fed through the target (batched, no cache: these are short
+    one-off passes) and its next-token probabilities come from the same `probabilities` the
+    decoder uses. A prefix whose probability falls below `min_prob` is not expanded: its mass goes
+    to `other_prob`, so the listed probabilities stay exact and the cells still sum to one.
+    At most 1 / min_prob prefixes are alive at any depth, which bounds the cost on a real vocabulary.
+    """
+    if k < 1:
+        raise ValueError(f"k must be at least 1; got {k!r}.")
+    if not 0 <= min_prob < 1:
+        raise ValueError(f"min_prob must be in [0, 1); got {min_prob!r}.")
+    eos = target.eos_token_id
+    device = torch.device(target.device)
+    prompt = torch.tensor(list(prompt_ids), dtype=torch.long, device=device)
+    # Only the last position's logits are needed; on a real vocabulary the full [B, L, V] would
+    # cost hundreds of MB per batch.
+    only_last = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(target.model.forward).parameters else {}
+    frontier: list[tuple[Outcome, float]] = [((), 1.0)]
+    finished: dict[Outcome, float] = {}
+    other = 0.0
+    passes = 0
+    with torch.inference_mode():
+        for depth in range(k):
+            next_frontier: list[tuple[Outcome, float]] = []
+            for start in range(0, len(frontier), FORWARD_BATCH):
+                chunk = frontier[start : start + FORWARD_BATCH]
+                rows = [
+                    torch.cat([prompt, torch.tensor(prefix, dtype=torch.long, device=device)]) for prefix, _ in chunk
+                ]
+                logits = target.model(torch.stack(rows), **only_last).logits[:, -1, : target.vocab_size]  # [B, V]
+                passes += 1
+                next_probs = probabilities(logits, sampling).double().cpu()  # [B, V]
+                for (prefix, prefix_prob), row in zip(chunk, next_probs, strict=True):
+                    joint = prefix_prob * row  # [V] P(prefix + x)
+                    keep = joint >= max(min_prob, 1e-300)  # never list zero-probability outcomes
+                    other += float(joint[~keep].sum())
+                    for x in keep.nonzero()[:, 0].tolist():
+                        outcome = prefix + (x,)
+                        if depth == k - 1 or x == eos:  # the decoder stops at end of sequence
+                            finished[outcome] = float(joint[x])
+                        else:
+                            next_frontier.append((outcome, float(joint[x])))
+            frontier = next_frontier
+    ordered = sorted(finished.items(), key=lambda item: -item[1])
+    return ExactDistribution(
+        k=k,
+        outcomes=[o for o, _ in ordered],
+        probs=[p for _, p in ordered],
+        other_prob=max(0.0, other),
+        min_prob=min_prob,
+        forward_passes=passes,
+    )
+
+
+# ----- the test --------------------------------------------------------------------------------
+
+
+def goodness_of_fit(counts: Sequence[int], probs: Sequence[float], method: str = "chi2") -> TestResult:
+    """Test observed counts against probabilities (renormalised in float64), merging small cells.
+
+    Why merging: the chi-square approximation needs every expected count to be at least about 5.
+    Cells are taken from the most to the least expected; those below MIN_EXPECTED are pooled into
+    one cell, and if that pool still expects too little it is folded into the smallest kept cell.
+    A sample in a cell of probability 0 is impossible under the hypothesis, so it decides the test
+    on its own: statistic inf, p-value 0 (merging would only dilute it).
+    """
+    from scipy import stats
+
+    if method not in ("chi2", "g"):
+        raise ValueError(f"method must be 'chi2' or 'g'; got {method!r}.")
+    n = int(sum(counts))
+    total = math.fsum(probs)
+    if n == 0 or total <= 0:
+        return TestResult(method, None, 0, None, 0, n)
+    impossible = sum(c for c, p in zip(counts, probs, strict=True) if p <= 0 and c > 0)
+    if impossible:
+        return TestResult(method, math.inf, max(0, len(counts) - 1), 0.0, len(counts), n, impossible)
+    expected = [n * p / total for p in probs]
+    order = sorted(range(len(expected)), key=lambda i: -expected[i])
+    kept_obs, kept_exp = [], []
+    pool_obs, pool_exp = 0, 0.0
+    for i in order:
+        if expected[i] >= MIN_EXPECTED:
+            kept_obs.append(counts[i])
+            kept_exp.append(expected[i])
+        else:
+            pool_obs += counts[i]
+            pool_exp += expected[i]
+    if pool_exp >= MIN_EXPECTED or (pool_exp > 0 and not kept_exp):
+        kept_obs.append(pool_obs)
+        kept_exp.append(pool_exp)
+    elif kept_exp:  # fold a too-small pool into the smallest kept cell
+        kept_obs[-1] += pool_obs
+        kept_exp[-1] += pool_exp
+    cells = len(kept_exp)
+    if cells < 2:
+        return TestResult(method, None, 0, None, cells, n)
+    lambda_ = "pearson" if method == "chi2" else "log-likelihood"
+    result = stats.power_divergence(kept_obs, kept_exp, lambda_=lambda_)
+    return TestResult(method, float(result.statistic), cells - 1, float(result.pvalue), cells, n)
+
+
+# ----- the experiment --------------------------------------------------------------------------
+
+
+def run_lab(
+    prompt_ids: Sequence[int],
+    *,
+    target: LoadedModel,
+    draft: Any,
+    rule: str = "exact",
+    k: int = 2,
+    n: int = 1000,
+    gamma: int = 2,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int = 0,
+    min_prob: float = 1e-4,
+    method: str = "chi2",
+    with_target: bool = True,
+    exact: ExactDistribution | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> LabResult:
+    """Sample the first k tokens n times each way and test both samplers against the exact p.
+
+    `draft` is what speculative_generate accepts: a LoadedModel, a Drafter, or a name.
+    Speculative runs ask for max(k, gamma + 2) tokens and only the first k are counted. Why: the
+    decoder drafts at most (tokens still to go) - 1 per iteration, so gamma + 1 lets the first
+    iteration draft a full gamma, and one more lets the token after gamma accepted drafts be a
+    real draft-and-verify step under the no-bonus variant (rather than a plain target step, which
+    would make it sample-for-sample identical to the exact rule). Choose k > gamma so that the
+    bonus position is among the counted tokens.
+    on_progress(done, total) is called after every sample; should_stop() is checked before each
+    one, and a stopped run returns what it has.
+    Pass `exact` (from exact_distribution) to reuse one enumeration across rules.
+    """
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {', '.join(RULES)}; got {rule!r}.")
+    if n < 1:
+        raise ValueError(f"n must be at least 1; got {n!r}.")
+    sampling = SamplingConfig(temperature, top_k, top_p)
+    prompt_ids = list(prompt_ids)
+    if exact is None:
+        exact = exact_distribution(target, prompt_ids, k, sampling, min_prob)
+    elif exact.k != k:
+        raise ValueError(f"The exact distribution is over {exact.k} tokens but k is {k}.")
+    index = exact.index()
+    other_cell = len(exact.outcomes)
+    cell_probs = exact.probs + [exact.other_prob]
+    spec_counts = [0] * (other_cell + 1)
+    target_counts = [0] * (other_cell + 1)
+    impossible = {"spec": 0, "target": 0}
+    common = dict(temperature=temperature, top_k=top_k, top_p=top_p, trace=False)
+
+    def record(counts: list[int], output: list[int], which: str) -> None:
+        cell = index.get(tuple(output[:k]), other_cell)
+        counts[cell] += 1
+        if cell_probs[cell] == 0:
+            impossible[which] += 1
+
+    total = n * (2 if with_target else 1)
+    done = n_spec = n_target = 0
+    stopped = False
+    for i in range(n):
+        if should_stop is not None and should_stop():
+            stopped = True
+            break
+        run = speculative_generate(
+            prompt_ids, target=target, draft=draft, gamma=gamma, seed=seed + 2 * i,
+            max_new_tokens=max(k, gamma + 2), rule=rule, **common,
+        )  # fmt: skip
+        record(spec_counts, run.output_token_ids, "spec")
+        n_spec += 1
+        done += 1
+        if on_progress is not None:
+            on_progress(done, total)
+        if with_target:
+            if should_stop is not None and should_stop():
+                stopped = True
+                break
+            run = autoregressive_generate(prompt_ids, target=target, seed=seed + 2 * i + 1, max_new_tokens=k, **common)
+            record(target_counts, run.output_token_ids, "target")
+            n_target += 1
+            done += 1
+            if on_progress is not None:
+                on_progress(done, total)
+
+    return LabResult(
+        rule=rule,
+        rule_label=RULE_LABELS[rule],
+        k=k,
+        gamma=gamma,
+        sampling={"temperature": temperature, "top_k": top_k, "top_p": top_p},
+        seed=seed,
+        n_requested=n,
+        outcomes=[list(o) for o in exact.outcomes],
+        exact=cell_probs,
+        spec_counts=spec_counts,
+        target_counts=target_counts,
+        n_spec=n_spec,
+        n_target=n_target,
+        spec_test=goodness_of_fit(spec_counts, cell_probs, method),
+        target_test=goodness_of_fit(target_counts, cell_probs, method) if with_target else None,
+        stopped=stopped,
+        impossible_spec=impossible["spec"],
+        impossible_target=impossible["target"],
+        min_prob=exact.min_prob,
+        extra={"forward_passes": exact.forward_passes},
+    )
+
+
+def marginal(result: LabResult, position: int = 0) -> dict[str, list]:
+    """Collapse a LabResult to the distribution of one token position (0 = the first token).
+
+    Returns parallel lists: tokens (token id, or None for the "other" cell and for outcomes that
+    ended before `position`), exact, spec_counts, target_counts. Handy for a bar chart when the
+    joint has too many cells to show.
+    """
+    if not 0 <= position < result.k:
+        raise ValueError(f"position must be in 0..{result.k - 1}; got {position!r}.")
+    keys: list[int | None] = []
+    rows: dict[int | None, list] = {}
+    cells = [*result.outcomes, None]  # the last cell is "other"
+    for cell, p, s, t in zip(cells, result.exact, result.spec_counts, result.target_counts, strict=True):
+        key = cell[position] if cell is not None and position < len(cell) else None
+        if key not in rows:
+            keys.append(key)
+            rows[key] = [0.0, 0, 0]
+        rows[key][0] += p
+        rows[key][1] += s
+        rows[key][2] += t
+    return {
+        "tokens": keys,
+        "exact": [rows[key][0] for key in keys],
+        "spec_counts": [rows[key][1] for key in keys],
+        "target_counts": [rows[key][2] for key in keys],
+    }
