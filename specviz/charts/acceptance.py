@@ -1,0 +1,180 @@
+"""Acceptance analytics: acceptance by draft position, tokens per iteration against the
+truncated-geometric prediction from alpha, beta along the generated text, and the same numbers
+as table rows.
+
+Prediction (Leviathan et al. 2023, section 3): if each draft is accepted independently with
+probability alpha, the tokens emitted per iteration L (correction included) follow
+P(L = k) = alpha^(k-1) (1 - alpha) for k = 1..gamma, and P(L = gamma + 1) = alpha^gamma,
+with mean (1 - alpha^(gamma+1)) / (1 - alpha).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+
+from specviz.charts.style import LAYOUT, PREDICTION_COLOR, STATUS_COLORS
+from specviz.charts.tokens import hover_card, token_rows
+from specviz.trace import Trace
+
+
+def truncated_geometric(alpha: float, gamma: int) -> list[float]:
+    """P(L = k) for k = 1..gamma+1 tokens per iteration, given acceptance rate alpha."""
+    probs = [alpha ** (k - 1) * (1 - alpha) for k in range(1, gamma + 1)]
+    probs.append(alpha**gamma)
+    return probs
+
+
+def expected_tokens_per_iteration(alpha: float, gamma: int) -> float:
+    """(1 - alpha^(gamma+1)) / (1 - alpha), and gamma + 1 when alpha is 1."""
+    if alpha >= 1:
+        return float(gamma + 1)
+    return (1 - alpha ** (gamma + 1)) / (1 - alpha)
+
+
+def full_iterations(trace: Trace) -> list[dict[str, Any]]:
+    """Iterations that drafted the full gamma (the last ones may draft fewer near max new tokens)."""
+    gamma = trace.config.get("gamma") or 0
+    return [it for it in trace.iterations if len(it["drafts"]) == gamma and it["correction"] is not None]
+
+
+def position_table(trace: Trace) -> list[dict[str, Any]]:
+    """Per draft slot 1..gamma: how often it was reached, accepted, the rate, and the mean beta."""
+    gamma = trace.config.get("gamma") or 0
+    rows = []
+    for slot in range(1, gamma + 1):
+        reached = [it for it in trace.iterations if len(it["drafts"]) >= slot and it["accepted_count"] >= slot - 1]
+        accepted = sum(it["accepted_count"] >= slot for it in reached)
+        betas = [it["drafts"][slot - 1]["beta"] for it in reached]
+        rows.append(
+            {
+                "draft position": slot,
+                "reached": len(reached),
+                "accepted": accepted,
+                "acceptance rate": accepted / len(reached) if reached else None,
+                "mean β (predicted rate)": sum(betas) / len(betas) if betas else None,
+            }
+        )
+    return rows
+
+
+def length_table(trace: Trace) -> list[dict[str, Any]]:
+    """Per tokens-per-iteration value 1..gamma+1: measured count and fraction, and the prediction."""
+    gamma = trace.config.get("gamma") or 0
+    its = full_iterations(trace)
+    alpha = trace.summary.get("alpha")
+    predicted = truncated_geometric(alpha, gamma) if alpha is not None and gamma else [None] * (gamma + 1)
+    lengths = [it["accepted_count"] + 1 for it in its]
+    return [
+        {
+            "tokens per iteration": k,
+            "iterations": lengths.count(k),
+            "measured fraction": lengths.count(k) / len(lengths) if lengths else None,
+            "predicted fraction": predicted[k - 1],
+        }
+        for k in range(1, gamma + 2)
+    ]
+
+
+def _no_data(fig: go.Figure, text: str) -> go.Figure:
+    fig.add_annotation(text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font={"size": 14})
+    return fig
+
+
+def acceptance_by_position_figure(trace: Trace) -> go.Figure:
+    """Measured acceptance rate at each draft slot (given the slot was reached) beside the mean beta."""
+    rows = position_table(trace)
+    fig = go.Figure()
+    slots = [r["draft position"] for r in rows]
+    fig.add_bar(
+        x=slots,
+        y=[r["acceptance rate"] for r in rows],
+        name="measured: accepted / reached",
+        marker_color=STATUS_COLORS["accepted"],
+        customdata=[[r["accepted"], r["reached"]] for r in rows],
+        hovertemplate="draft position %{x}<br>accepted %{customdata[0]} of %{customdata[1]} reached"
+        "<br>rate %{y:.3f}<extra></extra>",
+    )
+    fig.add_scatter(
+        x=slots,
+        y=[r["mean β (predicted rate)"] for r in rows],
+        name="predicted: mean β at that position",
+        mode="markers+lines",
+        marker={"color": PREDICTION_COLOR, "size": 9, "symbol": "diamond"},
+        line={"dash": "dot", "color": PREDICTION_COLOR},
+        hovertemplate="draft position %{x}<br>mean β %{y:.3f}<extra></extra>",
+    )
+    if not rows:
+        _no_data(fig, "no drafts in this trace (target-only run)")
+    fig.update_layout(**LAYOUT, height=360, title="Acceptance by draft position (when that position was reached)")
+    fig.update_xaxes(title="draft position within an iteration (1..γ)", dtick=1)
+    fig.update_yaxes(title="acceptance rate (fraction)", range=[0, 1.05])
+    return fig
+
+
+def accept_length_figure(trace: Trace) -> go.Figure:
+    """Histogram of tokens emitted per iteration against the truncated-geometric prediction."""
+    rows = length_table(trace)
+    gamma = trace.config.get("gamma") or 0
+    alpha = trace.summary.get("alpha")
+    n = sum(r["iterations"] for r in rows)
+    fig = go.Figure()
+    fig.add_bar(
+        x=[r["tokens per iteration"] for r in rows],
+        y=[r["measured fraction"] for r in rows],
+        name=f"measured ({n} full iterations)",
+        marker_color=STATUS_COLORS["bonus"],
+        opacity=0.8,
+        customdata=[r["iterations"] for r in rows],
+        hovertemplate="%{x} tokens: %{customdata} iterations (%{y:.3f})<extra></extra>",
+    )
+    if alpha is not None and gamma:
+        mean = expected_tokens_per_iteration(alpha, gamma)
+        fig.add_scatter(
+            x=[r["tokens per iteration"] for r in rows],
+            y=[r["predicted fraction"] for r in rows],
+            name=f"predicted from α = {alpha:.2f} (mean {mean:.2f} tokens)",
+            mode="markers+lines",
+            marker={"color": PREDICTION_COLOR, "size": 9, "symbol": "diamond"},
+            line={"dash": "dot", "color": PREDICTION_COLOR},
+            hovertemplate="%{x} tokens: predicted %{y:.3f}<extra></extra>",
+        )
+    if not n:
+        _no_data(fig, "no full iterations to count")
+    fig.update_layout(**LAYOUT, height=360, title="Tokens per iteration: measured vs truncated geometric from α")
+    fig.update_xaxes(title="tokens emitted per iteration (accepted drafts + 1 correction)", dtick=1)
+    fig.update_yaxes(title="fraction of iterations", range=[0, 1.05])
+    return fig
+
+
+def beta_along_text_figure(trace: Trace) -> go.Figure:
+    """β at every draft the text reached (accepted ones and first rejections), with α as a line."""
+    extra = trace.extra
+    fig = go.Figure()
+    rows = [r for r in token_rows(trace) if r["status"] in ("accepted", "rejected")]
+    for status in ("accepted", "rejected"):
+        pts = [r for r in rows if r["status"] == status]
+        fig.add_scatter(
+            x=[r["position"] for r in pts],
+            y=[r["beta"] for r in pts],
+            mode="markers",
+            name=f"{status} draft",
+            marker={"color": STATUS_COLORS[status], "size": 9, "symbol": "circle" if status == "accepted" else "x"},
+            hovertext=[hover_card(r, extra) + f"<br>β {r['beta']:.3f}" for r in pts],
+            hoverinfo="text",
+        )
+    alpha = trace.summary.get("alpha")
+    if alpha is not None:
+        fig.add_hline(
+            y=alpha,
+            line={"dash": "dot", "color": PREDICTION_COLOR},
+            annotation_text=f"α = mean β = {alpha:.3f}",
+            annotation_position="top left",
+        )
+    if not rows:
+        _no_data(fig, "no drafts in this trace (target-only run)")
+    fig.update_layout(**LAYOUT, height=360, title="β along the generated text: the chance each draft is accepted")
+    fig.update_xaxes(title="position in the generated text (token index)")
+    fig.update_yaxes(title="β = Σ min(p, q) (probability)", range=[-0.03, 1.08])
+    return fig

@@ -1,0 +1,204 @@
+"""Figures for the step inspector: q and p over the top tokens of one draft position, the residual
+after a rejection, and the target's distribution for a bonus token.
+
+The trace keeps each model's top 10 per position; a token outside a list has an unrecorded
+probability, drawn as 0. "other" holds the rest of the mass (1 minus the bars shown).
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import plotly.graph_objects as go
+
+from specviz.charts.style import (
+    ACCEPTED_MASS_COLOR,
+    LAYOUT,
+    P_COLOR,
+    Q_COLOR,
+    RESIDUAL_COLOR,
+    STATUS_COLORS,
+)
+from specviz.charts.tokens import label_token, token_text
+
+MAX_BARS = 8  # top tokens shown before the "other" bucket
+
+
+def _categories(extra: dict, ids: list[int], chosen_text: str) -> list[str]:
+    """Axis labels (HTML-escaped: Plotly reads tags in labels) for token ids, the chosen one first.
+
+    The same text twice gets its id so the categories stay distinct.
+    """
+    texts = [chosen_text] + [token_text(extra, t) for t in ids[1:]]
+    labels = [html.escape(label_token(t)) for t in texts]
+    return [f"{lab} (#{t})" if labels.count(lab) > 1 else lab for lab, t in zip(labels, ids, strict=True)] + ["other"]
+
+
+def _esc(text: str) -> str:
+    return html.escape(label_token(text))
+
+
+def _pick_ids(chosen: int, *tops: list[list]) -> list[int]:
+    """The chosen token first, then the most likely tokens of the given top lists, up to MAX_BARS."""
+    best: dict[int, float] = {}
+    for top in tops:
+        for tid, prob in top:
+            best[tid] = max(best.get(tid, 0.0), prob)
+    ranked = [t for t, _ in sorted(best.items(), key=lambda kv: -kv[1]) if t != chosen]
+    return [chosen, *ranked][:MAX_BARS]
+
+
+def _values(ids: list[int], top: list[list], known: dict[int, float] | None = None) -> list[float]:
+    lookup = dict((tid, prob) for tid, prob in top)
+    lookup.update(known or {})
+    vals = [lookup.get(t, 0.0) for t in ids]
+    return [*vals, max(0.0, 1.0 - sum(vals))]
+
+
+def draft_figure(draft: dict[str, Any], status: str, extra: dict[str, Any], slot: int | None = None) -> go.Figure:
+    """q and p over the top tokens at one draft position, the drafted token outlined, min(p, q) shaded."""
+    tid = draft["token_id"]
+    ids = _pick_ids(tid, draft["q_top"], draft["p_top"])
+    labels = _categories(extra, ids, draft["token"])
+    q_vals = _values(ids, draft["q_top"], {tid: draft["q"]})
+    p_vals = _values(ids, draft["p_top"], {tid: draft["p"]})
+    overlap = [min(a, b) for a, b in zip(q_vals[:-1], p_vals[:-1], strict=True)] + [0.0]
+    outline = [3 if i == 0 else 0 for i in range(len(labels))]
+    fig = go.Figure()
+    fig.add_bar(
+        x=labels,
+        y=overlap,
+        name="min(p, q): mass both agree on",
+        marker_color=ACCEPTED_MASS_COLOR,
+        offset=-0.43,
+        width=0.86,
+        hovertemplate="%{x}<br>min(p, q) %{y:.4f}<extra></extra>",
+    )
+    fig.add_bar(
+        x=labels,
+        y=q_vals,
+        name="q (draft)",
+        marker={"color": Q_COLOR, "line": {"width": outline, "color": "#000"}},
+        offset=-0.4,
+        width=0.4,
+        hovertemplate="%{x}<br>q (draft) %{y:.4f}<extra></extra>",
+    )
+    fig.add_bar(
+        x=labels,
+        y=p_vals,
+        name="p (target)",
+        marker={"color": P_COLOR, "line": {"width": outline, "color": "#000"}},
+        offset=0.0,
+        width=0.4,
+        hovertemplate="%{x}<br>p (target) %{y:.4f}<extra></extra>",
+    )
+    where = f"draft {slot}" if slot else "draft"
+    fig.add_annotation(
+        x=labels[0],
+        y=max(q_vals[0], p_vals[0]),
+        text=f"drafted · {status}",
+        showarrow=True,
+        arrowhead=2,
+        ax=0,
+        ay=-28,
+        font={"color": STATUS_COLORS.get(status, "#000")},
+    )
+    fig.update_layout(
+        **LAYOUT,
+        barmode="overlay",
+        height=320,
+        title=f"{where}: {_esc(draft['token'])} (position {draft['position']}), q and p over the top tokens",
+    )
+    fig.update_yaxes(title="probability", range=[0, 1.12])
+    fig.update_xaxes(title="token (top tokens of p and q, then all others)")
+    return fig
+
+
+def residual_figure(rejected: dict[str, Any], correction: dict[str, Any], extra: dict[str, Any]) -> go.Figure:
+    """After the first rejection: max(0, p - q), its normalised form, and the resampled token.
+
+    The residual's mass is sum max(0, p - q) = 1 - beta, so the unnormalised bars are the stored
+    normalised top list times (1 - beta): exact, with no tokenizer or full distribution needed.
+    """
+    top = correction.get("residual_top") or []
+    mass = max(0.0, 1.0 - rejected["beta"])
+    tid = correction["token_id"]
+    ids = _pick_ids(tid, top)
+    labels = _categories(extra, ids, correction["token"])
+    normalised = _values(ids, top)
+    raw = [v * mass for v in normalised[:-1]]
+    raw.append(max(0.0, mass - sum(raw)))
+    outline = [3 if i == 0 else 0 for i in range(len(labels))]
+    fig = go.Figure()
+    fig.add_bar(
+        x=labels,
+        y=raw,
+        name="max(0, p − q)",
+        marker={"color": RESIDUAL_COLOR, "opacity": 0.45},
+        hovertemplate="%{x}<br>max(0, p − q) %{y:.4f}<extra></extra>",
+    )
+    fig.add_bar(
+        x=labels,
+        y=normalised,
+        name="norm(max(0, p − q)): what the resample draws from",
+        marker={"color": RESIDUAL_COLOR, "line": {"width": outline, "color": "#000"}},
+        hovertemplate="%{x}<br>normalised residual %{y:.4f}<extra></extra>",
+    )
+    fig.add_annotation(
+        x=labels[0],
+        y=normalised[0],
+        text="resampled",
+        showarrow=True,
+        arrowhead=2,
+        ax=0,
+        ay=-28,
+        font={"color": STATUS_COLORS["resampled"]},
+    )
+    fig.update_layout(
+        **LAYOUT,
+        barmode="group",
+        height=320,
+        title=f"Residual at position {correction['position']} (mass 1 − β = {mass:.3f}), resampled "
+        f"{_esc(correction['token'])}",
+    )
+    fig.update_yaxes(title="probability", range=[0, 1.12])
+    fig.update_xaxes(title="token (top tokens of the residual, then all others)")
+    return fig
+
+
+def bonus_figure(correction: dict[str, Any], extra: dict[str, Any]) -> go.Figure:
+    """When every draft passed: the target's next distribution p and the bonus token drawn from it."""
+    top = correction.get("p_top") or []
+    tid = correction["token_id"]
+    ids = _pick_ids(tid, top)
+    labels = _categories(extra, ids, correction["token"])
+    values = _values(ids, top, {tid: correction.get("p", 0.0)})
+    outline = [3 if i == 0 else 0 for i in range(len(labels))]
+    fig = go.Figure()
+    fig.add_bar(
+        x=labels,
+        y=values,
+        name="p (target)",
+        marker={"color": P_COLOR, "line": {"width": outline, "color": "#000"}},
+        hovertemplate="%{x}<br>p (target) %{y:.4f}<extra></extra>",
+    )
+    fig.add_annotation(
+        x=labels[0],
+        y=values[0],
+        text="bonus",
+        showarrow=True,
+        arrowhead=2,
+        ax=0,
+        ay=-28,
+        font={"color": STATUS_COLORS["bonus"]},
+    )
+    fig.update_layout(
+        **LAYOUT,
+        height=320,
+        showlegend=True,
+        title=f"Bonus at position {correction['position']}: {_esc(correction['token'])} drawn from p",
+    )
+    fig.update_yaxes(title="probability", range=[0, 1.12])
+    fig.update_xaxes(title="token (top tokens of p, then all others)")
+    return fig

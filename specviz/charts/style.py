@@ -1,0 +1,55 @@
+"""The visual language of every chart and of the token stream, defined once (DESIGN.md section 4).
+
+Token statuses:
+    accepted    a draft the target kept (green)
+    rejected    the first draft the target refused in an iteration (red, struck through)
+    discarded   drafts after the first rejection: never checked, thrown away (grey, struck through)
+    resampled   the correction drawn from the residual max(0, p - q) after a rejection (orange)
+    bonus       the extra token drawn from p when every draft was accepted (blue)
+    target      a token of the target-only baseline (neutral)
+
+p (the target) and q (the draft) keep one colour each everywhere; the residual has a third.
+"""
+
+from __future__ import annotations
+
+STATUS_COLORS = {
+    "accepted": "#2e7d32",
+    "rejected": "#c62828",
+    "discarded": "#9e9e9e",
+    "resampled": "#ef6c00",
+    "bonus": "#1565c0",
+    "target": "#424242",
+}
+# Lighter backgrounds for the token stream, so the text itself stays readable.
+STATUS_BACKGROUNDS = {
+    "accepted": "#e8f5e9",
+    "rejected": "#ffebee",
+    "discarded": "#f5f5f5",
+    "resampled": "#fff3e0",
+    "bonus": "#e3f2fd",
+    "target": "#fafafa",
+}
+STATUS_LABELS = {
+    "accepted": "accepted draft",
+    "rejected": "rejected draft",
+    "discarded": "discarded draft (after a rejection, never checked)",
+    "resampled": "resampled (from the residual)",
+    "bonus": "bonus (all drafts accepted)",
+    "target": "target-only token",
+}
+STATUS_ORDER = ("accepted", "rejected", "discarded", "resampled", "bonus", "target")
+
+P_COLOR = "#6a1b9a"  # target p: purple
+Q_COLOR = "#00897b"  # draft q: teal
+RESIDUAL_COLOR = "#ef6c00"  # max(0, p - q): the same orange as the resampled token drawn from it
+ACCEPTED_MASS_COLOR = "rgba(46, 125, 50, 0.18)"  # min(p, q) shading
+PREDICTION_COLOR = "#37474f"  # closed-form predictions drawn over measurements
+
+LAYOUT = {
+    "template": "plotly_white",
+    "font": {"size": 13},
+    "margin": {"l": 60, "r": 20, "t": 60, "b": 50},
+    "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "left", "x": 0},
+    "hoverlabel": {"align": "left"},
+}

@@ -1,0 +1,94 @@
+"""The timeline: draft and verify phases of every iteration as a Gantt chart, beside the
+target-only baseline's per-token steps on the same millisecond axis, so the saving is visible.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from specviz.charts.style import LAYOUT, P_COLOR, Q_COLOR
+from specviz.trace import Trace
+
+SPEC_ROW = "speculative"
+BASE_ROW = "target only"
+
+
+def timeline_figure(trace: Trace, baseline: Trace | None = None) -> go.Figure:
+    """One bar per phase and iteration; one Plotly trace per phase kind (not per iteration)."""
+    fig = go.Figure()
+    its = trace.iterations
+    spec = trace.mode == "speculative"
+    row = SPEC_ROW if spec else BASE_ROW
+    if spec:
+        fig.add_bar(
+            y=[row] * len(its),
+            x=[it["draft_ms"] for it in its],
+            base=[it["start_ms"] for it in its],
+            orientation="h",
+            name="draft γ tokens (q)",
+            marker_color=Q_COLOR,
+            customdata=[[it["index"] + 1, len(it["drafts"])] for it in its],
+            hovertemplate="iteration %{customdata[0]}<br>draft %{customdata[1]} tokens: %{x:.1f} ms<extra></extra>",
+        )
+    fig.add_bar(
+        y=[row] * len(its),
+        x=[it["verify_ms"] for it in its],
+        base=[it["start_ms"] + it["draft_ms"] for it in its],
+        orientation="h",
+        name="verify: one target pass (p)" if spec else "target step (p)",
+        marker_color=P_COLOR,
+        marker_line={"color": "white", "width": 1},
+        text=[_emitted_label(it) for it in its] if spec else None,
+        textposition="inside",
+        insidetextanchor="middle",
+        textfont={"color": "white"},
+        customdata=[[it["index"] + 1, it["accepted_count"], len(it["drafts"])] for it in its],
+        hovertemplate="iteration %{customdata[0]}<br>verify: %{x:.1f} ms<br>accepted %{customdata[1]} of "
+        "%{customdata[2]} drafts<extra></extra>",
+    )
+    rows = [row]
+    if baseline is not None and baseline.iterations and baseline is not trace:
+        b = baseline.iterations
+        fig.add_bar(
+            y=[BASE_ROW] * len(b),
+            x=[it["verify_ms"] for it in b],
+            base=[it["start_ms"] for it in b],
+            orientation="h",
+            name="target-only step (p), one token each",
+            marker_color=P_COLOR,
+            opacity=0.55,
+            marker_line={"color": "white", "width": 1},
+            customdata=[[it["index"] + 1] for it in b],
+            hovertemplate="token %{customdata[0]}: %{x:.1f} ms<extra></extra>",
+        )
+        rows.append(BASE_ROW)
+    for name, t in ((row, trace), (BASE_ROW, baseline)):
+        if t is None or not t.iterations or (name == BASE_ROW and t is trace and spec):
+            continue
+        end = max(it["start_ms"] + it["draft_ms"] + it["verify_ms"] for it in t.iterations)
+        fig.add_annotation(
+            x=end,
+            y=name,
+            text=f" {end:.0f} ms, {t.summary['new_tokens']} tokens",
+            showarrow=False,
+            xanchor="left",
+            font={"size": 12},
+        )
+    if not its:
+        fig.add_annotation(
+            text="this trace has no recorded iterations", showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper"
+        )
+    fig.update_layout(
+        **LAYOUT,
+        barmode="overlay",
+        bargap=0.35,
+        height=260 + 40 * len(rows),
+        title="Timeline: where the time goes (numbers on verify bars: drafts accepted / drafted)",
+    )
+    fig.update_xaxes(title="time since the first iteration started (ms)")
+    fig.update_yaxes(title="", categoryorder="array", categoryarray=list(reversed(rows)))
+    return fig
+
+
+def _emitted_label(it: dict) -> str:
+    return f"{it['accepted_count']}/{len(it['drafts'])}"

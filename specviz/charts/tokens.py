@@ -1,0 +1,110 @@
+"""Token-level views of a trace: which status each token has, and its hover card text.
+
+Pure functions of plain trace data (a Trace or just its `iterations` list), shared by the charts
+and by the app's coloured token stream. Hover text is HTML-escaped here, once.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from specviz.trace import Trace
+
+
+def display_token(text: str) -> str:
+    """Make invisible characters visible: newline as ↵, tab as →, an all-space token as ␣."""
+    shown = text.replace("\n", "↵").replace("\t", "→").replace("\r", "")
+    if not shown.strip():
+        return "␣" * max(1, len(shown))
+    return shown
+
+
+def label_token(text: str) -> str:
+    """A label for an axis: leading spaces shown as ␣ so ' the' and 'the' differ."""
+    shown = display_token(text)
+    stripped = shown.lstrip(" ")
+    return "␣" * (len(shown) - len(stripped)) + stripped
+
+
+def token_text(trace_extra: dict[str, Any], token_id: int) -> str:
+    """The text of a token id from the trace's `extra.token_text`, or <id> when it is unknown."""
+    return trace_extra.get("token_text", {}).get(str(token_id), f"<{token_id}>")
+
+
+def iteration_tokens(it: dict[str, Any]) -> list[dict[str, Any]]:
+    """One iteration -> its tokens in order, each with a status (see specviz.charts.style)."""
+    n = it["accepted_count"]
+    rows = []
+    for j, d in enumerate(it["drafts"]):
+        status = "accepted" if j < n else ("rejected" if j == n else "discarded")
+        rows.append({**d, "iteration": it["index"], "slot": j + 1, "status": status, "is_draft": True})
+    corr = it.get("correction")
+    if corr is not None:
+        status = {"resample": "resampled", "bonus": "bonus"}.get(corr["kind"], "target")
+        rows.append(
+            {
+                **corr,
+                "iteration": it["index"],
+                "slot": len(it["drafts"]) + 1,
+                "status": status,
+                "is_draft": False,
+            }
+        )
+    return rows
+
+
+def token_rows(source: Trace | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every token of a run in reading order (rejected and discarded drafts included)."""
+    iterations = source.iterations if isinstance(source, Trace) else source
+    return [row for it in iterations for row in iteration_tokens(it)]
+
+
+def decision_text(row: dict[str, Any]) -> str:
+    """One line saying why the token has its status."""
+    status = row["status"]
+    if status == "accepted":
+        return "accepted: the target's top token (greedy)" if row.get("r") is None else "accepted: r < min(1, p/q)"
+    if status == "rejected":
+        return "rejected: not the target's top token (greedy)" if row.get("r") is None else "rejected: r ≥ min(1, p/q)"
+    if status == "discarded":
+        return "discarded: an earlier draft was rejected"
+    if status == "resampled":
+        return "resampled from norm(max(0, p − q))"
+    if status == "bonus":
+        return "bonus: drawn from p after all drafts passed"
+    return "drawn from p (target only)"
+
+
+def hover_card(row: dict[str, Any], extra: dict[str, Any] | None = None, markup: bool = True) -> str:
+    """The hover card of one token: position, text, q, p, p/q, r, decision and top alternatives.
+
+    markup=True gives Plotly hover text (lines joined by <br>, token text HTML-escaped here);
+    markup=False gives plain lines for an HTML title attribute (the caller escapes the whole string).
+    """
+    extra = extra or {}
+
+    def tok(text: str) -> str:
+        return html.escape(label_token(text)) if markup else label_token(text)
+
+    lines = [
+        f"<b>{tok(row['token'])}</b>" if markup else tok(row["token"]),
+        f"position {row['position']} · iteration {row['iteration'] + 1}",
+    ]
+    if row["is_draft"]:
+        q, p = row["q"], row["p"]
+        ratio = "∞" if q == 0 else f"{p / q:.3f}"
+        lines.append(f"q (draft) {q:.4f} · p (target) {p:.4f} · p/q {ratio}")
+        r = "none (greedy)" if row.get("r") is None else f"{row['r']:.4f}"
+        lines.append(f"accept prob min(1, p/q) {row['accept_prob']:.4f} · r {r}")
+    else:
+        lines.append(f"its probability where it was drawn: {row.get('p', 0.0):.4f}")
+    lines.append(html.escape(decision_text(row)) if markup else decision_text(row))
+    if row["status"] == "resampled" and row.get("residual_top"):
+        top, name = row["residual_top"], "residual's top"
+    else:
+        top, name = row.get("p_top") or [], "target's top"
+    if top:
+        alts = ", ".join(f"{tok(token_text(extra, tid))} {prob:.2f}" for tid, prob in top[:5])
+        lines.append(f"{name}: {alts}")
+    return ("<br>" if markup else "\n").join(lines)
