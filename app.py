@@ -1,0 +1,29 @@
+"""specviz: the Streamlit app. Routes the pages and draws the frame they share; no logic here.
+
+Run with:  streamlit run app.py
+"""
+
+import streamlit as st
+
+from specviz_app import sidebar, state
+
+st.set_page_config(page_title="specviz: speculative decoding, made visible", page_icon="🔎", layout="wide")
+
+PAGES = [
+    st.Page("app_pages/playground.py", title="Playground", icon="▶️", default=True),
+    st.Page("app_pages/inspector.py", title="Step inspector", icon="🔬"),
+    st.Page("app_pages/timeline.py", title="Timeline", icon="⏱️"),
+    st.Page("app_pages/acceptance.py", title="Acceptance", icon="📊"),
+    st.Page("app_pages/traces.py", title="Traces", icon="📁"),
+]
+page = st.navigation(PAGES)
+
+settings = sidebar.render()
+st.session_state["settings"] = settings
+state.open_first_visit(settings)
+if st.session_state.pop("_run_requested", False):
+    state.run(settings)
+if error := st.session_state.pop("_run_error", None):
+    st.error(f"{error}\n\nNothing was lost: the pages still show the previous trace, if there was one.")
+
+page.run()

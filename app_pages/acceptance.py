@@ -1,0 +1,45 @@
+"""Acceptance: how often drafts pass, by position and along the text, against the theory from α."""
+
+import streamlit as st
+
+from specviz import charts
+from specviz_app import render, state
+
+
+def acceptance() -> None:
+    st.title("Acceptance")
+    st.caption(
+        "β is the chance a draft at one position passes: Σ min(p, q). α, its mean, predicts the rest: "
+        "if each draft passes with probability α, tokens per iteration follow a truncated geometric law."
+    )
+    loaded = state.current()
+    if not render.trace_notice(loaded, st.session_state["settings"]):
+        return
+    trace = loaded.trace
+    if trace.mode != "speculative":
+        st.info("This is a target-only trace: it has no drafts to accept. Open a speculative trace.")
+        return
+    left, right = st.columns(2)
+    left.plotly_chart(charts.acceptance_by_position_figure(trace), key="by-position")
+    right.plotly_chart(charts.accept_length_figure(trace), key="lengths")
+    st.plotly_chart(charts.beta_along_text_figure(trace), key="beta")
+    st.caption(
+        "Later positions are reached less often (only when every earlier draft passed), so their bars rest "
+        "on fewer iterations. Iterations cut short by max new tokens are left out of the histogram."
+    )
+    left, right = st.columns(2)
+    left.markdown("**By draft position**")
+    left.dataframe(charts.position_table(trace), hide_index=True)
+    right.markdown("**Tokens per iteration**")
+    right.dataframe(charts.length_table(trace), hide_index=True)
+    alpha = trace.summary.get("alpha")
+    gamma = trace.config.get("gamma") or 0
+    if alpha is not None and gamma:
+        expected = charts.expected_tokens_per_iteration(alpha, gamma)
+        st.markdown(
+            f"Predicted mean tokens per iteration (1 − α^(γ+1)) / (1 − α) = **{expected:.2f}**; "
+            f"measured **{trace.summary['mean_accepted_length']:.2f}**."
+        )
+
+
+acceptance()

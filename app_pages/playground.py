@@ -1,0 +1,37 @@
+"""Playground: run speculative decoding and the target alone on the same settings; see every token."""
+
+import streamlit as st
+
+from specviz_app import render, state
+
+
+def playground() -> None:
+    st.title("Playground")
+    st.caption(
+        "A cheap draft model q proposes γ tokens; the target p checks them all in one pass and keeps a prefix. "
+        "The output follows p exactly, only faster. Hover a token to see why it was kept."
+    )
+    loaded = state.current()
+    if not render.trace_notice(loaded, st.session_state["settings"]):
+        return
+    trace, baseline = loaded.trace, loaded.baseline
+    render.headline(trace, baseline)
+
+    st.subheader("The generated text, token by token")
+    st.html(render.legend_html())
+    st.html(render.token_stream_html(trace.iterations, trace.extra))
+    if not trace.iterations:
+        st.text(trace.output_text)
+    st.caption(
+        "Struck-through drafts are not part of the text: the target refused them (red) or never looked at them "
+        "because an earlier draft was refused (grey). Every iteration ends with one token from the target "
+        "(orange or blue), so each target pass yields at least one token."
+    )
+    with st.expander("Prompt and plain output"):
+        st.markdown("**Prompt** (sent as a chat message)")
+        st.html(f"<blockquote>{render.escaped_text(trace.prompt)}</blockquote>")
+        st.markdown("**Output**")
+        st.text(trace.output_text)
+
+
+playground()

@@ -1,0 +1,105 @@
+"""Traces: download the current trace, upload one to explore without a model, or open an example."""
+
+import json
+import re
+
+import streamlit as st
+
+from specviz.errors import TraceError
+from specviz_app import state
+
+
+def _file_stem(trace) -> str:
+    words = re.sub(r"[^a-z0-9]+", "-", trace.prompt.lower())[:32].strip("-") or "trace"
+    return f"specviz-{words}-seed{trace.config['seed']}"
+
+
+def _opened(messages: list[str], what: str) -> None:
+    st.session_state["_traces_notice"] = (what, messages)
+    st.rerun()  # redraw the sidebar with the trace's settings
+
+
+def traces() -> None:
+    st.title("Traces")
+    st.caption(
+        "A trace is the whole run as plain JSON: every draft, p, q, r and decision. "
+        "Every page works from a trace alone, so an uploaded file needs no model."
+    )
+    if notice := st.session_state.pop("_traces_notice", None):
+        what, messages = notice
+        st.success(f"Opened {what}. The sidebar now holds its settings; every page shows it.")
+        for msg in messages:
+            st.warning(f"Its settings do not fit the sidebar exactly: {msg}")
+
+    loaded = state.current()
+    st.subheader("Download the current trace")
+    if loaded is None:
+        st.info("No trace yet: run one or open an example below.")
+    else:
+        trace, stem = loaded.trace, _file_stem(loaded.trace)
+        st.caption(f"Showing: {loaded.source}")
+        cols = st.columns(4)
+        cols[0].download_button(
+            "Trace (JSON)",
+            trace.to_json(indent=1),
+            f"{stem}.json",
+            "application/json",
+            help="the full trace; upload it here later to explore it again",
+        )
+        cols[1].download_button(
+            "Per-token CSV",
+            trace.to_csv(),
+            f"{stem}.csv",
+            "text/csv",
+            help="one row per draft token: q, p, accept prob, r, accepted, β",
+        )
+        cols[2].download_button(
+            "accept_lengths",
+            json.dumps(trace.accept_lengths()),
+            f"{stem}.accept_lengths.json",
+            "application/json",
+            help="tokens per iteration, as Spec-Bench reports them",
+        )
+        if loaded.baseline is not None and loaded.baseline is not trace:
+            cols[3].download_button(
+                "Baseline (JSON)",
+                loaded.baseline.to_json(indent=1),
+                f"{stem}.baseline.json",
+                "application/json",
+                help="the target-only run on the same settings",
+            )
+
+    st.subheader("Upload a trace")
+    files = st.file_uploader(
+        "A trace JSON, optionally with its baseline (made here or by `python -m specviz generate --out`)",
+        type=["json"],
+        accept_multiple_files=True,
+        key="upload",
+    )
+    if files and st.button("Open the uploaded trace", type="primary"):
+        try:
+            trace, baseline = state.read_uploads([(f.name, f.getvalue()) for f in files])
+        except TraceError as exc:
+            st.error(f"Could not open the upload: {exc}")
+        else:
+            _opened(state.open_trace(trace, baseline, f"file: {files[0].name}"), f"the uploaded {files[0].name}")
+
+    st.subheader("Examples")
+    st.caption("Recorded with the offline pair by scripts/record_examples.py; they open instantly.")
+    examples = state.examples()
+    if not examples:
+        st.info("No example traces found in assets/examples/.")
+    for ex in examples:
+        with st.container(border=True):
+            left, right = st.columns([5, 1], vertical_alignment="center")
+            left.markdown(f"**{ex.title}**  \n{ex.note}")
+            if right.button("Open", key=f"example-{ex.name}", width="stretch"):
+                try:
+                    messages = state.open_example(ex)
+                except TraceError as exc:
+                    st.error(f"The example {ex.name} is damaged: {exc}")
+                else:
+                    _opened(messages, f"the example '{ex.title}'")
+
+
+traces()

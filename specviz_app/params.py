@@ -1,0 +1,222 @@
+"""Run settings of the app and their URL form: defaults, limits, parsing and validation.
+
+Pure Python (no streamlit): every value read from a URL is checked here. A value out of range is
+clamped with a message; a value that is not a number, or an unknown model pair, is refused with
+a message and the default is kept. Nothing raises.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from specviz import models
+from specviz.config import GAMMA_MAX, GAMMA_MIN
+
+# Limits of the widgets. Tighter than specviz.config where a CPU demo needs it (max new tokens,
+# temperature); the library still validates everything again.
+TEMPERATURE_RANGE = (0.0, 2.0)
+TOP_K_RANGE = (0, 1000)  # 0 means off
+TOP_P_RANGE = (0.05, 1.0)  # 1.0 means off
+MAX_NEW_RANGE = (1, 256)
+SEED_RANGE = (0, 2**31 - 1)
+PROMPT_MAX_CHARS = 2000
+
+EXAMPLE_PROMPTS = (
+    "Repeat this text exactly: To be, or not to be, that is the question.",
+    "List three fruits.",
+    "Copy this list exactly: apple, banana, cherry, apple, banana, cherry.",
+    "Write a haiku about the sea.",
+    "Explain in one sentence why the sky is blue.",
+)
+
+
+def _slug(label: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
+
+
+@dataclass(frozen=True)
+class Pair:
+    key: str  # the URL form
+    label: str
+    target: str | None
+    draft: str | None  # None: the default draft of the offline pair
+    online: bool = False
+
+
+def pairs() -> dict[str, Pair]:
+    """The model pairs offered in the sidebar, by URL key. Reads models.DEFAULT_DRAFT at call time."""
+    default = models.DEFAULT_DRAFT
+    out = [Pair("offline", f"Offline: SmolLM2-135M + default draft ({default})", models.OFFLINE_TARGET, None)]
+    if default != models.NGRAM_DRAFT:
+        out.append(Pair("offline-ngram", "Offline: SmolLM2-135M + n-gram draft", models.OFFLINE_TARGET, "ngram"))
+    out.append(
+        Pair("offline-self", "Offline: SmolLM2-135M drafting for itself (all accepted)", models.OFFLINE_TARGET, "self")
+    )
+    for label, (target, draft) in models.HUB_PAIRS.items():
+        out.append(Pair(_slug(label), f"Online: {label}", target, draft, online=True))
+    out.append(Pair("custom", "Custom pair (type model names)", None, None))
+    return {p.key: p for p in out}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything one run depends on, plus whether to run the baseline beside it."""
+
+    pair: str = "offline"
+    target: str = ""  # custom pair only
+    draft: str = ""  # custom pair only: a model name, "ngram" or "self"
+    gamma: int = 4
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    max_new: int = 48
+    seed: int = 0
+    prompt: str = EXAMPLE_PROMPTS[0]
+    baseline: bool = True
+
+    def model_names(self) -> tuple[str | None, str | None]:
+        """(target, draft) as the library takes them; draft None means the offline default."""
+        if self.pair == "custom":
+            return self.target.strip() or None, self.draft.strip() or None
+        p = pairs()[self.pair]
+        return p.target, p.draft
+
+    def run_key(self) -> tuple:
+        """What a trace depends on: two settings with the same key give the same trace."""
+        target, draft = self.model_names()
+        if self.pair == "offline" or (target == models.OFFLINE_TARGET and draft is None):
+            draft = models.DEFAULT_DRAFT
+        return (
+            target,
+            draft,
+            self.gamma,
+            float(self.temperature),
+            self.top_k or None,
+            None if self.top_p >= 1.0 else float(self.top_p),
+            self.max_new,
+            self.seed,
+            self.prompt,
+        )
+
+    def decode_kwargs(self) -> dict[str, Any]:
+        return {
+            "gamma": self.gamma,
+            "temperature": float(self.temperature),
+            "top_k": self.top_k or None,
+            "top_p": None if self.top_p >= 1.0 else float(self.top_p),
+            "seed": self.seed,
+            "max_new_tokens": self.max_new,
+        }
+
+    def to_query(self) -> dict[str, str]:
+        """The URL form. Custom model names only appear for the custom pair."""
+        q = {k: str(v) for k, v in asdict(self).items() if k not in ("target", "draft", "baseline")}
+        q["baseline"] = "1" if self.baseline else "0"
+        if self.pair == "custom":
+            q["target"], q["draft"] = self.target, self.draft
+        return q
+
+
+DEFAULTS = Settings()
+_NUMERIC = {
+    "gamma": (int, (GAMMA_MIN, GAMMA_MAX), "γ"),
+    "temperature": (float, TEMPERATURE_RANGE, "temperature"),
+    "top_k": (int, TOP_K_RANGE, "top-k"),
+    "top_p": (float, TOP_P_RANGE, "top-p"),
+    "max_new": (int, MAX_NEW_RANGE, "max new tokens"),
+    "seed": (int, SEED_RANGE, "seed"),
+}
+
+
+def _parse_number(raw: str, kind: type, lo: float, hi: float, name: str) -> tuple[Any, str | None]:
+    """Returns (value or None, message or None)."""
+    text = raw.strip()
+    try:
+        value = float(text)
+    except ValueError:
+        return None, f"{name}: {raw[:40]!r} is not a number; using the default."
+    if not math.isfinite(value):
+        return None, f"{name}: {raw[:40]!r} is not a finite number; using the default."
+    if kind is int and value != int(value):
+        return None, f"{name}: {raw[:40]!r} is not a whole number; using the default."
+    value = kind(value)
+    if not lo <= value <= hi:
+        clamped = kind(min(max(value, lo), hi))
+        return clamped, f"{name}: {value} is outside {kind(lo)}..{kind(hi)}; using {clamped}."
+    return value, None
+
+
+def from_query(params: dict[str, str | list[str]], base: Settings = DEFAULTS) -> tuple[Settings, list[str]]:
+    """URL parameters -> validated Settings and the messages to show about refused or clamped values."""
+    messages: list[str] = []
+    values: dict[str, Any] = {}
+
+    def get(key: str) -> str | None:
+        v = params.get(key)
+        if isinstance(v, list):
+            v = v[-1] if v else None
+        return v
+
+    if (pair := get("pair")) is not None:
+        if pair in pairs():
+            values["pair"] = pair
+        else:
+            messages.append(f"model pair: {pair[:40]!r} is not one of {', '.join(pairs())}; using the default.")
+    for key in ("target", "draft"):
+        if (v := get(key)) is not None:
+            values[key] = v.strip()[:200]
+    for key, (kind, (lo, hi), name) in _NUMERIC.items():
+        if (raw := get(key)) is not None:
+            value, msg = _parse_number(raw, kind, lo, hi, name)
+            if msg:
+                messages.append(msg)
+            if value is not None:
+                values[key] = value
+    if (prompt := get("prompt")) is not None:
+        if len(prompt) > PROMPT_MAX_CHARS:
+            messages.append(f"prompt: longer than {PROMPT_MAX_CHARS} characters; cut to that length.")
+            prompt = prompt[:PROMPT_MAX_CHARS]
+        values["prompt"] = prompt
+    if (raw := get("baseline")) is not None:
+        if raw in ("0", "1"):
+            values["baseline"] = raw == "1"
+        else:
+            messages.append(f"baseline: {raw[:20]!r} should be 0 or 1; using the default.")
+    settings = replace(base, **values)
+    if settings.pair == "custom" and not settings.target:
+        messages.append("custom pair: no target model named in the link; type one in the sidebar.")
+    return settings, messages
+
+
+def from_trace_config(config: dict[str, Any], prompt: str, baseline: bool) -> tuple[Settings, list[str]]:
+    """The sidebar settings that re-run a trace's config (clamped to the widget ranges)."""
+    target, draft = config.get("target"), config.get("draft")
+    pair, custom_target, custom_draft = "custom", target or "", draft or ""
+    for p in pairs().values():
+        if p.key == "custom":
+            continue
+        p_draft = models.DEFAULT_DRAFT if p.draft is None else p.draft
+        if target == p.target and draft == p_draft:
+            pair, custom_target, custom_draft = p.key, "", ""
+            break
+    query = {
+        "pair": pair,
+        "target": custom_target,
+        "draft": custom_draft,
+        "gamma": str(config.get("gamma") or DEFAULTS.gamma),
+        "temperature": str(config.get("temperature", 0.0)),
+        "top_k": str(config.get("top_k") or 0),
+        "top_p": str(config.get("top_p") or 1.0),
+        "max_new": str(config.get("max_new_tokens", DEFAULTS.max_new)),
+        "seed": str(config.get("seed", 0)),
+        "prompt": prompt or DEFAULTS.prompt,
+        "baseline": "1" if baseline else "0",
+    }
+    return from_query(query)
+
+
+def field_names() -> list[str]:
+    return [f.name for f in fields(Settings)]

@@ -1,0 +1,140 @@
+"""HTML and Streamlit pieces the pages share: the coloured token stream with hover cards, its
+legend, the headline numbers, and the notice above every page about which trace is shown.
+
+Every piece of text that came from a user or a model passes through html.escape before it
+reaches st.html (hover cards escape their own token text in specviz.charts.tokens).
+"""
+
+from __future__ import annotations
+
+import html
+
+import streamlit as st
+
+from specviz.charts.style import STATUS_BACKGROUNDS, STATUS_COLORS, STATUS_LABELS
+from specviz.charts.tokens import display_token, hover_card, token_rows
+
+_CSS = (
+    "<style>"
+    ".sv-stream{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:15px;line-height:2.1;"
+    "white-space:pre-wrap;word-break:break-word}"
+    ".sv-tok{position:relative;padding:1px 1px;border-radius:3px;border-bottom:2px solid;cursor:default}"
+    ".sv-tok .sv-card{display:none;position:absolute;z-index:20;left:0;top:1.9em;min-width:300px;"
+    "background:#fff;color:#212121;border:1px solid #bbb;border-radius:6px;padding:6px 9px;"
+    "box-shadow:0 3px 10px rgba(0,0,0,.18);font-size:12.5px;line-height:1.45;white-space:normal}"
+    ".sv-tok:hover .sv-card{display:block}"
+    ".sv-legend{display:flex;flex-wrap:wrap;gap:6px 14px;font-size:13.5px;margin:4px 0 10px}"
+    ".sv-legend span.sv-key{padding:1px 6px;border-radius:3px;border-bottom:2px solid}"
+    + "".join(
+        f".sv-{s}{{color:{STATUS_COLORS[s]};background:{STATUS_BACKGROUNDS[s]};border-color:{STATUS_COLORS[s]}}}"
+        for s in STATUS_COLORS
+    )
+    + ".sv-rejected,.sv-discarded{text-decoration:line-through}"
+    "</style>"
+)
+
+
+def _token_span(row: dict, extra: dict) -> str:
+    text = html.escape(display_token(row["token"]) if not row["token"].strip() else row["token"])
+    text = text.replace("\n", "↵<br>")
+    card = hover_card(row, extra)
+    return f'<span class="sv-tok sv-{row["status"]}">{text}<span class="sv-card">{card}</span></span>'
+
+
+def token_stream_html(iterations: list[dict], extra: dict) -> str:
+    """The generated text, one span per token coloured by status, each with a hover card."""
+    spans = "".join(_token_span(r, extra) for r in token_rows(iterations))
+    return f'{_CSS}<div class="sv-stream">{spans}</div>'
+
+
+def legend_html(statuses: tuple[str, ...] = ("accepted", "rejected", "discarded", "resampled", "bonus")) -> str:
+    keys = "".join(
+        f'<span><span class="sv-key sv-{s}">{s}</span> {html.escape(STATUS_LABELS[s])}</span>' for s in statuses
+    )
+    return f'{_CSS}<div class="sv-legend">{keys}</div>'
+
+
+def md_escape(text: str) -> str:
+    """Text from a file or a user, shown through markdown without turning into links or emphasis."""
+    return "".join("\\" + ch if ch in "\\`*_[]<>#|~$" else ch for ch in text)
+
+
+def escaped_text(text: str) -> str:
+    """User text for st.html, line breaks kept."""
+    return html.escape(text).replace("\n", "<br>")
+
+
+def headline(trace, baseline) -> None:
+    """Speedup, tokens/s of both runs, target calls saved, acceptance rate, mean accepted length, α."""
+    s = trace.summary
+    spec = trace.mode == "speculative"
+    cols = st.columns(4)
+    if baseline is not None and baseline is not trace and baseline.summary["tokens_per_s"] > 0:
+        b = baseline.summary
+        speedup = s["tokens_per_s"] / b["tokens_per_s"]
+        cols[0].metric(
+            "Speedup", f"{speedup:.2f}×", help="tokens/s of speculative decoding ÷ tokens/s of the target alone"
+        )
+        cols[1].metric(
+            "Speculative",
+            f"{s['tokens_per_s']:.1f} tokens/s",
+            help=f"{s['new_tokens']} tokens in {s['wall_ms']:.0f} ms",
+        )
+        cols[2].metric(
+            "Target alone",
+            f"{b['tokens_per_s']:.1f} tokens/s",
+            help=f"{b['new_tokens']} tokens in {b['wall_ms']:.0f} ms",
+        )
+        saved = b["target_calls"] - s["target_calls"]
+        cols[3].metric(
+            "Target calls saved",
+            f"{saved} of {b['target_calls']}",
+            help="target forward passes the baseline needed minus those speculative decoding needed",
+        )
+    else:
+        cols[0].metric("Speedup", "n/a", help="no baseline recorded: tick 'Also run the target alone' and Run")
+        cols[1].metric("Speculative" if spec else "Target alone", f"{s['tokens_per_s']:.1f} tokens/s")
+        cols[2].metric("Target calls", f"{s['target_calls']} for {s['new_tokens']} tokens")
+        cols[3].metric("Wall time", f"{s['wall_ms']:.0f} ms")
+    cols = st.columns(4)
+    rate = s.get("acceptance_rate")
+    cols[0].metric(
+        "Acceptance rate",
+        "n/a" if rate is None else f"{rate:.0%}",
+        help=f"accepted drafts ÷ drafted tokens ({s['accepted']} of {s['drafted']})",
+    )
+    cols[1].metric(
+        "Mean accepted length",
+        f"{s['mean_accepted_length']:.2f} tokens/iter",
+        help="tokens emitted per iteration, the correction included",
+    )
+    alpha = s.get("alpha")
+    cols[2].metric(
+        "α (mean β)",
+        "n/a" if alpha is None else f"{alpha:.3f}",
+        help="expected acceptance rate: the mean over reached drafts of β = Σ min(p, q)",
+    )
+    cols[3].metric("Iterations", f"{s['iterations']}", help="one target pass each")
+
+
+def trace_notice(loaded, settings) -> bool:
+    """The line above every page: which trace is shown and whether the sidebar asks for a new run.
+
+    Returns False when there is no trace to show.
+    """
+    if loaded is None:
+        st.info("No trace yet. Press **▶ Run** in the sidebar, or open an example on the **Traces** page.")
+        return False
+    cfg = loaded.trace.config
+    st.caption(
+        md_escape(
+            f"Showing: {loaded.source} · target {cfg['target']} · draft {cfg.get('draft')} · "
+            f"γ {cfg.get('gamma')} · temperature {cfg['temperature']} · seed {cfg['seed']}"
+        )
+    )
+    if loaded.run_key is None or loaded.run_key != settings.run_key():
+        st.warning(
+            "The sidebar settings differ from the ones that made this trace. "
+            "Press **▶ Run** in the sidebar to decode with them; until then the pages show the trace above."
+        )
+    return True

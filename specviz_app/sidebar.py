@@ -1,0 +1,111 @@
+"""The sidebar every page shares: run settings, mirrored into the URL, and the Run button.
+
+Widgets keep their values in st.session_state under "s_<field>". The first run of a session
+reads the URL (validated by specviz_app.params); every run writes the settings back to the URL so
+a copied link reproduces the demo, seed included.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from specviz_app import params
+from specviz_app.params import Settings
+
+KEY = "s_"  # prefix of the widget keys
+
+
+def apply_settings(settings: Settings) -> None:
+    """Ask the next run to put these values into the widgets (they cannot change once drawn)."""
+    st.session_state["_apply_settings"] = settings
+
+
+def _write_widget_state(settings: Settings) -> None:
+    for name in params.field_names():
+        st.session_state[KEY + name] = getattr(settings, name)
+
+
+def _current() -> Settings:
+    return Settings(**{name: st.session_state[KEY + name] for name in params.field_names()})
+
+
+def _use_example_prompt() -> None:
+    choice = st.session_state.get("example_prompt")
+    if choice:
+        st.session_state[KEY + "prompt"] = choice
+    st.session_state["example_prompt"] = None
+
+
+def _request_run() -> None:
+    st.session_state["_run_requested"] = True
+
+
+def init_from_url() -> None:
+    """On the first run of a session: settings from the URL (validated), messages for what was refused."""
+    if "_initialised" in st.session_state:
+        return
+    st.session_state["_initialised"] = True
+    query = {k: st.query_params.get_all(k) for k in st.query_params.keys()}
+    settings, messages = params.from_query(query)
+    st.session_state["_url_given"] = bool(query)
+    st.session_state["_url_messages"] = messages
+    _write_widget_state(settings)
+
+
+def render() -> Settings:
+    """Draw the settings; return them. Clicking Run sets st.session_state['_run_requested']."""
+    init_from_url()
+    if "_apply_settings" in st.session_state:
+        _write_widget_state(st.session_state.pop("_apply_settings"))
+    for name in params.field_names():  # a page switch may drop widget state: restore the defaults
+        st.session_state.setdefault(KEY + name, getattr(params.DEFAULTS, name))
+
+    sb = st.sidebar
+    for msg in st.session_state.get("_url_messages", []):
+        sb.warning(f"From the link: {msg}")
+
+    sb.header("Run settings")
+    options = params.pairs()
+    if st.session_state[KEY + "pair"] not in options:
+        st.session_state[KEY + "pair"] = "offline"
+    sb.selectbox("Model pair (target / draft)", list(options), format_func=lambda k: options[k].label, key=KEY + "pair")
+    pair = options[st.session_state[KEY + "pair"]]
+    if pair.key == "custom":
+        sb.text_input("Target model (Hugging Face name)", key=KEY + "target", placeholder="owner/name")
+        sb.text_input("Draft model, or ngram / self", key=KEY + "draft", placeholder="owner/name, ngram or self")
+        sb.caption("Both must share one tokenizer; Run checks the vocabularies first.")
+    elif pair.online:
+        sb.caption(f"Needs internet: downloads {pair.target} and {pair.draft} on first use.")
+    else:
+        sb.caption("Runs on this machine, no internet needed.")
+
+    sb.slider("γ (draft tokens per iteration)", params.GAMMA_MIN, params.GAMMA_MAX, key=KEY + "gamma")
+    sb.caption("More drafts win more when the draft is good and waste more when it is not.")
+    sb.slider("Temperature", *params.TEMPERATURE_RANGE, step=0.05, key=KEY + "temperature")
+    sb.caption("0 is greedy (always the most likely token); higher is more random. Applied to p and q alike.")
+    sb.number_input("Top-k", *params.TOP_K_RANGE, step=1, key=KEY + "top_k")
+    sb.caption("Keep only the k most likely tokens before sampling (0 = off).")
+    sb.slider("Top-p", *params.TOP_P_RANGE, step=0.05, key=KEY + "top_p")
+    sb.caption("Keep the fewest tokens whose probability adds up to top-p (1.0 = off).")
+    sb.slider("Max new tokens", *params.MAX_NEW_RANGE, key=KEY + "max_new")
+    sb.caption("Length of the answer; the offline target needs about 0.1 s per token on a CPU.")
+    sb.number_input("Seed", *params.SEED_RANGE, step=1, key=KEY + "seed")
+    sb.caption("The same seed and settings give the same trace, token for token.")
+    sb.checkbox("Also run the target alone (baseline)", key=KEY + "baseline")
+    sb.caption("Needed for the speedup and the timeline comparison; doubles the run time.")
+
+    sb.selectbox(
+        "Example prompts",
+        params.EXAMPLE_PROMPTS,
+        index=None,
+        placeholder="Pick one to copy it into the prompt",
+        key="example_prompt",
+        on_change=_use_example_prompt,
+    )
+    sb.text_area("Prompt", key=KEY + "prompt", max_chars=params.PROMPT_MAX_CHARS, height=100)
+    sb.caption("Sent to the target as a chat message; shown everywhere as plain text.")
+    sb.button("▶ Run", type="primary", on_click=_request_run, width="stretch", key="run_sidebar")
+
+    settings = _current()
+    st.query_params.from_dict(settings.to_query())
+    return settings

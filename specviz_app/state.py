@@ -1,0 +1,227 @@
+"""The app's memory: the current trace (and its baseline) in st.session_state, cached models,
+the run that replaces them, and opening a trace from a file or the gallery.
+
+Pages only read the stored trace, so moving a slider re-renders from it without touching a model.
+A failed run leaves the previous trace in place.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import streamlit as st
+
+from specviz import models
+from specviz.errors import SpecvizError, TraceError
+from specviz.trace import Trace
+from specviz_app import params, render, sidebar
+from specviz_app.params import Settings
+
+EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "assets" / "examples"
+
+
+@dataclass
+class Loaded:
+    """The trace on show, where it came from, and the settings that reproduce it."""
+
+    trace: Trace
+    baseline: Trace | None
+    source: str  # e.g. "run here", "example: ...", "file: ..."
+    run_key: tuple | None  # Settings.run_key() of the settings that made it (None: unknown)
+
+
+def current() -> Loaded | None:
+    return st.session_state.get("loaded")
+
+
+def _store(loaded: Loaded) -> None:
+    st.session_state["loaded"] = loaded
+    st.session_state.pop("inspect_iter", None)  # a new trace starts the inspector at iteration 1
+
+
+# ----- models and runs --------------------------------------------------------------------------
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def get_model(name: str) -> models.LoadedModel:
+    """Load a model once per server process (bounded: at most four stay in memory)."""
+    return models.load_model(name)
+
+
+def _resolve_draft(target: models.LoadedModel, draft: str | None):
+    if draft is None:
+        draft = models.DEFAULT_DRAFT if target.name == models.DEFAULT_TARGET else models.NGRAM_DRAFT
+    if draft in (models.NGRAM_DRAFT, models.SELF_DRAFT):
+        return draft
+    loaded = get_model(draft)
+    models.check_vocabulary(target, loaded)  # fail before decoding, with the library's message
+    return loaded
+
+
+def run(settings: Settings) -> None:
+    """Decode with the settings, streaming tokens into the page; keep the old trace on failure."""
+    from specviz.decoder import autoregressive_generate, speculative_generate
+
+    area = st.empty()
+    with area.container(border=True):
+        try:
+            status = st.status("Loading the models…", expanded=True)
+            target_name, draft_name = settings.model_names()
+            if not target_name:
+                raise SpecvizError("Name a target model in the sidebar (custom pair), or pick another pair.")
+            target = get_model(target_name)
+            draft = _resolve_draft(target, draft_name)
+            status.update(label="Decoding speculatively…")
+            bar = st.progress(0.0, text="speculative decoding: starting")
+            stream = st.empty()
+            records: list[dict] = []
+
+            def on_spec(pr) -> None:
+                records.append(pr.record)
+                bar.progress(
+                    pr.new_tokens / pr.max_new_tokens,
+                    text=f"speculative decoding: {pr.new_tokens}/{pr.max_new_tokens} tokens, iteration {pr.iteration}",
+                )
+                stream.html(render.token_stream_html(records, {"token_text": pr.token_text}))
+
+            kwargs = settings.decode_kwargs()
+            trace = speculative_generate(settings.prompt, target=target, draft=draft, on_iteration=on_spec, **kwargs)
+            baseline = None
+            if settings.baseline:
+                status.update(label="Decoding with the target alone (baseline)…")
+
+                def on_base(pr) -> None:
+                    bar.progress(
+                        pr.new_tokens / pr.max_new_tokens,
+                        text=f"target alone (baseline): {pr.new_tokens}/{pr.max_new_tokens} tokens",
+                    )
+
+                kwargs.pop("gamma")
+                baseline = autoregressive_generate(settings.prompt, target=target, on_iteration=on_base, **kwargs)
+            status.update(label="Done", state="complete")
+        except SpecvizError as exc:
+            area.empty()
+            st.session_state["_run_error"] = str(exc)
+            return
+        except Exception as exc:  # a bug, not a user error: say so without a traceback, keep the old trace
+            area.empty()
+            st.session_state["_run_error"] = (
+                f"Something unexpected went wrong ({type(exc).__name__}: {exc}). "
+                "Try other settings; please report this if it repeats."
+            )
+            return
+    area.empty()
+    st.session_state.pop("_run_error", None)
+    _store(Loaded(trace, baseline, "run here", settings.run_key()))
+
+
+# ----- opening traces ---------------------------------------------------------------------------
+
+
+def open_trace(trace: Trace, baseline: Trace | None, source: str) -> list[str]:
+    """Show a trace from a file or the gallery and set the sidebar to the settings that re-run it."""
+    settings, messages = params.from_trace_config(trace.config, trace.prompt, baseline is not None)
+    _store(Loaded(trace, baseline, source, settings.run_key() if not messages else None))
+    sidebar.apply_settings(settings)
+    return messages
+
+
+def read_uploads(files: list[tuple[str, bytes]]) -> tuple[Trace, Trace | None]:
+    """One or two uploaded files -> (trace, baseline). Raises TraceError with a clear message."""
+    if not files:
+        raise TraceError("No file was uploaded.")
+    if len(files) > 2:
+        raise TraceError("Upload one trace, or a speculative trace and its baseline (two files).")
+    traces = []
+    for name, data in files:
+        try:
+            traces.append(Trace.from_json(data))
+        except TraceError as exc:
+            raise TraceError(f"{name}: {exc}") from None
+    spec = [t for t in traces if t.mode == "speculative"]
+    base = [t for t in traces if t.mode == "autoregressive"]
+    if len(traces) == 2 and (len(spec) != 1 or len(base) != 1):
+        raise TraceError("With two files, one must be a speculative trace and the other its target-only baseline.")
+    if spec:
+        return spec[0], base[0] if base else None
+    return base[0], base[0]  # a baseline alone: show it as the trace and as its own baseline
+
+
+@dataclass
+class Example:
+    name: str
+    title: str
+    note: str
+    path: Path
+    baseline_path: Path | None
+
+
+def examples() -> list[Example]:
+    """The gallery: assets/examples/<name>.json (+ <name>.baseline.json), titled in extra.example."""
+    out = []
+    for path in sorted(EXAMPLES_DIR.glob("*.json")):
+        if path.name.endswith(".baseline.json"):
+            continue
+        meta = _example_meta(path)
+        base = path.with_name(path.stem + ".baseline.json")
+        out.append(
+            Example(
+                path.stem, meta.get("title", path.stem), meta.get("note", ""), path, base if base.is_file() else None
+            )
+        )
+    return out
+
+
+@st.cache_data(show_spinner=False)
+def _example_meta(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get("extra", {}).get("example", {})
+    except (OSError, ValueError):
+        return {}
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _read_example(path: Path, mtime: float) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def open_example(example: Example) -> list[str]:
+    trace = Trace.from_dict(_read_example(example.path, example.path.stat().st_mtime))
+    baseline = None
+    if example.baseline_path is not None:
+        p = example.baseline_path
+        baseline = Trace.from_dict(_read_example(p, p.stat().st_mtime))
+    return open_trace(trace, baseline, f"example: {example.title}")
+
+
+def open_first_visit(settings: Settings) -> None:
+    """First visit of a session: show the gallery example the settings describe, else run them."""
+    if st.session_state.get("_first_visit_done"):
+        return
+    st.session_state["_first_visit_done"] = True
+    key = settings.run_key()
+    for ex in examples():
+        meta = _read_example(ex.path, ex.path.stat().st_mtime)
+        cfg = meta["config"]
+        ex_settings, _ = params.from_trace_config(cfg, meta["prompt"], ex.baseline_path is not None)
+        if ex_settings.run_key() == key:
+            try:
+                open_example(ex)
+                st.session_state.pop("_apply_settings", None)  # the sidebar already shows these settings
+            except TraceError:
+                break
+            return
+    if st.session_state.get("_url_given"):
+        st.session_state["_run_requested"] = True  # a shared link: reproduce its demo
+    elif examples():
+        try:
+            open_example(examples()[0])  # settings moved on since the examples were recorded: show the first
+        except TraceError:
+            pass
+
+
+def is_stale(settings: Settings) -> bool:
+    loaded = current()
+    return loaded is not None and loaded.run_key != settings.run_key()

@@ -1,0 +1,248 @@
+"""The Streamlit app, driven by streamlit.testing.v1.AppTest.
+
+Fast tests use the example traces in assets/examples and hand-made traces (no model). Tests marked
+slow load the offline default target (SmolLM2-135M) and decode a few tokens; the model is loaded
+once per test process (st.cache_resource and specviz.models keep it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+from test_charts import make_baseline, make_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+PAGES = [
+    "app_pages/playground.py",
+    "app_pages/inspector.py",
+    "app_pages/timeline.py",
+    "app_pages/acceptance.py",
+    "app_pages/traces.py",
+]
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def new_app(query: dict | None = None, timeout: float = 30) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=timeout)
+    at.query_params.update(query or {})
+    return at.run()
+
+
+def no_error(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def goto(at: AppTest, page: str) -> AppTest:
+    at.switch_page(page).run()
+    no_error(at)
+    return at
+
+
+def html_bodies(at: AppTest) -> str:
+    return "\n".join(h.value for h in at.html)
+
+
+def source_caption(at: AppTest) -> str:
+    caption = next(c.value for c in at.caption if c.value.startswith("Showing"))
+    return caption.replace("\\", "")  # markdown escapes
+
+
+def upload(at: AppTest, files: list[tuple[str, bytes]]) -> AppTest:
+    goto(at, "app_pages/traces.py")
+    at.file_uploader(key="upload").set_value([(name, data, "application/json") for name, data in files]).run()
+    at.button[[b.label for b in at.button].index("Open the uploaded trace")].click().run()
+    no_error(at)
+    return at
+
+
+def test_first_visit_opens_the_default_example_on_every_page():
+    at = new_app()
+    no_error(at)
+    assert "example" in source_caption(at)
+    assert len(at.metric) == 8 and at.metric[0].label == "Speedup"
+    assert "sv-accepted" in html_bodies(at) and "sv-legend" in html_bodies(at)
+    assert at.query_params["pair"] == ["offline"] or at.query_params["pair"] == "offline"
+    goto(at, "app_pages/inspector.py")
+    assert at.slider(key="inspect_iter").value == 1
+    goto(at, "app_pages/timeline.py")
+    assert at.get("plotly_chart")
+    goto(at, "app_pages/acceptance.py")
+    assert len(at.get("plotly_chart")) == 3 and len(at.dataframe) == 2
+    goto(at, "app_pages/traces.py")
+    labels = [b.label for b in at.get("download_button")]
+    assert labels == ["Trace (JSON)", "Per-token CSV", "accept_lengths", "Baseline (JSON)"]
+
+
+def test_every_gallery_example_opens_and_renders_every_page():
+    at = goto(new_app(), "app_pages/traces.py")
+    names = [b.key for b in at.button if (b.key or "").startswith("example-")]
+    assert names, "no example traces in assets/examples"
+    for name in names:
+        at = goto(at, "app_pages/traces.py")
+        at.button(key=name).click().run()
+        no_error(at)
+        assert at.success and "Opened the example" in at.success[0].value
+        for page in PAGES:
+            goto(at, page)
+        assert not at.warning, [w.value for w in at.warning]  # the sidebar now matches the example
+
+
+def test_uploaded_trace_renders_every_page_without_a_model(monkeypatch):
+    import specviz.decoder
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model was run")
+
+    monkeypatch.setattr(specviz.decoder, "speculative_generate", refuse)
+    at = upload(
+        new_app(), [("mine.json", make_trace().to_json().encode()), ("base.json", make_baseline().to_json().encode())]
+    )
+    assert "Opened the uploaded mine.json" in at.success[0].value
+    for page in PAGES:
+        goto(at, page)
+        if page != "app_pages/traces.py":
+            assert "file: mine.json" in source_caption(at)
+    goto(at, "app_pages/inspector.py")
+    assert at.slider(key="inspect_iter").max == 3
+    goto(at, "app_pages/timeline.py")
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert {t["name"] for t in fig["data"]} >= {"draft γ tokens (q)", "target-only step (p), one token each"}
+
+
+def test_a_bad_upload_gets_a_clear_error_and_keeps_the_trace():
+    at = new_app()
+    before = source_caption(at)
+    upload(at, [("broken.json", b'{"schema": "specviz.trace/1", "mode": ')])
+    assert "broken.json" in at.error[0].value and "not valid JSON" in at.error[0].value
+    upload(at, [("wrong.json", json.dumps({"schema": "other/2"}).encode())])
+    assert "Unsupported trace schema" in at.error[0].value
+    data = json.loads(make_trace().to_json())
+    data["iterations"][0]["drafts"][0]["accept_prob"] = 0.01  # breaks accept_prob == min(1, p/q)
+    upload(at, [("edited.json", json.dumps(data).encode())])
+    assert "accept_prob" in at.error[0].value
+    goto(at, "app_pages/playground.py")
+    assert source_caption(at) == before
+
+
+def test_iteration_slider_and_buttons_change_the_inspected_tokens(monkeypatch):
+    import specviz.decoder
+
+    monkeypatch.setattr(specviz.decoder, "speculative_generate", None)  # any model run would fail loudly
+    at = upload(new_app(), [("mine.json", make_trace().to_json().encode())])
+    goto(at, "app_pages/inspector.py")
+
+    def shown() -> str:
+        return html_bodies(at)
+
+    first = shown()
+    assert 'sv-accepted"> The<span' in first and "resample" in at.subheader[0].value
+    at.slider(key="inspect_iter").set_value(2).run()
+    no_error(at)
+    second = shown()
+    assert second != first and 'sv-accepted"> lazy<span' in second and "bonus" in at.subheader[0].value
+    assert len(at.get("plotly_chart")) == 4  # three drafts and the bonus distribution
+    at.button[[b.label for b in at.button].index("Next ▶")].click().run()
+    assert at.slider(key="inspect_iter").value == 3
+    assert "discarded unchecked" in " ".join(c.value for c in at.caption)
+    at.button[[b.label for b in at.button].index("◀ Previous")].click().run()
+    assert at.slider(key="inspect_iter").value == 2
+
+
+def test_a_settings_change_says_a_run_is_needed_and_keeps_the_trace():
+    at = new_app()
+    assert not at.warning
+    before = source_caption(at)
+    at.slider(key="s_gamma").set_value(7).run()
+    no_error(at)
+    assert "differ" in at.warning[0].value and "Run" in at.warning[0].value
+    assert source_caption(at) == before  # nothing re-ran
+    assert at.query_params["gamma"] in ("7", ["7"])  # mirrored in the URL
+
+
+def test_link_values_are_validated_not_crashing():
+    at = new_app({"temperature": "hot", "pair": "gpt-9", "seed": "-5", "top_k": "1e9"})
+    no_error(at)
+    warnings = " ".join(w.value for w in at.sidebar.warning)
+    assert "temperature" in warnings and "gpt-9" in warnings and "seed" in warnings and "top-k" in warnings
+    assert at.slider(key="s_temperature").value == 0.0 and at.number_input(key="s_top_k").value == 1000
+
+
+def test_token_text_and_prompt_are_escaped():
+    at = upload(new_app(), [("evil.json", make_trace(evil=True).to_json().encode())])
+    goto(at, "app_pages/playground.py")
+    body = html_bodies(at)
+    assert "&lt;script&gt;" in body
+    assert "<script" not in body.lower()
+    assert not re.search(r"<b>there", body)
+
+
+def test_online_pair_offline_gives_a_clear_message_quickly():
+    import time
+
+    start = time.monotonic()
+    at = new_app({"pair": "qwen2-5-1-5b-0-5b"})
+    no_error(at)
+    assert time.monotonic() - start < 20
+    assert at.error, "expected an error message"
+    message = at.error[0].value
+    assert "not available offline" in message and "Qwen/Qwen2.5-1.5B-Instruct" in message
+    assert "Traceback" not in message
+
+
+@pytest.mark.slow
+def test_run_with_the_default_models_then_every_page(monkeypatch):
+    at = new_app(timeout=600)
+    at.text_area(key="s_prompt").set_value("List three fruits.")
+    at.slider(key="s_max_new").set_value(16)
+    at.slider(key="s_temperature").set_value(0.7)
+    at.run()
+    assert "differ" in at.warning[0].value
+    at.button(key="run_sidebar").click().run()
+    no_error(at)
+    assert not at.error, [e.value for e in at.error]
+    assert "run here" in source_caption(at)
+    assert not at.warning  # the trace now matches the sidebar
+    assert at.metric[0].value.endswith("×")
+    for page in PAGES:
+        goto(at, page)
+    # moving the slider over the finished trace re-renders without any model
+    import specviz.decoder
+
+    monkeypatch.setattr(specviz.decoder, "speculative_generate", None)
+    goto(at, "app_pages/inspector.py")
+    first = html_bodies(at)
+    if at.slider(key="inspect_iter").max > 1:
+        at.slider(key="inspect_iter").set_value(2).run()
+        no_error(at)
+        assert html_bodies(at) != first
+
+
+@pytest.mark.slow
+def test_a_script_prompt_runs_and_shows_as_text():
+    at = new_app({"prompt": "Repeat: <script>alert('x')</script> <b>bold</b>", "max_new": "8"}, timeout=600)
+    no_error(at)
+    assert not at.error, [e.value for e in at.error]
+    with_prompt = [h.value for h in at.html if "blockquote" in h.value]
+    assert with_prompt and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &lt;b&gt;bold&lt;/b&gt;" in with_prompt[0]
+    assert "<script" not in html_bodies(at).lower()
+
+
+@pytest.mark.slow
+def test_a_custom_pair_with_an_unknown_draft_gives_a_clear_message():
+    at = new_app()
+    at.selectbox(key="s_pair").set_value("custom").run()
+    at.text_input(key="s_target").set_value("offline:smollm2-135m-instruct")
+    at.text_input(key="s_draft").set_value("nobody/no-such-draft")
+    at.button(key="run_sidebar").click().run()
+    no_error(at)
+    assert at.error and "nobody/no-such-draft" in at.error[0].value
+    assert "example" in source_caption(at)  # the previous trace is kept
