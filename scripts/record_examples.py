@@ -1,0 +1,103 @@
+"""Record the example traces of the app's gallery (assets/examples/) with the offline pair.
+
+Re-run it when the default draft or the trace schema changes:
+
+    PYTHONPATH=. HF_HUB_OFFLINE=1 python scripts/record_examples.py
+
+Each example is a speculative trace <name>.json and its target-only baseline <name>.baseline.json
+on the same settings. The first example uses the app's default settings, so the app opens on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from specviz import models  # noqa: E402
+from specviz.decoder import autoregressive_generate, speculative_generate  # noqa: E402
+from specviz_app.params import DEFAULTS, EXAMPLE_PROMPTS  # noqa: E402
+
+OUT = ROOT / "assets" / "examples"
+
+# name, title, note, draft (None: the default draft), prompt, gamma, temperature, seed, max new tokens
+EXAMPLES = [
+    (
+        "01-default",
+        "The default settings: copying a line, greedy",
+        "The app's starting point. Copying text is easy to predict, so many drafts pass.",
+        None,
+        DEFAULTS.prompt,
+        DEFAULTS.gamma,
+        DEFAULTS.temperature,
+        DEFAULTS.seed,
+        DEFAULTS.max_new,
+    ),
+    (
+        "02-sampled",
+        "Sampling at temperature 0.8: a haiku",
+        "With sampling, r decides: a draft passes when r < min(1, p/q). Free text is harder to guess.",
+        None,
+        EXAMPLE_PROMPTS[3],
+        4,
+        0.8,
+        1,
+        40,
+    ),
+    (
+        "03-self-draft",
+        "The target drafting for itself: everything is accepted",
+        "q equals p, so β = 1 at every position and each iteration ends with a bonus token. No speedup: "
+        "the draft costs as much as the target.",
+        models.SELF_DRAFT,
+        EXAMPLE_PROMPTS[1],
+        4,
+        0.7,
+        0,
+        32,
+    ),
+    (
+        "04-ngram-gamma6",
+        "n-gram draft, γ = 6: copying a list",
+        "Prompt lookup proposes what followed the last matching n-gram. Long guesses pay off on repetitive text.",
+        models.NGRAM_DRAFT,
+        EXAMPLE_PROMPTS[2],
+        6,
+        0.0,
+        0,
+        48,
+    ),
+]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help="record only the example with this name")
+    args = parser.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    target = models.load_model(models.OFFLINE_TARGET)
+    for name, title, note, draft, prompt, gamma, temperature, seed, max_new in EXAMPLES:
+        if args.only and name != args.only:
+            continue
+        common = {"temperature": temperature, "seed": seed, "max_new_tokens": max_new}
+        # Warm up once so the first example's timings do not include one-off start-up costs.
+        speculative_generate(prompt, target=target, draft=draft, gamma=gamma, **{**common, "max_new_tokens": 4})
+        spec = speculative_generate(prompt, target=target, draft=draft, gamma=gamma, **common)
+        base = autoregressive_generate(prompt, target=target, **common)
+        s = spec.summary
+        spec.extra["example"] = {
+            "title": title,
+            "note": f"{note} Acceptance {s['acceptance_rate']:.0%}, α {s['alpha']:.2f}, "
+            f"{s['mean_accepted_length']:.2f} tokens per iteration, draft {spec.config['draft']}.",
+        }
+        (OUT / f"{name}.json").write_text(spec.to_json(indent=None), encoding="utf-8")
+        (OUT / f"{name}.baseline.json").write_text(base.to_json(indent=None), encoding="utf-8")
+        print(f"{name}: {s['new_tokens']} tokens, acceptance {s['acceptance_rate']:.2f}, alpha {s['alpha']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
