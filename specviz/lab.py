@@ -61,7 +61,7 @@ class TestResult:
     """A goodness-of-fit test of observed counts against n times the exact probabilities."""
 
     method: str  # "chi2" (Pearson) or "g" (log-likelihood ratio)
-    statistic: float | None
+    statistic: float | None  # None when there is nothing to test, or an impossible sample decided it
     dof: int  # cells after merging, minus one
     p_value: float | None  # None when fewer than two cells remain (nothing to test) or n = 0
     cells: int  # cells after merging
@@ -177,7 +177,8 @@ def goodness_of_fit(counts: Sequence[int], probs: Sequence[float], method: str =
     Cells are taken from the most to the least expected; those below MIN_EXPECTED are pooled into
     one cell, and if that pool still expects too little it is folded into the smallest kept cell.
     A sample in a cell of probability 0 is impossible under the hypothesis, so it decides the test
-    on its own: statistic inf, p-value 0 (merging would only dilute it).
+    on its own: p-value 0, statistic None (it would be infinite; None keeps the result strict JSON),
+    and `impossible` counts those samples. Merging them into other cells would only dilute them.
     """
     from scipy import stats
 
@@ -189,7 +190,7 @@ def goodness_of_fit(counts: Sequence[int], probs: Sequence[float], method: str =
         return TestResult(method, None, 0, None, 0, n)
     impossible = sum(c for c, p in zip(counts, probs, strict=True) if p <= 0 and c > 0)
     if impossible:
-        return TestResult(method, math.inf, max(0, len(counts) - 1), 0.0, len(counts), n, impossible)
+        return TestResult(method, None, max(0, len(counts) - 1), 0.0, len(counts), n, impossible)
     expected = [n * p / total for p in probs]
     order = sorted(range(len(expected)), key=lambda i: -expected[i])
     kept_obs, kept_exp = [], []

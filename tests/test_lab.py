@@ -155,7 +155,7 @@ def test_progress_and_early_stop(pair, exact):
     assert calls == [(i, 100) for i in range(1, 8)]
     assert result.n_spec == 4 and result.n_target == 3
     assert sum(result.spec_counts) == 4 and sum(result.target_counts) == 3
-    json.dumps(result.to_dict())  # plain data all the way down
+    json.dumps(result.to_dict(), allow_nan=False)  # plain data all the way down, strict JSON
 
 
 def test_marginal_of_the_first_token(pair, exact):
@@ -205,7 +205,8 @@ def test_goodness_of_fit_merges_small_cells():
     assert result.cells == 2
     # one observation of an impossible outcome refutes the hypothesis outright
     bad = goodness_of_fit([50, 49, 1], [0.5, 0.5, 0.0])
-    assert bad.p_value == 0.0 and bad.statistic == float("inf") and bad.impossible == 1
+    assert bad.p_value == 0.0 and bad.statistic is None and bad.impossible == 1
+    json.dumps(bad.__dict__, allow_nan=False)  # strict JSON: no Infinity
     g = goodness_of_fit([40, 40, 20], [0.6, 0.4, 0.0], method="g")
     assert g.method == "g" and g.p_value == 0.0
     g = goodness_of_fit([60, 40], [0.2, 0.8], method="g")
