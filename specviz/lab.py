@@ -57,7 +57,7 @@ class ExactDistribution:
 
 
 @dataclass
-class TestResult:
+class FitResult:
     """A goodness-of-fit test of observed counts against n times the exact probabilities."""
 
     method: str  # "chi2" (Pearson) or "g" (log-likelihood ratio)
@@ -90,8 +90,8 @@ class LabResult:
     target_counts: list[int]
     n_spec: int  # samples actually drawn (fewer than n_requested when stopped early)
     n_target: int
-    spec_test: TestResult
-    target_test: TestResult | None  # None when the target-alone sampler was not run
+    spec_test: FitResult
+    target_test: FitResult | None  # None when the target-alone sampler was not run
     stopped: bool
     impossible_spec: int  # speculative samples whose outcome has exact probability 0 (a sure sign of a bug)
     impossible_target: int
@@ -170,7 +170,7 @@ def exact_distribution(
 # ----- the test --------------------------------------------------------------------------------
 
 
-def goodness_of_fit(counts: Sequence[int], probs: Sequence[float], method: str = "chi2") -> TestResult:
+def goodness_of_fit(counts: Sequence[int], probs: Sequence[float], method: str = "chi2") -> FitResult:
     """Test observed counts against probabilities (renormalised in float64), merging small cells.
 
     Why merging: the chi-square approximation needs every expected count to be at least about 5.
@@ -187,10 +187,10 @@ def goodness_of_fit(counts: Sequence[int], probs: Sequence[float], method: str =
     n = int(sum(counts))
     total = math.fsum(probs)
     if n == 0 or total <= 0:
-        return TestResult(method, None, 0, None, 0, n)
+        return FitResult(method, None, 0, None, 0, n)
     impossible = sum(c for c, p in zip(counts, probs, strict=True) if p <= 0 and c > 0)
     if impossible:
-        return TestResult(method, None, max(0, len(counts) - 1), 0.0, len(counts), n, impossible)
+        return FitResult(method, None, max(0, len(counts) - 1), 0.0, len(counts), n, impossible)
     expected = [n * p / total for p in probs]
     order = sorted(range(len(expected)), key=lambda i: -expected[i])
     kept_obs, kept_exp = [], []
@@ -210,10 +210,10 @@ def goodness_of_fit(counts: Sequence[int], probs: Sequence[float], method: str =
         kept_exp[-1] += pool_exp
     cells = len(kept_exp)
     if cells < 2:
-        return TestResult(method, None, 0, None, cells, n)
+        return FitResult(method, None, 0, None, cells, n)
     lambda_ = "pearson" if method == "chi2" else "log-likelihood"
     result = stats.power_divergence(kept_obs, kept_exp, lambda_=lambda_)
-    return TestResult(method, float(result.statistic), cells - 1, float(result.pvalue), cells, n)
+    return FitResult(method, float(result.statistic), cells - 1, float(result.pvalue), cells, n)
 
 
 # ----- the experiment --------------------------------------------------------------------------
