@@ -1,0 +1,399 @@
+"""Side-by-side speed measurements: `python -m specviz bench`.
+
+In one process, over a fixed varied prompt set, for each temperature and gamma:
+
+    baseline    the target alone (specviz.autoregressive_generate)
+    traced      specviz speculative decoding with the full trace recorded
+    untraced    the same decode with trace=False (what a deployment would run)
+    hf          transformers' generate(assistant_model=draft) with the same pair, gamma
+                (constant schedule) and sampling
+
+Every call is timed from the outside (wall clock around the whole call, prompt already
+tokenised with the chat template and identical for all four). Each figure is the median of
+`--reps` repetitions after one warm-up; the baseline is re-measured between gamma blocks so a
+drift in machine load hits both sides of a speedup. Acceptance statistics come from the traced
+runs (the untraced decode draws the same tokens from the same seed). The paper's predicted
+speedup uses the measured alpha and the measured cost ratio c:
+
+    predicted = (1 - alpha^(gamma+1)) / ((1 - alpha) (gamma c + 1))      (Leviathan et al., Thm 3.8)
+
+Writes JSON and a markdown table (docs/benchmarks.md explains every column).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+# Fixed and varied, and none of them in the draft's training prompts (specviz.train_draft).
+PROMPTS = [
+    "Write a short story about a fox who wants to fly.",
+    "Explain how a refrigerator keeps food cold.",
+    "Write a Python function that counts the vowels in a string.",
+    "List five ideas for a rainy weekend at home.",
+    "What is the difference between weather and climate?",
+    "Hello! Can you suggest a name for my new cat?",
+    "Describe how to plant a tomato seedling, step by step.",
+    "Write a short email inviting my team to a picnic.",
+]
+
+
+def expected_tokens(alpha: float, gamma: int) -> float:
+    """Expected tokens per iteration, (1 - alpha^(gamma+1)) / (1 - alpha) (gamma + 1 when alpha = 1)."""
+    if alpha >= 1.0:
+        return gamma + 1.0
+    return (1 - alpha ** (gamma + 1)) / (1 - alpha)
+
+
+def predicted_speedup(alpha: float, gamma: int, c: float) -> float:
+    """The paper's expected walltime improvement (Thm 3.8) from alpha, gamma and the cost ratio c."""
+    return expected_tokens(alpha, gamma) / (gamma * c + 1)
+
+
+# ----- one measured pass over the prompt set ----------------------------------------------------
+
+
+class Bench:
+    """The loaded pair, the tokenised prompts and the settings shared by every pass."""
+
+    def __init__(self, target, draft, prompts: list[str], max_new_tokens: int, seed: int):
+        from specviz.train_draft import chat_ids
+
+        self.target, self.draft = target, draft
+        self.prompt_ids = [chat_ids(target.tokenizer, p) for p in prompts]  # identical input for all methods
+        self.max_new_tokens, self.seed = max_new_tokens, seed
+
+    def run(self, method: str, temperature: float, gamma: int) -> dict:
+        """Decode every prompt once with one method; return total tokens, seconds and traces."""
+        tokens, seconds, traces = 0, 0.0, []
+        for i, ids in enumerate(self.prompt_ids):
+            t0 = time.perf_counter()
+            out = self._one(method, ids, temperature, gamma, self.seed + i)
+            seconds += time.perf_counter() - t0
+            if method == "hf":
+                tokens += out
+            else:
+                tokens += out.summary["new_tokens"]
+                traces.append(out)
+        return {"tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds, "traces": traces}
+
+    def _one(self, method: str, ids: list[int], temperature: float, gamma: int, seed: int):
+        from specviz.decoder import autoregressive_generate, speculative_generate
+
+        common = {"target": self.target, "temperature": temperature, "seed": seed}
+        common["max_new_tokens"] = self.max_new_tokens
+        if method == "baseline":
+            return autoregressive_generate(ids, trace=False, **common)
+        if method in ("traced", "untraced"):
+            return speculative_generate(ids, draft=self.draft, gamma=gamma, trace=method == "traced", **common)
+        if method == "hf":
+            return self._hf(ids, temperature, gamma, seed)
+        raise ValueError(method)
+
+    def _hf(self, ids: list[int], temperature: float, gamma: int, seed: int) -> int:
+        """transformers' assisted generation with the same pair; returns the new token count."""
+        from transformers import GenerationConfig
+
+        target = self.target
+        # A shallow copy carries the same weights with its own generation config, so the cached
+        # draft model is never mutated (DESIGN.md: loaded models are shared and read-only).
+        assistant = copy.copy(self.draft.model)
+        assistant.generation_config = copy.deepcopy(self.draft.model.generation_config)
+        assistant.generation_config.num_assistant_tokens = gamma
+        assistant.generation_config.num_assistant_tokens_schedule = "constant"
+        assistant.generation_config.assistant_confidence_threshold = 0.0  # always draft gamma tokens
+        eos = target.eos_token_id
+        gen = GenerationConfig(
+            max_new_tokens=self.max_new_tokens,
+            do_sample=temperature > 0,
+            temperature=temperature if temperature > 0 else None,
+            top_k=None,
+            top_p=None,
+            eos_token_id=eos,
+            pad_token_id=eos,
+        )
+        input_ids = torch.tensor([ids], device=target.model.device)  # [1, P]
+        torch.manual_seed(seed)  # transformers samples from the global generator
+        with torch.inference_mode():
+            out = target.model.generate(
+                input_ids=input_ids,
+                attention_mask=torch.ones_like(input_ids),
+                assistant_model=assistant,
+                generation_config=gen,
+            )
+        return int(out.shape[1] - input_ids.shape[1])
+
+
+def speculative_stats(traces) -> dict:
+    """Acceptance statistics pooled over the prompt set (sums over iterations, not means of means)."""
+    drafted = sum(t.summary["drafted"] for t in traces)
+    accepted = sum(t.summary["accepted"] for t in traces)
+    iterations = sum(t.summary["iterations"] for t in traces)
+    new_tokens = sum(t.summary["new_tokens"] for t in traces)
+    # alpha: mean beta over the positions the text reached (accepted drafts and the first rejection).
+    betas = [d["beta"] for t in traces for it in t.iterations for d in it["drafts"][: it["accepted_count"] + 1]]
+    return {
+        "acceptance_rate": accepted / drafted if drafted else None,
+        "mean_accepted_length": new_tokens / iterations if iterations else None,
+        "alpha": sum(betas) / len(betas) if betas else None,
+    }
+
+
+def per_step_ms(traces, phase: str, per: str) -> float:
+    """Total `phase` time (draft_ms / verify_ms) over total `per` (drafted / iterations), in ms."""
+    total = sum(t.summary[phase] for t in traces)
+    count = sum(t.summary[per] for t in traces)
+    return total / count if count else float("nan")
+
+
+# ----- the sweep --------------------------------------------------------------------------------
+
+
+def sweep(bench: Bench, temperatures, gammas, reps: int, hf: bool, log) -> dict:
+    methods = ["traced", "untraced"] + (["hf"] if hf else [])
+    # Warm-up: one short pass of each method, so one-time costs (allocations, lazy imports) stay out.
+    warm = Bench(bench.target, bench.draft, ["Hello"], 8, bench.seed)
+    warm.prompt_ids = bench.prompt_ids[:1]
+    for method in ["baseline", *methods]:
+        warm.run(method, temperatures[0], gammas[0])
+
+    baselines, rows = {}, []
+    for temperature in temperatures:
+        base_runs = []
+        for _ in range(max(0, reps - len(gammas))):
+            _measure_baseline(bench, temperature, base_runs, log)
+        config_runs = []
+        for gamma in gammas:
+            runs = {m: [] for m in methods}
+            for rep in range(reps):
+                # Rotate the order each repetition so no method always runs first after a pause.
+                for method in methods[rep % len(methods) :] + methods[: rep % len(methods)]:
+                    runs[method].append(bench.run(method, temperature, gamma))
+            config_runs.append((gamma, runs))
+            log(
+                f"T={temperature} gamma={gamma} "
+                + ", ".join(f"{m} {statistics.median(r['tokens_per_s'] for r in runs[m]):.2f}" for m in methods)
+                + " tokens/s"
+            )
+            # Between gamma blocks, so the baseline samples the same stretch of time as the drafts.
+            _measure_baseline(bench, temperature, base_runs, log)
+
+        base_tps = statistics.median(r["tokens_per_s"] for r in base_runs)
+        target_ms = statistics.median(per_step_ms(r["traces"], "verify_ms", "iterations") for r in base_runs)
+        baselines[str(temperature)] = {
+            "tokens_per_s": base_tps,
+            "target_step_ms": target_ms,
+            "reps": len(base_runs),
+            "tokens": base_runs[0]["tokens"],
+        }
+        for gamma, runs in config_runs:
+            rows.append(_row(temperature, gamma, runs, base_tps, target_ms, hf))
+    return {"baseline": baselines, "results": rows}
+
+
+def _measure_baseline(bench: Bench, temperature: float, runs: list, log) -> None:
+    runs.append(bench.run("baseline", temperature, 1))
+    log(f"T={temperature} baseline {runs[-1]['tokens_per_s']:.2f} tokens/s")
+
+
+def _row(temperature, gamma, runs, base_tps, target_ms, hf) -> dict:
+    tps = {m: statistics.median(r["tokens_per_s"] for r in rs) for m, rs in runs.items()}
+    stats = speculative_stats(runs["traced"][0]["traces"])
+    draft_ms = statistics.median(per_step_ms(r["traces"], "draft_ms", "drafted") for r in runs["untraced"])
+    verify_ms = statistics.median(per_step_ms(r["traces"], "verify_ms", "iterations") for r in runs["untraced"])
+    c = draft_ms / target_ms
+    alpha = stats["alpha"]
+    predicted = predicted_speedup(alpha, gamma, c) if alpha is not None else None
+    speedup = tps["untraced"] / base_tps
+    return {
+        "temperature": temperature,
+        "gamma": gamma,
+        "tokens_per_s": tps,
+        "speedup": {m: v / base_tps for m, v in tps.items()},
+        **stats,
+        "expected_tokens": expected_tokens(alpha, gamma) if alpha is not None else None,
+        "draft_step_ms": draft_ms,
+        "verify_ms": verify_ms,
+        "verify_over_target_step": verify_ms / target_ms,
+        "c": c,
+        "predicted_speedup": predicted,
+        "efficiency": speedup / predicted if predicted else None,
+        "tracing_overhead": 1 - tps["traced"] / tps["untraced"],
+        "specviz_over_hf": tps["untraced"] / tps["hf"] if hf else None,
+        "tokens": runs["untraced"][0]["tokens"],
+    }
+
+
+def best_by_temperature(results: list[dict]) -> dict:
+    """For each temperature, the gamma with the highest untraced speedup."""
+    best: dict[str, dict] = {}
+    for row in results:
+        key = str(row["temperature"])
+        if key not in best or row["speedup"]["untraced"] > best[key]["speedup"]["untraced"]:
+            best[key] = row
+    return {k: {"gamma": v["gamma"], "speedup": v["speedup"]["untraced"]} for k, v in best.items()}
+
+
+# ----- output -----------------------------------------------------------------------------------
+
+
+def environment(threads: int) -> dict:
+    import transformers
+
+    from specviz.train_draft import _cpu_name
+
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {
+        "hardware": {
+            "device": "cuda" if gpu else "cpu",
+            "gpu": gpu,
+            "cpu": _cpu_name(),
+            "cpu_count": os.cpu_count(),
+            "torch_threads": threads,
+        },
+        "versions": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+        },
+    }
+
+
+def _fmt(value, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def markdown(report: dict) -> str:
+    """The results as a markdown table, with the hardware and the baseline above it."""
+    hw, v, s = report["hardware"], report["versions"], report["settings"]
+    where = hw["gpu"] or f"{hw['cpu']}, {hw['cpu_count']} cores, {hw['torch_threads']} torch thread(s)"
+    lines = [
+        f"Target `{s['target']}`, draft `{s['draft']}`, {s['prompts']} prompts x {s['max_new_tokens']} new tokens, "
+        f"median of {s['reps']} reps after a warm-up.",
+        f"Hardware: {where}. torch {v['torch']}, transformers {v['transformers']}, Python {v['python']}. "
+        f"Load average before/after: {report['load_before']} / {report['load_after']}.",
+        "",
+    ]
+    for t, b in report["baseline"].items():
+        lines.append(
+            f"- baseline at T={t}: {b['tokens_per_s']:.2f} tokens/s ({b['target_step_ms']:.1f} ms per target step)"
+        )
+    for t, b in report["best"].items():
+        lines.append(f"- best gamma at T={t}: {b['gamma']} ({b['speedup']:.2f}x)")
+    lines += [
+        "",
+        "| T | γ | tokens/s untraced | tokens/s traced | tokens/s HF assisted | speedup | speedup HF "
+        "| acceptance rate | mean accepted length | α | expected tokens | c | predicted speedup | efficiency "
+        "| tracing overhead | specviz / HF |",
+        "|" + "---|" * 16,
+    ]
+    for r in report["results"]:
+        tps, sp = r["tokens_per_s"], r["speedup"]
+        lines.append(
+            f"| {r['temperature']:g} | {r['gamma']} | {tps['untraced']:.2f} | {tps['traced']:.2f} "
+            f"| {_fmt(tps.get('hf'), '.2f')} | {sp['untraced']:.2f}x | {_fmt(sp.get('hf'), '.2f')}x "
+            f"| {_fmt(r['acceptance_rate'], '.3f')} | {_fmt(r['mean_accepted_length'], '.2f')} "
+            f"| {_fmt(r['alpha'], '.3f')} | {_fmt(r['expected_tokens'], '.2f')} | {r['c']:.3f} "
+            f"| {_fmt(r['predicted_speedup'], '.2f')}x | {_fmt(r['efficiency'], '.2f')} "
+            f"| {100 * r['tracing_overhead']:.1f}% | {_fmt(r['specviz_over_hf'], '.2f')} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _numbers(text: str, kind):
+    return [kind(x) for x in text.split(",") if x.strip()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m specviz bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--target", default=None, help="target model (default: the offline SmolLM2-135M-Instruct)")
+    parser.add_argument("--draft", default=None, help="draft model (default: the target's default draft)")
+    parser.add_argument("--gammas", default="1,2,3,4,6,8", help="comma-separated gammas")
+    parser.add_argument("--temperatures", default="0,1", help="comma-separated temperatures (0: greedy)")
+    parser.add_argument("--reps", type=int, default=3, help="repetitions per configuration (median reported)")
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--prompts", type=int, default=4, help=f"how many of the {len(PROMPTS)} fixed prompts")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    parser.add_argument("--no-hf", action="store_true", help="skip transformers' assisted generation")
+    parser.add_argument("--out", type=Path, default=Path("bench.json"), help="JSON output; the table goes beside it")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+
+    from specviz.errors import SpecvizError
+
+    try:
+        return _main(args)
+    except SpecvizError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(args) -> int:
+    from specviz.models import DEFAULT_DRAFT, DEFAULT_TARGET, NGRAM_DRAFT, SELF_DRAFT, check_vocabulary, load_model
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if not 1 <= args.prompts <= len(PROMPTS):
+        print(f"error: --prompts must be from 1 to {len(PROMPTS)}", file=sys.stderr)
+        return 2
+    target = load_model(args.target)
+    draft_name = args.draft or (DEFAULT_DRAFT if target.name == DEFAULT_TARGET else NGRAM_DRAFT)
+    if draft_name in (NGRAM_DRAFT, SELF_DRAFT):
+        print("error: the bench compares model drafts (transformers needs an assistant model)", file=sys.stderr)
+        return 2
+    draft = load_model(draft_name, device=target.device, dtype=target.dtype)
+    check_vocabulary(target, draft)
+    temperatures = _numbers(args.temperatures, float)
+    gammas = _numbers(args.gammas, int)
+    prompts = PROMPTS[: args.prompts]
+
+    def log(message: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+    load_before = _loadavg()
+    t0 = time.perf_counter()
+    bench = Bench(target, draft, prompts, args.max_new_tokens, args.seed)
+    measured = sweep(bench, temperatures, gammas, args.reps, not args.no_hf, log)
+    report = {
+        "schema": "specviz.bench/1",
+        **environment(torch.get_num_threads()),
+        "settings": {
+            "target": target.name,
+            "draft": draft.name,
+            "gammas": gammas,
+            "temperatures": temperatures,
+            "reps": args.reps,
+            "max_new_tokens": args.max_new_tokens,
+            "prompts": len(prompts),
+            "seed": args.seed,
+        },
+        "prompts": prompts,
+        **measured,
+        "best": best_by_temperature(measured["results"]),
+        "load_before": load_before,
+        "load_after": _loadavg(),
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    table = markdown(report)
+    args.out.with_suffix(".md").write_text(table, encoding="utf-8")
+    print(table)
+    print(f"written {args.out} and {args.out.with_suffix('.md')}")
+    return 0
+
+
+def _loadavg() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (OSError, AttributeError):
+        return None

@@ -1,0 +1,77 @@
+"""The benchmark command, run tiny on random models (one prompt, one gamma, one repetition),
+and its formula against the paper's check values."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specviz.bench import expected_tokens, predicted_speedup
+
+
+def test_formula_matches_the_paper():
+    # Leviathan et al. Table 4: alpha = .75, gamma = 7, c = .02 gives about 3.2x expected.
+    assert predicted_speedup(0.75, 7, 0.02) == pytest.approx(3.16, abs=0.01)
+    assert expected_tokens(0.0, 4) == 1.0
+    assert expected_tokens(1.0, 4) == 5.0
+    assert expected_tokens(0.5, 1) == pytest.approx(1.5)
+
+
+def test_bench_tiny(tmp_path):
+    from test_train_draft import tiny_target_folder
+
+    from specviz.bench import main
+    from specviz.models import LoadedModel, load_model
+    from specviz.train_draft import TrainConfig, make_draft
+
+    target_dir = tiny_target_folder(tmp_path / "target")
+    target = load_model(str(target_dir))
+    draft = make_draft(
+        LoadedModel("t", target.model, target.tokenizer, "cpu", "float32"),
+        TrainConfig(hidden=32, layers=1, intermediate=64),
+    )
+    draft.save_pretrained(tmp_path / "draft")
+    target.tokenizer.save_pretrained(tmp_path / "draft")
+
+    out = tmp_path / "bench" / "result.json"
+    argv = ["--target", str(target_dir), "--draft", str(tmp_path / "draft"), "--gammas", "2"]
+    argv += ["--temperatures", "0,1", "--reps", "1", "--max-new-tokens", "6", "--prompts", "1", "--out", str(out)]
+    assert main(argv) == 0
+
+    report = json.loads(out.read_text())
+    assert report["schema"] == "specviz.bench/1"
+    assert report["hardware"]["cpu"] and report["hardware"]["torch_threads"] >= 1
+    assert {"torch", "transformers", "python"} <= set(report["versions"])
+    assert set(report["baseline"]) == {"0.0", "1.0"} and set(report["best"]) == {"0.0", "1.0"}
+    assert len(report["results"]) == 2
+    for row in report["results"]:
+        assert set(row["tokens_per_s"]) == {"traced", "untraced", "hf"}
+        assert all(v > 0 for v in row["tokens_per_s"].values())
+        for key in ("speedup", "acceptance_rate", "mean_accepted_length", "alpha", "c", "predicted_speedup"):
+            assert row[key] is not None, key
+        assert row["efficiency"] == pytest.approx(row["speedup"]["untraced"] / row["predicted_speedup"])
+        assert 0.0 <= row["alpha"] <= 1.0 and row["c"] > 0
+        assert row["specviz_over_hf"] == pytest.approx(row["tokens_per_s"]["untraced"] / row["tokens_per_s"]["hf"])
+    table = out.with_suffix(".md").read_text()
+    for column in (
+        "tokens/s untraced",
+        "speedup",
+        "acceptance rate",
+        "mean accepted length",
+        "α",
+        "| c |",
+        "predicted speedup",
+        "efficiency",
+        "tracing overhead",
+        "specviz / HF",
+        "Hardware",
+    ):
+        assert column in table
+
+
+def test_bench_refuses_bad_prompt_count(capsys):
+    from specviz.bench import main
+
+    assert main(["--prompts", "0"]) == 2
+    assert "--prompts" in capsys.readouterr().err
