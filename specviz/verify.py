@@ -6,8 +6,10 @@ Pure functions of tensors. p is always the target's distribution, q the draft's.
     at the first rejection, resample from norm(max(0, p - q))   (the residual)
     if all gamma drafts pass, sample a bonus token from the target's next distribution
 
-Beside the exact rule live the wrong rules a student might invent. They exist so the
-distribution lab and the tests can show that each of them changes the output distribution.
+Beside the exact rule live variants a student might invent. They exist so the distribution lab
+and the tests can show which of them change the output distribution: accepting on a token match
+then resampling from the residual, and resampling from p, do; skipping the bonus does not (it
+only wastes a target pass), which is itself worth seeing.
 """
 
 from __future__ import annotations
@@ -17,12 +19,16 @@ from dataclasses import dataclass
 import torch
 
 RULES = ("exact", "accept_if_equal", "resample_from_p", "no_bonus")
+WRONG_RULES = ("accept_if_equal", "resample_from_p")  # these change the output distribution
 RULE_LABELS = {
     "exact": "Exact rule (Leviathan et al.): accept with min(1, p/q), resample from the residual",
     "accept_if_equal": "WRONG: accept only when the draft token equals a sample from p, "
     "then resample from the residual",
     "resample_from_p": "WRONG: after a rejection, resample from p instead of the residual",
-    "no_bonus": "WRONG: skip the bonus token; after all accepts, draft again",
+    # Not wrong after all: the token after a full acceptance then comes from the next iteration's
+    # exact verification, so the output is still distributed as p; it only costs an extra
+    # iteration. The lab shows it as a variant that is correct but slower.
+    "no_bonus": "CORRECT BUT SLOWER: skip the bonus token; after all accepts, draft again",
 }
 
 
