@@ -10,11 +10,11 @@ from specviz_app import sidebar, state
 st.set_page_config(page_title="specviz: speculative decoding, made visible", page_icon="🔎", layout="wide")
 
 PAGES = [
-    st.Page("app_pages/playground.py", title="Playground", icon="▶️", default=True),
-    st.Page("app_pages/inspector.py", title="Step inspector", icon="🔬"),
-    st.Page("app_pages/timeline.py", title="Timeline", icon="⏱️"),
-    st.Page("app_pages/acceptance.py", title="Acceptance", icon="📊"),
-    st.Page("app_pages/traces.py", title="Traces", icon="📁"),
+    st.Page("app_pages/playground.py", title="Playground", icon=":material/play_circle:", default=True),
+    st.Page("app_pages/inspector.py", title="Step inspector", icon=":material/biotech:"),
+    st.Page("app_pages/timeline.py", title="Timeline", icon=":material/timeline:"),
+    st.Page("app_pages/acceptance.py", title="Acceptance", icon=":material/bar_chart:"),
+    st.Page("app_pages/traces.py", title="Traces", icon=":material/folder_open:"),
 ]
 page = st.navigation(PAGES)
 

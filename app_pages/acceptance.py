@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from specviz import charts
+from specviz import charts, theory
 from specviz_app import render, state
 
 
@@ -29,13 +29,22 @@ def acceptance() -> None:
     )
     left, right = st.columns(2)
     left.markdown("**By draft position**")
-    left.dataframe(charts.position_table(trace), hide_index=True)
+    fraction = st.column_config.NumberColumn(format="%.3f")
+    left.dataframe(
+        charts.position_table(trace),
+        hide_index=True,
+        column_config={"acceptance rate": fraction, "mean β": fraction},
+    )
     right.markdown("**Tokens per iteration**")
-    right.dataframe(charts.length_table(trace), hide_index=True)
+    right.dataframe(
+        charts.length_table(trace),
+        hide_index=True,
+        column_config={"measured fraction": fraction, "predicted fraction": fraction},
+    )
     alpha = trace.summary.get("alpha")
     gamma = trace.config.get("gamma") or 0
     if alpha is not None and gamma:
-        expected = charts.expected_tokens_per_iteration(alpha, gamma)
+        expected = theory.expected_tokens_per_iteration(alpha, gamma)
         st.markdown(
             f"Predicted mean tokens per iteration (1 − α^(γ+1)) / (1 − α) = **{expected:.2f}**; "
             f"measured **{trace.summary['mean_accepted_length']:.2f}**."

@@ -44,13 +44,18 @@ def inspector() -> None:
         st.session_state["inspect_iter"] = st.session_state.pop("_inspect_next")
     st.session_state["inspect_iter"] = min(max(1, st.session_state.get("inspect_iter", 1)), n)
 
-    cols = st.columns([6, 1, 1, 1], vertical_alignment="bottom")
+    cols = st.columns([5, 1.3, 1.2, 1.2], vertical_alignment="bottom")
     if n > 1:
         cols[0].slider("Iteration", 1, n, key="inspect_iter", help="one iteration = draft γ, verify once, correct")
-    cols[1].button("◀ Previous", on_click=_step, args=(-1, n), width="stretch")
-    cols[2].button("Next ▶", on_click=_step, args=(1, n), width="stretch")
+    cols[1].button("Previous", icon=":material/chevron_left:", on_click=_step, args=(-1, n), width="stretch")
+    cols[2].button("Next", icon=":material/chevron_right:", on_click=_step, args=(1, n), width="stretch")
     playing = st.session_state.get("playing", False)
-    cols[3].button("⏸ Pause" if playing else "⏵ Play", on_click=_toggle_play, width="stretch")
+    cols[3].button(
+        "Pause" if playing else "Play",
+        icon=":material/pause:" if playing else ":material/play_arrow:",
+        on_click=_toggle_play,
+        width="stretch",
+    )
 
     i = st.session_state["inspect_iter"]
     it = trace.iterations[i - 1]

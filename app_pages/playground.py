@@ -16,6 +16,11 @@ def playground() -> None:
         return
     trace, baseline = loaded.trace, loaded.baseline
     render.headline(trace, baseline)
+    st.caption(
+        "Speeds come from one run on the machine that made the trace. On a busy CPU they are noisy, and a "
+        "target pass over γ + 1 tokens costs more than over one, so a speedup may not show; target calls "
+        "saved does not depend on the hardware. `python -m specviz bench` measures speed properly."
+    )
 
     st.subheader("The generated text, token by token")
     st.html(render.legend_html())

@@ -74,6 +74,7 @@ def traces() -> None:
         "A trace JSON, optionally with its baseline (made here or by `python -m specviz generate --out`)",
         type=["json"],
         accept_multiple_files=True,
+        max_upload_size=20,  # MB: the trace reader refuses anything larger anyway
         key="upload",
     )
     if files and st.button("Open the uploaded trace", type="primary"):

@@ -21,7 +21,7 @@ _CSS = (
     ".sv-tok{position:relative;padding:1px 1px;border-radius:3px;border-bottom:2px solid;cursor:default}"
     ".sv-tok .sv-card{display:none;position:absolute;z-index:20;left:0;top:1.9em;min-width:300px;"
     "background:#fff;color:#212121;border:1px solid #bbb;border-radius:6px;padding:6px 9px;"
-    "box-shadow:0 3px 10px rgba(0,0,0,.18);font-size:12.5px;line-height:1.45;white-space:normal}"
+    "box-shadow:0 3px 10px rgba(0,0,0,.18);font:12.5px/1.45 system-ui,sans-serif;white-space:normal}"
     ".sv-tok:hover .sv-card{display:block}"
     ".sv-legend{display:flex;flex-wrap:wrap;gap:6px 14px;font-size:13.5px;margin:4px 0 10px}"
     ".sv-legend span.sv-key{padding:1px 6px;border-radius:3px;border-bottom:2px solid}"
@@ -104,9 +104,9 @@ def headline(trace, baseline) -> None:
         help=f"accepted drafts ÷ drafted tokens ({s['accepted']} of {s['drafted']})",
     )
     cols[1].metric(
-        "Mean accepted length",
-        f"{s['mean_accepted_length']:.2f} tokens/iter",
-        help="tokens emitted per iteration, the correction included",
+        "Tokens per iteration",
+        f"{s['mean_accepted_length']:.2f}",
+        help="mean accepted length: tokens emitted per iteration, the correction included",
     )
     alpha = s.get("alpha")
     cols[2].metric(

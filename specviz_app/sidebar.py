@@ -104,7 +104,9 @@ def render() -> Settings:
     )
     sb.text_area("Prompt", key=KEY + "prompt", max_chars=params.PROMPT_MAX_CHARS, height=100)
     sb.caption("Sent to the target as a chat message; shown everywhere as plain text.")
-    sb.button("▶ Run", type="primary", on_click=_request_run, width="stretch", key="run_sidebar")
+    sb.button(
+        "Run", icon=":material/play_arrow:", type="primary", on_click=_request_run, width="stretch", key="run_sidebar"
+    )
 
     settings = _current()
     st.query_params.from_dict(settings.to_query())

@@ -47,7 +47,17 @@ def _store(loaded: Loaded) -> None:
 @st.cache_resource(max_entries=4, show_spinner=False)
 def get_model(name: str) -> models.LoadedModel:
     """Load a model once per server process (bounded: at most four stay in memory)."""
-    return models.load_model(name)
+    loaded = models.load_model(name)
+    _warm_up(loaded)
+    return loaded
+
+
+def _warm_up(loaded: models.LoadedModel) -> None:
+    """One tiny forward pass, so one-off start-up costs do not land in the first run's timings."""
+    import torch
+
+    with torch.inference_mode():
+        loaded.model(torch.tensor([[0, 1, 2]], device=loaded.model.device))
 
 
 def _resolve_draft(target: models.LoadedModel, draft: str | None):
@@ -86,7 +96,11 @@ def run(settings: Settings) -> None:
                 )
                 stream.html(render.token_stream_html(records, {"token_text": pr.token_text}))
 
+            def on_wait(ahead: int) -> None:  # one decode per device at a time (specviz.gate)
+                status.update(label=f"Waiting for the model: {ahead} run(s) from other sessions ahead of yours…")
+
             kwargs = settings.decode_kwargs()
+            kwargs["on_wait"] = on_wait
             trace = speculative_generate(settings.prompt, target=target, draft=draft, on_iteration=on_spec, **kwargs)
             baseline = None
             if settings.baseline:

@@ -267,16 +267,6 @@ def test_acceptance_tables_match_the_trace():
     assert sum(r["predicted fraction"] for r in lengths) == pytest.approx(1.0)
 
 
-def test_truncated_geometric_matches_the_closed_form_mean():
-    for alpha in (0.0, 0.3, 0.75, 0.99):
-        for gamma in (1, 4, 7):
-            probs = charts.truncated_geometric(alpha, gamma)
-            assert sum(probs) == pytest.approx(1.0)
-            mean = sum(k * pk for k, pk in enumerate(probs, start=1))
-            assert mean == pytest.approx(charts.expected_tokens_per_iteration(alpha, gamma))
-    assert charts.expected_tokens_per_iteration(1.0, 4) == 5.0
-
-
 def test_residual_bars_are_normalised_times_one_minus_beta():
     trace = make_trace()
     it = trace.iterations[0]

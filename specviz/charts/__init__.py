@@ -8,10 +8,8 @@ from specviz.charts.acceptance import (
     accept_length_figure,
     acceptance_by_position_figure,
     beta_along_text_figure,
-    expected_tokens_per_iteration,
     length_table,
     position_table,
-    truncated_geometric,
 )
 from specviz.charts.inspector import bonus_figure, draft_figure, residual_figure
 from specviz.charts.timeline import timeline_figure
@@ -24,7 +22,6 @@ __all__ = [
     "bonus_figure",
     "display_token",
     "draft_figure",
-    "expected_tokens_per_iteration",
     "hover_card",
     "iteration_tokens",
     "label_token",
@@ -33,5 +30,4 @@ __all__ = [
     "residual_figure",
     "timeline_figure",
     "token_rows",
-    "truncated_geometric",
 ]

@@ -2,10 +2,9 @@
 truncated-geometric prediction from alpha, beta along the generated text, and the same numbers
 as table rows.
 
-Prediction (Leviathan et al. 2023, section 3): if each draft is accepted independently with
-probability alpha, the tokens emitted per iteration L (correction included) follow
-P(L = k) = alpha^(k-1) (1 - alpha) for k = 1..gamma, and P(L = gamma + 1) = alpha^gamma,
-with mean (1 - alpha^(gamma+1)) / (1 - alpha).
+The prediction comes from specviz.theory (Leviathan et al. 2023, section 3): if each draft is
+accepted independently with probability alpha, the tokens emitted per iteration are a geometric
+variable capped at gamma + 1, with mean (1 - alpha^(gamma+1)) / (1 - alpha).
 """
 
 from __future__ import annotations
@@ -14,23 +13,10 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from specviz.charts.style import LAYOUT, PREDICTION_COLOR, STATUS_COLORS
+from specviz.charts.style import LAYOUT, PREDICTION_COLOR, STATUS_COLORS, titled
 from specviz.charts.tokens import hover_card, token_rows
+from specviz.theory import expected_tokens_per_iteration, tokens_per_iteration_distribution
 from specviz.trace import Trace
-
-
-def truncated_geometric(alpha: float, gamma: int) -> list[float]:
-    """P(L = k) for k = 1..gamma+1 tokens per iteration, given acceptance rate alpha."""
-    probs = [alpha ** (k - 1) * (1 - alpha) for k in range(1, gamma + 1)]
-    probs.append(alpha**gamma)
-    return probs
-
-
-def expected_tokens_per_iteration(alpha: float, gamma: int) -> float:
-    """(1 - alpha^(gamma+1)) / (1 - alpha), and gamma + 1 when alpha is 1."""
-    if alpha >= 1:
-        return float(gamma + 1)
-    return (1 - alpha ** (gamma + 1)) / (1 - alpha)
 
 
 def full_iterations(trace: Trace) -> list[dict[str, Any]]:
@@ -53,7 +39,7 @@ def position_table(trace: Trace) -> list[dict[str, Any]]:
                 "reached": len(reached),
                 "accepted": accepted,
                 "acceptance rate": accepted / len(reached) if reached else None,
-                "mean β (predicted rate)": sum(betas) / len(betas) if betas else None,
+                "mean β": sum(betas) / len(betas) if betas else None,
             }
         )
     return rows
@@ -64,7 +50,7 @@ def length_table(trace: Trace) -> list[dict[str, Any]]:
     gamma = trace.config.get("gamma") or 0
     its = full_iterations(trace)
     alpha = trace.summary.get("alpha")
-    predicted = truncated_geometric(alpha, gamma) if alpha is not None and gamma else [None] * (gamma + 1)
+    predicted = tokens_per_iteration_distribution(alpha, gamma) if alpha is not None and gamma else [None] * (gamma + 1)
     lengths = [it["accepted_count"] + 1 for it in its]
     return [
         {
@@ -98,7 +84,7 @@ def acceptance_by_position_figure(trace: Trace) -> go.Figure:
     )
     fig.add_scatter(
         x=slots,
-        y=[r["mean β (predicted rate)"] for r in rows],
+        y=[r["mean β"] for r in rows],
         name="predicted: mean β at that position",
         mode="markers+lines",
         marker={"color": PREDICTION_COLOR, "size": 9, "symbol": "diamond"},
@@ -107,7 +93,9 @@ def acceptance_by_position_figure(trace: Trace) -> go.Figure:
     )
     if not rows:
         _no_data(fig, "no drafts in this trace (target-only run)")
-    fig.update_layout(**LAYOUT, height=360, title="Acceptance by draft position (when that position was reached)")
+    fig.update_layout(
+        **LAYOUT, height=360, title=titled("Acceptance by draft position (when that position was reached)")
+    )
     fig.update_xaxes(title="draft position within an iteration (1..γ)", dtick=1)
     fig.update_yaxes(title="acceptance rate (fraction)", range=[0, 1.05])
     return fig
@@ -142,7 +130,9 @@ def accept_length_figure(trace: Trace) -> go.Figure:
         )
     if not n:
         _no_data(fig, "no full iterations to count")
-    fig.update_layout(**LAYOUT, height=360, title="Tokens per iteration: measured vs truncated geometric from α")
+    fig.update_layout(
+        **LAYOUT, height=360, title=titled("Tokens per iteration: measured vs truncated geometric from α")
+    )
     fig.update_xaxes(title="tokens emitted per iteration (accepted drafts + 1 correction)", dtick=1)
     fig.update_yaxes(title="fraction of iterations", range=[0, 1.05])
     return fig
@@ -174,7 +164,9 @@ def beta_along_text_figure(trace: Trace) -> go.Figure:
         )
     if not rows:
         _no_data(fig, "no drafts in this trace (target-only run)")
-    fig.update_layout(**LAYOUT, height=360, title="β along the generated text: the chance each draft is accepted")
+    fig.update_layout(
+        **LAYOUT, height=360, title=titled("β along the generated text: the chance each draft is accepted")
+    )
     fig.update_xaxes(title="position in the generated text (token index)")
     fig.update_yaxes(title="β = Σ min(p, q) (probability)", range=[-0.03, 1.08])
     return fig

@@ -19,6 +19,7 @@ from specviz.charts.style import (
     Q_COLOR,
     RESIDUAL_COLOR,
     STATUS_COLORS,
+    titled,
 )
 from specviz.charts.tokens import label_token, token_text
 
@@ -107,10 +108,10 @@ def draft_figure(draft: dict[str, Any], status: str, extra: dict[str, Any], slot
     fig.update_layout(
         **LAYOUT,
         barmode="overlay",
-        height=320,
-        title=f"{where}: {_esc(draft['token'])} (position {draft['position']}), q and p over the top tokens",
+        height=390,
+        title=titled(f"{where}: {_esc(draft['token'])} (position {draft['position']}), q and p over the top tokens"),
     )
-    fig.update_yaxes(title="probability", range=[0, 1.12])
+    fig.update_yaxes(title="probability", range=[0, 1.25])
     fig.update_xaxes(title="token (top tokens of p and q, then all others)")
     return fig
 
@@ -158,11 +159,13 @@ def residual_figure(rejected: dict[str, Any], correction: dict[str, Any], extra:
     fig.update_layout(
         **LAYOUT,
         barmode="group",
-        height=320,
-        title=f"Residual at position {correction['position']} (mass 1 − β = {mass:.3f}), resampled "
-        f"{_esc(correction['token'])}",
+        height=390,
+        title=titled(
+            f"Residual at position {correction['position']} (mass 1 − β = {mass:.3f}), resampled "
+            f"{_esc(correction['token'])}"
+        ),
     )
-    fig.update_yaxes(title="probability", range=[0, 1.12])
+    fig.update_yaxes(title="probability", range=[0, 1.25])
     fig.update_xaxes(title="token (top tokens of the residual, then all others)")
     return fig
 
@@ -195,10 +198,10 @@ def bonus_figure(correction: dict[str, Any], extra: dict[str, Any]) -> go.Figure
     )
     fig.update_layout(
         **LAYOUT,
-        height=320,
+        height=390,
         showlegend=True,
-        title=f"Bonus at position {correction['position']}: {_esc(correction['token'])} drawn from p",
+        title=titled(f"Bonus at position {correction['position']}: {_esc(correction['token'])} drawn from p"),
     )
-    fig.update_yaxes(title="probability", range=[0, 1.12])
+    fig.update_yaxes(title="probability", range=[0, 1.25])
     fig.update_xaxes(title="token (top tokens of p, then all others)")
     return fig

@@ -46,10 +46,17 @@ RESIDUAL_COLOR = "#ef6c00"  # max(0, p - q): the same orange as the resampled to
 ACCEPTED_MASS_COLOR = "rgba(46, 125, 50, 0.18)"  # min(p, q) shading
 PREDICTION_COLOR = "#37474f"  # closed-form predictions drawn over measurements
 
+# The title sits at the top of the figure and the legend in its own band below it, so a legend
+# that wraps onto two lines never runs into the title.
 LAYOUT = {
     "template": "plotly_white",
     "font": {"size": 13},
-    "margin": {"l": 60, "r": 20, "t": 60, "b": 50},
-    "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "left", "x": 0},
+    "margin": {"l": 60, "r": 20, "t": 92, "b": 50},
+    "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "left", "x": 0, "font": {"size": 12}},
     "hoverlabel": {"align": "left"},
 }
+
+
+def titled(text: str) -> dict:
+    """A title pinned to the top-left of the figure (above the legend band)."""
+    return {"text": text, "x": 0.01, "xanchor": "left", "y": 0.98, "yanchor": "top", "yref": "container"}

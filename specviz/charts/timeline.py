@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from specviz.charts.style import LAYOUT, P_COLOR, Q_COLOR
+from specviz.charts.style import LAYOUT, P_COLOR, Q_COLOR, titled
 from specviz.trace import Trace
 
 SPEC_ROW = "speculative"
@@ -83,12 +83,12 @@ def timeline_figure(trace: Trace, baseline: Trace | None = None) -> go.Figure:
         barmode="overlay",
         bargap=0.35,
         height=260 + 40 * len(rows),
-        title="Timeline: where the time goes (numbers on verify bars: drafts accepted / drafted)",
+        title=titled("Timeline: where the time goes (numbers on verify bars: drafts accepted / drafted)"),
     )
-    fig.update_xaxes(title="time since the first iteration started (ms)")
+    fig.update_xaxes(title="time since the first iteration started (ms)", tickformat=",d")
     fig.update_yaxes(title="", categoryorder="array", categoryarray=list(reversed(rows)))
     return fig
 
 
 def _emitted_label(it: dict) -> str:
-    return f"{it['accepted_count']}/{len(it['drafts'])}"
+    return f"{it['accepted_count']}/{len(it['drafts'])}" if it["drafts"] else ""  # no drafts: nothing to count

@@ -1,0 +1,341 @@
+"""Figures of the paper's closed forms (specviz.theory): tokens per iteration and walltime
+improvement against gamma, the (alpha, c) plane with the "speedup needs alpha > c" boundary, the
+draft's alpha along its training, and Table 4 as rows.
+
+Pure functions of numbers: no torch, no streamlit. A measured point (from a trace) is passed in as
+plain numbers, so the same axes carry theory and measurement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+
+from specviz.charts.style import LAYOUT, PREDICTION_COLOR, STATUS_COLORS, titled
+from specviz.theory import (
+    TABLE_4,
+    best_gamma,
+    expected_tokens_per_iteration,
+    walltime_improvement,
+)
+
+THEORY_COLOR = "#1565c0"  # the curve of the slider setting
+MEASURED_COLOR = "#d81b60"  # what the current trace measured (a filled diamond everywhere)
+BEST_COLOR = STATUS_COLORS["accepted"]  # the best gamma: a green star
+LOSS_SHADE = "rgba(198, 40, 40, 0.10)"  # the region where drafting cannot pay (alpha <= c, or below 1x)
+GAMMA_MAX = 16
+
+
+def _gammas(gamma_max: int) -> list[int]:
+    return list(range(1, gamma_max + 1))
+
+
+def tokens_per_iteration_curve_figure(
+    alpha: float,
+    gamma: int,
+    gamma_max: int = GAMMA_MAX,
+    measured: dict[str, float] | None = None,
+    compare_alphas: Sequence[float] = (0.5, 0.7, 0.9),
+) -> go.Figure:
+    """Expected tokens per iteration (1 - α^(γ+1)) / (1 - α) against γ: the chosen α bold, a few
+    others faint for scale, the ceiling γ + 1 dotted, the chosen γ marked.
+
+    measured: {"gamma": γ of the trace, "tokens": its mean accepted length, "alpha": its α}.
+    """
+    gs = _gammas(gamma_max)
+    fig = go.Figure()
+    fig.add_scatter(
+        x=gs,
+        y=[g + 1 for g in gs],
+        mode="lines",
+        line={"color": "#9e9e9e", "dash": "dot"},
+        name="ceiling γ + 1 (every draft accepted)",
+        hovertemplate="γ %{x}: at most %{y} tokens<extra></extra>",
+    )
+    for a in compare_alphas:
+        if abs(a - alpha) < 1e-9:
+            continue
+        fig.add_scatter(
+            x=gs,
+            y=[expected_tokens_per_iteration(a, g) for g in gs],
+            mode="lines",
+            line={"color": "rgba(21, 101, 192, 0.28)", "width": 1.5},
+            name=f"α = {a:g}",
+            hovertemplate=f"α {a:g}, γ %{{x}}: %{{y:.2f}} tokens<extra></extra>",
+        )
+    fig.add_scatter(
+        x=gs,
+        y=[expected_tokens_per_iteration(alpha, g) for g in gs],
+        mode="lines+markers",
+        line={"color": THEORY_COLOR, "width": 3},
+        marker={"size": 5},
+        name=f"expected at α = {alpha:.2f}",
+        hovertemplate="γ %{x}: %{y:.2f} tokens per iteration<extra></extra>",
+    )
+    fig.add_scatter(
+        x=[gamma],
+        y=[expected_tokens_per_iteration(alpha, gamma)],
+        mode="markers",
+        marker={"color": THEORY_COLOR, "size": 14, "symbol": "circle-open", "line": {"width": 3}},
+        name=f"your γ = {gamma}",
+        hovertemplate="your γ %{x}: %{y:.2f} tokens per iteration<extra></extra>",
+    )
+    if measured and measured.get("tokens") is not None and measured.get("gamma"):
+        fig.add_scatter(
+            x=[measured["gamma"]],
+            y=[measured["tokens"]],
+            mode="markers",
+            marker={"color": MEASURED_COLOR, "size": 13, "symbol": "diamond"},
+            name="measured (current trace)",
+            hovertemplate="current trace: γ %{x}, %{y:.2f} tokens per iteration<extra></extra>",
+        )
+    fig.update_layout(
+        **LAYOUT,
+        title=titled(f"Expected tokens per iteration at α = {alpha:.2f}  (Eq. 1)"),
+        xaxis_title="γ (draft tokens per iteration)",
+        yaxis_title="tokens per iteration (tokens)",
+        height=400,
+    )
+    fig.update_xaxes(dtick=1 if gamma_max <= 16 else 2)
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def walltime_curve_figure(
+    alpha: float,
+    c: float,
+    gamma: int,
+    gamma_max: int = GAMMA_MAX,
+    measured: dict[str, float] | None = None,
+) -> go.Figure:
+    """Expected walltime improvement (Thm 3.8) against γ at the chosen α and c, the best γ starred,
+    the 1× line (the target alone) with the losing side shaded.
+
+    measured: {"gamma", "alpha", "c"} of the current trace, drawn as the improvement its own α and
+    c predict; plus "speedup" when a baseline measured one (a second marker).
+    """
+    gs = _gammas(gamma_max)
+    ys = [walltime_improvement(alpha, g, c) for g in gs]
+    best = best_gamma(alpha, c, gamma_max)
+    top = max([*ys, 1.2])
+    fig = go.Figure()
+    fig.add_hrect(y0=0, y1=1, fillcolor=LOSS_SHADE, line_width=0, layer="below")
+    fig.add_scatter(
+        x=[gs[0], gs[-1]],
+        y=[1, 1],
+        mode="lines",
+        line={"color": STATUS_COLORS["rejected"], "dash": "dash"},
+        name="1× = target alone (below: slower)",
+        hoverinfo="skip",
+    )
+    fig.add_scatter(
+        x=gs,
+        y=ys,
+        mode="lines+markers",
+        line={"color": THEORY_COLOR, "width": 3},
+        marker={"size": 5},
+        name=f"expected at α = {alpha:.2f}, c = {c:.2f}",
+        hovertemplate="γ %{x}: %{y:.2f}× faster<extra></extra>",
+    )
+    fig.add_scatter(
+        x=[best],
+        y=[ys[best - 1]],
+        mode="markers",
+        marker={"color": BEST_COLOR, "size": 18, "symbol": "star"},
+        name=f"best γ = {best} ({ys[best - 1]:.2f}×)",
+        hovertemplate="best γ %{x}: %{y:.2f}×<extra></extra>",
+    )
+    fig.add_scatter(
+        x=[gamma],
+        y=[ys[gamma - 1]] if gamma <= gamma_max else [walltime_improvement(alpha, gamma, c)],
+        mode="markers",
+        marker={"color": THEORY_COLOR, "size": 14, "symbol": "circle-open", "line": {"width": 3}},
+        name=f"your γ = {gamma}",
+        hovertemplate="your γ %{x}: %{y:.2f}×<extra></extra>",
+    )
+    if measured and measured.get("alpha") is not None and measured.get("c") is not None and measured.get("gamma"):
+        g = int(measured["gamma"])
+        pred = walltime_improvement(measured["alpha"], g, measured["c"])
+        top = max(top, pred)
+        fig.add_scatter(
+            x=[g],
+            y=[pred],
+            mode="markers",
+            marker={"color": MEASURED_COLOR, "size": 13, "symbol": "diamond"},
+            name=f"current trace: predicted from its α, c ({pred:.2f}×)",
+            hovertemplate="current trace γ %{x}: Thm 3.8 with its α and c gives %{y:.2f}×<extra></extra>",
+        )
+        if measured.get("speedup") is not None:
+            top = max(top, measured["speedup"])
+            fig.add_scatter(
+                x=[g],
+                y=[measured["speedup"]],
+                mode="markers",
+                marker={"color": MEASURED_COLOR, "size": 13, "symbol": "x"},
+                name=f"current trace: measured vs its baseline ({measured['speedup']:.2f}×)",
+                hovertemplate="current trace γ %{x}: measured %{y:.2f}×<extra></extra>",
+            )
+    fig.update_layout(
+        **LAYOUT,
+        title=titled(f"Expected walltime improvement at α = {alpha:.2f}, c = {c:.2f}  (Thm 3.8)"),
+        xaxis_title="γ (draft tokens per iteration)",
+        yaxis_title="walltime improvement (× target alone)",
+        height=400,
+    )
+    fig.update_xaxes(dtick=1 if gamma_max <= 16 else 2)
+    fig.update_yaxes(range=[0, top * 1.1])
+    return fig
+
+
+def alpha_c_plane_figure(
+    alpha: float,
+    c: float,
+    measured: dict[str, float] | None = None,
+    c_max: float = 1.0,
+    gamma_max: int = GAMMA_MAX,
+    steps: int = 41,
+) -> go.Figure:
+    """The (α, c) plane coloured by the best speedup any γ gives; the line α = c splits it (Cor 3.9):
+    above the line (c ≥ α) drafting cannot pay for any γ. The slider setting and the current trace
+    are points on it; Table 4's rows are faint crosses for reference."""
+    alphas = [i / (steps - 1) for i in range(steps)]
+    cs = [c_max * j / (steps - 1) for j in range(steps)]
+    z = [[max(walltime_improvement(a, best_gamma(a, cc, gamma_max), cc), 0.0) for a in alphas] for cc in cs]
+    fig = go.Figure()
+    fig.add_heatmap(
+        x=alphas,
+        y=cs,
+        z=z,
+        zmin=0,
+        zmax=max(4.0, max(max(row) for row in z)),
+        colorscale=[[0, "#ffcdd2"], [0.25, "#ffffff"], [0.5, "#a5d6a7"], [1, "#1b5e20"]],
+        colorbar={"title": {"text": "best speedup (×)"}, "len": 0.85},
+        hovertemplate="α %{x:.2f}, c %{y:.2f}: best speedup %{z:.2f}×<extra></extra>",
+        name="best speedup over γ",
+        showlegend=False,
+    )
+    fig.add_scatter(
+        x=[0, min(1.0, c_max)],
+        y=[0, min(1.0, c_max)],
+        mode="lines",
+        line={"color": STATUS_COLORS["rejected"], "width": 3, "dash": "dash"},
+        name="α = c: above it no γ gives a speedup (Cor 3.9)",
+        hoverinfo="skip",
+    )
+    fig.add_scatter(
+        x=[r.alpha for r in TABLE_4],
+        y=[r.c for r in TABLE_4],
+        mode="markers",
+        marker={"color": PREDICTION_COLOR, "size": 7, "symbol": "x-thin", "line": {"width": 1.5}},
+        name="the paper's Table 4 (T5 pairs)",
+        text=[f"{r.task} {r.draft} T={r.temperature:g}" for r in TABLE_4],
+        hovertemplate="%{text}: α %{x:.2f}, c %{y:.2f}<extra></extra>",
+    )
+    fig.add_scatter(
+        x=[alpha],
+        y=[c],
+        mode="markers",
+        marker={"color": THEORY_COLOR, "size": 15, "symbol": "circle", "line": {"color": "white", "width": 2}},
+        name="your sliders",
+        hovertemplate="sliders: α %{x:.2f}, c %{y:.2f}<extra></extra>",
+    )
+    if measured and measured.get("alpha") is not None and measured.get("c") is not None:
+        my = min(measured["c"], c_max)
+        clipped = " (c off the chart, drawn at the top)" if measured["c"] > c_max else ""
+        fig.add_scatter(
+            x=[measured["alpha"]],
+            y=[my],
+            mode="markers",
+            marker={"color": MEASURED_COLOR, "size": 15, "symbol": "diamond", "line": {"color": "white", "width": 2}},
+            name="current trace (measured)" + clipped,
+            hovertemplate=f"current trace: α %{{x:.3f}}, c {measured['c']:.3f}<extra></extra>",
+        )
+    fig.update_layout(
+        **LAYOUT,
+        title=titled("Where speculative decoding pays: the best speedup over γ for each α and c"),
+        xaxis_title="α (expected acceptance rate, 0 to 1)",
+        yaxis_title="c (draft step time ÷ target step time)",
+        height=430,
+    )
+    fig.update_xaxes(range=[0, 1])
+    fig.update_yaxes(range=[0, c_max])
+    return fig
+
+
+def table4_rows() -> list[dict[str, Any]]:
+    """Table 4 of the paper beside Thm 3.8 recomputed here: a visible check of specviz.theory."""
+    rows = []
+    for r in TABLE_4:
+        ours = r.predicted()
+        rows.append(
+            {
+                "task": r.task,
+                "draft": r.draft,
+                "temperature": r.temperature,
+                "γ": r.gamma,
+                "α": r.alpha,
+                "c": r.c,
+                "paper expected (×)": r.expected,
+                "paper measured (×)": r.empirical,
+                "our formula (×)": round(ours, 2),
+                "formula − paper expected": round(ours - r.expected, 2),
+            }
+        )
+    return rows
+
+
+def draft_training_figure(history: Sequence[dict[str, Any]], c: float, gamma_max: int = GAMMA_MAX) -> go.Figure:
+    """α of the draft along its training (left axis) and the best speedup Thm 3.8 predicts from it
+    at cost ratio c (right axis). history: [{"step", "alpha", "greedy_agreement"?}, ...]."""
+    steps = [h["step"] for h in history]
+    alphas = [h["alpha"] for h in history]
+    greedy = [h.get("greedy_agreement") for h in history]
+    fig = go.Figure()
+    fig.add_scatter(
+        x=steps,
+        y=alphas,
+        mode="lines+markers",
+        line={"color": THEORY_COLOR, "width": 3},
+        name="α at temperature 1 (held-out text)",
+        hovertemplate="step %{x}: α %{y:.3f}<extra></extra>",
+    )
+    if all(g is not None for g in greedy):
+        fig.add_scatter(
+            x=steps,
+            y=greedy,
+            mode="lines+markers",
+            line={"color": THEORY_COLOR, "width": 2, "dash": "dot"},
+            name="greedy agreement (α at temperature 0)",
+            hovertemplate="step %{x}: greedy agreement %{y:.3f}<extra></extra>",
+        )
+    speedups = [walltime_improvement(a, best_gamma(a, c, gamma_max), c) for a in alphas]
+    best_gs = [best_gamma(a, c, gamma_max) for a in alphas]
+    fig.add_scatter(
+        x=steps,
+        y=speedups,
+        yaxis="y2",
+        mode="lines+markers",
+        line={"color": BEST_COLOR, "width": 3},
+        marker={"symbol": "star", "size": 9},
+        name=f"predicted best speedup at T=1, c = {c:.2f} (right axis)",
+        customdata=best_gs,
+        hovertemplate="step %{x}: %{y:.2f}× at best γ %{customdata}<extra></extra>",
+    )
+    fig.update_layout(
+        **LAYOUT,
+        title=titled("The shipped draft along its training: α and the speedup it predicts"),
+        xaxis_title="training step (optimiser updates)",
+        yaxis={"title": {"text": "α (expected acceptance rate)"}, "range": [0, 1]},
+        yaxis2={
+            "title": {"text": "predicted speedup (× target alone)"},
+            "overlaying": "y",
+            "side": "right",
+            "rangemode": "tozero",
+            "showgrid": False,
+        },
+        height=420,
+    )
+    fig.update_layout(margin={**LAYOUT["margin"], "r": 70})
+    return fig
