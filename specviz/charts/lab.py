@@ -1,0 +1,178 @@
+"""Figures of the distribution lab (specviz.lab.LabResult, in its dict form): the two empirical
+distributions against the target's exact probabilities, and the verdict of every rule.
+
+Pure functions: no torch, no streamlit. Labels for the outcomes come from the caller (the page
+decodes token ids with the tokenizer, or writes #id for the toy pair); they are HTML-escaped here
+because Plotly reads tags in labels.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+
+from specviz.charts.style import LAYOUT, P_COLOR, STATUS_COLORS, titled
+
+SPEC_COLOR = "#ef6c00"  # samples of speculative decoding (under the chosen rule)
+TARGET_SAMPLE_COLOR = "#b39ddb"  # samples of the target alone: a light shade of p's purple
+CORRECT_COLOR = STATUS_COLORS["accepted"]
+WRONG_COLOR = STATUS_COLORS["rejected"]
+SIGNIFICANCE = 0.01  # below this p-value the page says "the statistic rejects: not the target's distribution"
+
+
+def _test(result: dict[str, Any], which: str) -> dict[str, Any] | None:
+    test = result.get(which)
+    if test is None or isinstance(test, dict):
+        return test
+    return vars(test)
+
+
+def distribution_rows(result: dict[str, Any], labels: Sequence[str], top: int = 12) -> list[dict[str, Any]]:
+    """The `top` most likely outcomes and one 'everything else' row: exact probability, both frequencies."""
+    n_spec, n_target = max(result["n_spec"], 1), max(result["n_target"], 1)
+    cells = len(result["outcomes"])
+    rows = []
+    for i in range(min(top, cells)):
+        rows.append(
+            {
+                "outcome": labels[i],
+                "exact p": result["exact"][i],
+                "speculative frequency": result["spec_counts"][i] / n_spec,
+                "target-alone frequency": result["target_counts"][i] / n_target,
+                "speculative count": result["spec_counts"][i],
+                "target-alone count": result["target_counts"][i],
+            }
+        )
+    rest = range(min(top, cells), cells + 1)  # the unlisted outcomes and the pooled "other" cell
+    if any(result["exact"][i] > 0 or result["spec_counts"][i] or result["target_counts"][i] for i in rest):
+        spec = sum(result["spec_counts"][i] for i in rest)
+        targ = sum(result["target_counts"][i] for i in rest)
+        rows.append(
+            {
+                "outcome": "everything else",
+                "exact p": math.fsum(result["exact"][i] for i in rest),
+                "speculative frequency": spec / n_spec,
+                "target-alone frequency": targ / n_target,
+                "speculative count": spec,
+                "target-alone count": targ,
+            }
+        )
+    return rows
+
+
+def distribution_figure(result: dict[str, Any], labels: Sequence[str], top: int = 12) -> go.Figure:
+    """Bars: how often each k-token outcome came out, speculative (orange) and target alone (lilac);
+    purple diamonds: the target's exact probability, with whiskers at ±2 standard errors (where 95 %
+    of frequencies from n true samples land)."""
+    rows = distribution_rows(result, labels, top)
+    x = [html.escape(r["outcome"]) for r in rows]
+    n = max(result["n_spec"], 1)
+    fig = go.Figure()
+    if result["n_target"]:
+        fig.add_bar(
+            x=x,
+            y=[r["target-alone frequency"] for r in rows],
+            name=f"target alone ({result['n_target']} samples)",
+            marker_color=TARGET_SAMPLE_COLOR,
+            customdata=[r["target-alone count"] for r in rows],
+            hovertemplate="%{x}<br>target alone: %{y:.3f} (%{customdata} samples)<extra></extra>",
+        )
+    fig.add_bar(
+        x=x,
+        y=[r["speculative frequency"] for r in rows],
+        name=f"speculative, rule '{result['rule']}' ({result['n_spec']} samples)",
+        marker_color=SPEC_COLOR,
+        customdata=[r["speculative count"] for r in rows],
+        hovertemplate="%{x}<br>speculative: %{y:.3f} (%{customdata} samples)<extra></extra>",
+    )
+    errors = [2 * math.sqrt(max(r["exact p"] * (1 - r["exact p"]), 0.0) / n) for r in rows]
+    fig.add_scatter(
+        x=x,
+        y=[r["exact p"] for r in rows],
+        mode="markers",
+        marker={"color": P_COLOR, "size": 11, "symbol": "diamond"},
+        error_y={"type": "data", "array": errors, "color": P_COLOR, "thickness": 1.5, "width": 6},
+        name="exact p (target) ± 2 standard errors",
+        hovertemplate="%{x}<br>exact p %{y:.4f}<extra></extra>",
+    )
+    k = result["k"]
+    fig.update_layout(
+        **LAYOUT,
+        title=titled(f"The first {k} generated token{'s' if k > 1 else ''}: sampled frequency against exact p"),
+        xaxis_title=f"outcome (the first {k} token{'s' if k > 1 else ''}, most likely first)",
+        yaxis_title="probability / frequency (fraction of samples)",
+        barmode="group",
+        height=440,
+    )
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def verdict(result: dict[str, Any], which: str = "spec_test") -> str:
+    """'rejected', 'not rejected' or 'not enough data', at the SIGNIFICANCE level."""
+    test = _test(result, which)
+    if test is None or test.get("p_value") is None:
+        return "not enough data"
+    return "rejected" if test["p_value"] < SIGNIFICANCE else "not rejected"
+
+
+def rules_rows(results: dict[str, dict[str, Any]], costs: dict[str, float] | None = None) -> list[dict[str, Any]]:
+    """One row per rule tried: its label, the test of its samples, the verdict, tokens per iteration."""
+    rows = []
+    for rule, r in results.items():
+        test = _test(r, "spec_test") or {}
+        rows.append(
+            {
+                "rule": rule,
+                "what it does": r["rule_label"],
+                "samples": r["n_spec"],
+                "statistic": test.get("statistic"),
+                "dof": test.get("dof"),
+                "p-value": test.get("p_value"),
+                "impossible samples": r.get("impossible_spec", 0),
+                "verdict": verdict(r),
+                "tokens per iteration": None if costs is None else costs.get(rule),
+            }
+        )
+    return rows
+
+
+def rules_figure(results: dict[str, dict[str, Any]], wrong_rules: Sequence[str]) -> go.Figure:
+    """The p-value of each rule's speculative samples on a log axis, with the 0.01 line: bars below
+    it mean the statistic says 'this is not the target's distribution'. Green: a correct rule, red: a wrong one."""
+    fig = go.Figure()
+    floor = 1e-16  # p-values below this (or exactly 0) are drawn at the floor; the label gives the number
+    for correct in (True, False):
+        rules = [rule for rule in results if (rule not in wrong_rules) == correct]
+        if not rules:
+            continue
+        ps = [(_test(results[rule], "spec_test") or {}).get("p_value") for rule in rules]
+        fig.add_bar(
+            x=rules,
+            y=[max(p, floor) if p is not None else None for p in ps],
+            name="correct rule (keeps p exactly)" if correct else "wrong rule (changes the distribution)",
+            marker_color=CORRECT_COLOR if correct else WRONG_COLOR,
+            text=[("n/a" if p is None else "0 (impossible sample)" if p == 0 else f"{p:.2g}") for p in ps],
+            textposition="outside",
+            hovertemplate="%{x}: p-value %{text}<extra></extra>",
+        )
+    fig.add_hline(
+        y=SIGNIFICANCE,
+        line={"color": "#424242", "dash": "dash"},
+        annotation_text=f"p = {SIGNIFICANCE}: below, the test rejects",
+        annotation_position="top right",
+    )
+    fig.update_layout(
+        **LAYOUT,
+        title=titled("Does each rule sample from p? Goodness-of-fit p-value of its samples"),
+        xaxis_title="verification rule",
+        yaxis_title="p-value (log scale; small = not p)",
+        height=400,
+        barmode="group",
+    )
+    fig.update_yaxes(type="log", exponentformat="power")
+    return fig

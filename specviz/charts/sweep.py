@@ -1,0 +1,200 @@
+"""Figures of a gamma x temperature sweep (specviz.sweep.SweepResult): the speedup heatmap, measured
+tokens per iteration against the formula, and measured speedup against Thm 3.8.
+
+Pure functions: a SweepResult (or anything with .cells and .temperatures()) in, a go.Figure out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
+
+from specviz.charts.style import LAYOUT, PREDICTION_COLOR, titled
+from specviz.theory import expected_tokens_per_iteration
+
+
+def temperature_colors(temperatures: list[float]) -> dict[float, str]:
+    """One colour per temperature, cool (greedy) to warm (random), the same in every sweep figure."""
+    if len(temperatures) == 1:
+        return {temperatures[0]: "#1565c0"}
+    points = [i / (len(temperatures) - 1) for i in range(len(temperatures))]
+    return dict(zip(temperatures, sample_colorscale("Plasma", [0.05 + 0.8 * p for p in points]), strict=True))
+
+
+def _empty(fig: go.Figure, text: str) -> go.Figure:
+    fig.add_annotation(text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font={"size": 15})
+    return fig
+
+
+def speedup_heatmap(result: Any) -> go.Figure:
+    """Measured speedup (speculative tokens/s ÷ target-alone tokens/s at the same temperature) per cell.
+
+    The colour scale is centred on 1×: red slower, white even, green faster; each cell is labelled.
+    Cells a stopped sweep never reached stay empty.
+    """
+    gammas, temps = result.gammas(), result.temperatures()
+    fig = go.Figure()
+    layout = {
+        **LAYOUT,
+        "title": titled("Measured speedup over the target alone, by γ and temperature"),
+        "xaxis_title": "γ (draft tokens per iteration)",
+        "yaxis_title": "temperature",
+        "height": 170 + 70 * max(1, len(temps)),
+    }
+    if not result.cells:
+        fig.update_layout(**layout)
+        return _empty(fig, "No results yet: run the sweep.")
+    z, text = [], []
+    for t in temps:
+        row, labels = [], []
+        for g in gammas:
+            cell = result.cell(g, t)
+            row.append(None if cell is None else cell["speedup"])
+            labels.append("" if cell is None else f"{cell['speedup']:.2f}×")
+        z.append(row)
+        text.append(labels)
+    values = [v for row in z for v in row if v is not None]
+    hi = max([*values, 1.5])
+    lo = min([*values, 0.5])
+    # Centre white on 1x in a scale from lo to hi.
+    mid = (1 - lo) / (hi - lo) if hi > lo else 0.5
+    fig.add_heatmap(
+        x=[str(g) for g in gammas],
+        y=[f"{t:g}" for t in temps],
+        z=z,
+        zmin=lo,
+        zmax=hi,
+        text=text,
+        texttemplate="%{text}",
+        colorscale=[[0, "#c62828"], [mid, "#ffffff"], [1, "#2e7d32"]],
+        colorbar={"title": {"text": "speedup (×)"}},
+        hovertemplate="γ %{x}, temperature %{y}: %{z:.2f}× the target alone<extra></extra>",
+        xgap=2,
+        ygap=2,
+    )
+    fig.update_layout(**layout)
+    fig.update_xaxes(type="category")
+    fig.update_yaxes(type="category")
+    return fig
+
+
+def tokens_per_iteration_sweep_figure(result: Any) -> go.Figure:
+    """Measured mean tokens per iteration (markers) against (1 - α^(γ+1)) / (1 - α) from each
+    temperature's mean measured α (dashed line), one colour per temperature."""
+    temps = result.temperatures()
+    colors = temperature_colors(temps)
+    fig = go.Figure()
+    for t in temps:
+        cells = sorted((c for c in result.cells if c["temperature"] == t), key=lambda c: c["gamma"])
+        color = colors[t]
+        fig.add_scatter(
+            x=[c["gamma"] for c in cells],
+            y=[c["mean_accepted_length"] for c in cells],
+            mode="markers",
+            marker={"color": color, "size": 11},
+            name=f"T = {t:g}: measured",
+            legendgroup=f"{t}",
+            hovertemplate=f"T {t:g}, γ %{{x}}: measured %{{y:.2f}} tokens per iteration<extra></extra>",
+        )
+        alphas = [c["alpha"] for c in cells if c.get("alpha") is not None]
+        if alphas:
+            alpha = sum(alphas) / len(alphas)
+            gs = [c["gamma"] for c in cells]
+            fig.add_scatter(
+                x=gs,
+                y=[expected_tokens_per_iteration(alpha, g) for g in gs],
+                mode="lines",
+                line={"color": color, "dash": "dash", "width": 2},
+                name=f"T = {t:g}: formula at mean α = {alpha:.2f}",
+                legendgroup=f"{t}",
+                hovertemplate=f"T {t:g}, γ %{{x}}: formula %{{y:.2f}}<extra></extra>",
+            )
+    fig.update_layout(
+        **LAYOUT,
+        title=titled("Tokens per iteration: measured against (1 − α^(γ+1)) / (1 − α)"),
+        xaxis_title="γ (draft tokens per iteration)",
+        yaxis_title="tokens per iteration (tokens)",
+        height=420,
+    )
+    fig.update_xaxes(dtick=1)
+    fig.update_yaxes(rangemode="tozero")
+    if not result.cells:
+        _empty(fig, "No results yet: run the sweep.")
+    return fig
+
+
+def speedup_sweep_figure(result: Any) -> go.Figure:
+    """Measured speedup (markers) against Thm 3.8 from each run's own α and c (dashed), per temperature."""
+    temps = result.temperatures()
+    colors = temperature_colors(temps)
+    fig = go.Figure()
+    if result.cells:
+        gs = result.gammas()
+        fig.add_scatter(
+            x=[gs[0], gs[-1]],
+            y=[1, 1],
+            mode="lines",
+            line={"color": PREDICTION_COLOR, "width": 1},
+            name="1× (target alone)",
+            hoverinfo="skip",
+        )
+    for t in temps:
+        cells = sorted((c for c in result.cells if c["temperature"] == t), key=lambda c: c["gamma"])
+        color = colors[t]
+        fig.add_scatter(
+            x=[c["gamma"] for c in cells],
+            y=[c["speedup"] for c in cells],
+            mode="markers+lines",
+            line={"color": color, "width": 1},
+            marker={"color": color, "size": 11},
+            name=f"T = {t:g}: measured",
+            legendgroup=f"{t}",
+            hovertemplate=f"T {t:g}, γ %{{x}}: measured %{{y:.2f}}×<extra></extra>",
+        )
+        pred = [(c["gamma"], c["predicted_speedup"]) for c in cells if c.get("predicted_speedup") is not None]
+        if pred:
+            fig.add_scatter(
+                x=[g for g, _ in pred],
+                y=[v for _, v in pred],
+                mode="lines",
+                line={"color": color, "dash": "dash", "width": 2},
+                name=f"T = {t:g}: Thm 3.8 from its α and c",
+                legendgroup=f"{t}",
+                hovertemplate=f"T {t:g}, γ %{{x}}: predicted %{{y:.2f}}×<extra></extra>",
+            )
+    fig.update_layout(
+        **LAYOUT,
+        title=titled("Speedup: measured against the paper's prediction"),
+        xaxis_title="γ (draft tokens per iteration)",
+        yaxis_title="speedup (× target alone)",
+        height=420,
+    )
+    fig.update_xaxes(dtick=1)
+    fig.update_yaxes(rangemode="tozero")
+    if not result.cells:
+        _empty(fig, "No results yet: run the sweep.")
+    return fig
+
+
+def sweep_table(result: Any) -> list[dict[str, Any]]:
+    """The cells as table rows with units in the column names."""
+    rows = []
+    for c in result.cells:
+        rows.append(
+            {
+                "γ": c["gamma"],
+                "temperature": c["temperature"],
+                "speedup (×)": c["speedup"],
+                "predicted speedup (×)": c.get("predicted_speedup"),
+                "tokens/s": c["tokens_per_s"],
+                "target alone tokens/s": c["baseline_tokens_per_s"],
+                "tokens per iteration": c["mean_accepted_length"],
+                "formula tokens per iteration": c.get("predicted_tokens_per_iteration"),
+                "α": c.get("alpha"),
+                "c": c.get("c"),
+                "acceptance rate": c.get("acceptance_rate"),
+            }
+        )
+    return rows
