@@ -30,7 +30,8 @@ def timeline() -> None:
         st.info("No baseline in this trace: tick 'Also run the target alone' in the sidebar and press ▶ Run.")
     st.caption(
         "Times are wall-clock on the machine that recorded the trace; on a shared CPU they vary from run to run. "
-        "A pass over several tokens costs little more than over one, because the weights are read once."
+        "On a GPU a pass over several tokens costs little more than over one, because the weights are read "
+        "once; on a CPU the extra tokens cost more, so the saving is smaller."
     )
 
 

@@ -94,6 +94,8 @@ def traces() -> None:
         with st.container(border=True):
             left, right = st.columns([5, 1], vertical_alignment="center")
             left.markdown(f"**{ex.title}**  \n{ex.note}")
+            if ex.recorded_with:
+                left.caption(f"Recorded on {ex.recorded_with}.")
             if right.button("Open", key=f"example-{ex.name}", width="stretch"):
                 try:
                     messages = state.open_example(ex)

@@ -2,10 +2,14 @@
 
 Re-run it when the default draft or the trace schema changes:
 
-    PYTHONPATH=. HF_HUB_OFFLINE=1 python scripts/record_examples.py
+    PYTHONPATH=. HF_HUB_OFFLINE=1 python scripts/record_examples.py [--threads 1]
 
 Each example is a speculative trace <name>.json and its target-only baseline <name>.baseline.json
 on the same settings. The first example uses the app's default settings, so the app opens on it.
+
+--threads defaults to 1: on a shared CPU, torch's intra-op threads spin against each other and a
+multi-token verify pass became ten times slower than on one thread (8 s against 0.7 s), which
+would make every example's timeline say the opposite of what a quiet machine shows.
 """
 
 from __future__ import annotations
@@ -73,10 +77,21 @@ EXAMPLES = [
 ]
 
 
+def torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="record only the example with this name")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch's default)")
     args = parser.parse_args()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     OUT.mkdir(parents=True, exist_ok=True)
     target = models.load_model(models.OFFLINE_TARGET)
     for name, title, note, draft, prompt, gamma, temperature, seed, max_new in EXAMPLES:
@@ -92,6 +107,7 @@ def main() -> int:
             "title": title,
             "note": f"{note} Acceptance {s['acceptance_rate']:.0%}, α {s['alpha']:.2f}, "
             f"{s['mean_accepted_length']:.2f} tokens per iteration, draft {spec.config['draft']}.",
+            "recorded_with": f"{spec.config['device']}, {torch_threads()} torch thread(s)",
         }
         (OUT / f"{name}.json").write_text(spec.to_json(indent=None), encoding="utf-8")
         (OUT / f"{name}.baseline.json").write_text(base.to_json(indent=None), encoding="utf-8")

@@ -40,12 +40,35 @@ def _request_run() -> None:
     st.session_state["_run_requested"] = True
 
 
+def _check_pair(where, target: str, draft: str) -> None:
+    """Load a custom pair and compare the vocabularies, with the library's own messages."""
+    from specviz import models
+    from specviz.errors import SpecvizError
+    from specviz_app import state
+
+    target, draft = target.strip(), draft.strip() or models.NGRAM_DRAFT
+    if not target:
+        where.error("Type a target model name first.")
+        return
+    try:
+        with where.spinner("Loading the models…"):
+            loaded = state.get_model(target)
+            if draft in (models.NGRAM_DRAFT, models.SELF_DRAFT):
+                where.success(f"The {draft} draft uses the target's own vocabulary ({loaded.vocab_size} tokens).")
+                return
+            models.check_vocabulary(loaded, state.get_model(draft))
+        where.success(f"Same vocabulary: {loaded.vocab_size} tokens. This pair can decode.")
+    except SpecvizError as exc:
+        where.error(str(exc))
+
+
 def init_from_url() -> None:
     """On the first run of a session: settings from the URL (validated), messages for what was refused."""
     if "_initialised" in st.session_state:
         return
     st.session_state["_initialised"] = True
     query = {k: st.query_params.get_all(k) for k in st.query_params.keys()}
+    st.session_state["_url_query"] = query  # the link as opened: pages with their own parameters read it (lesson)
     settings, messages = params.from_query(query)
     st.session_state["_url_given"] = bool(query)
     st.session_state["_url_messages"] = messages
@@ -74,6 +97,8 @@ def render() -> Settings:
         sb.text_input("Target model (Hugging Face name)", key=KEY + "target", placeholder="owner/name")
         sb.text_input("Draft model, or ngram / self", key=KEY + "draft", placeholder="owner/name, ngram or self")
         sb.caption("Both must share one tokenizer; Run checks the vocabularies first.")
+        if sb.button("Check the pair", icon=":material/fact_check:", key="check_pair"):
+            _check_pair(sb, st.session_state[KEY + "target"], st.session_state[KEY + "draft"])
     elif pair.online:
         sb.caption(f"Needs internet: downloads {pair.target} and {pair.draft} on first use.")
     else:

@@ -8,6 +8,7 @@ A failed run leaves the previous trace in place.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,9 @@ from specviz_app import params, render, sidebar
 from specviz_app.params import Settings
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "assets" / "examples"
+# SPECVIZ_THREADS=n sets torch's CPU threads for the app's runs. On a shared CPU, one thread avoids
+# intra-op threads spinning against other programs (a verify pass measured ten times slower).
+THREADS_ENV = "SPECVIZ_THREADS"
 
 
 @dataclass
@@ -47,9 +51,18 @@ def _store(loaded: Loaded) -> None:
 @st.cache_resource(max_entries=4, show_spinner=False)
 def get_model(name: str) -> models.LoadedModel:
     """Load a model once per server process (bounded: at most four stay in memory)."""
+    _apply_thread_setting()
     loaded = models.load_model(name)
     _warm_up(loaded)
     return loaded
+
+
+def _apply_thread_setting() -> None:
+    value = os.environ.get(THREADS_ENV, "").strip()
+    if value.isdigit() and int(value) > 0:
+        import torch
+
+        torch.set_num_threads(int(value))
 
 
 def _warm_up(loaded: models.LoadedModel) -> None:
@@ -170,6 +183,7 @@ class Example:
     note: str
     path: Path
     baseline_path: Path | None
+    recorded_with: str = ""
 
 
 def examples() -> list[Example]:
@@ -178,18 +192,23 @@ def examples() -> list[Example]:
     for path in sorted(EXAMPLES_DIR.glob("*.json")):
         if path.name.endswith(".baseline.json"):
             continue
-        meta = _example_meta(path)
+        meta = _example_meta(path, path.stat().st_mtime)
         base = path.with_name(path.stem + ".baseline.json")
         out.append(
             Example(
-                path.stem, meta.get("title", path.stem), meta.get("note", ""), path, base if base.is_file() else None
+                path.stem,
+                meta.get("title", path.stem),
+                meta.get("note", ""),
+                path,
+                base if base.is_file() else None,
+                meta.get("recorded_with", ""),
             )
         )
     return out
 
 
 @st.cache_data(show_spinner=False)
-def _example_meta(path: Path) -> dict:
+def _example_meta(path: Path, mtime: float) -> dict:  # mtime: a re-recorded file is read again
     try:
         return json.loads(path.read_text(encoding="utf-8")).get("extra", {}).get("example", {})
     except (OSError, ValueError):

@@ -169,11 +169,13 @@ def test_a_settings_change_says_a_run_is_needed_and_keeps_the_trace():
 
 
 def test_link_values_are_validated_not_crashing():
-    at = new_app({"temperature": "hot", "pair": "gpt-9", "seed": "-5", "top_k": "1e9"})
+    # every value is refused or clamped back to a default, so the link matches the default example: no run
+    at = new_app({"temperature": "hot", "pair": "gpt-9", "seed": "-5", "top_k": "-3"})
     no_error(at)
     warnings = " ".join(w.value for w in at.sidebar.warning)
     assert "temperature" in warnings and "gpt-9" in warnings and "seed" in warnings and "top-k" in warnings
-    assert at.slider(key="s_temperature").value == 0.0 and at.number_input(key="s_top_k").value == 1000
+    assert at.slider(key="s_temperature").value == 0.0 and at.number_input(key="s_top_k").value == 0
+    assert "example" in source_caption(at)
 
 
 def test_token_text_and_prompt_are_escaped():
@@ -246,3 +248,29 @@ def test_a_custom_pair_with_an_unknown_draft_gives_a_clear_message():
     no_error(at)
     assert at.error and "nobody/no-such-draft" in at.error[0].value
     assert "example" in source_caption(at)  # the previous trace is kept
+
+
+@pytest.mark.slow
+def test_check_the_pair_button_explains_the_vocabulary():
+    at = new_app()
+    at.selectbox(key="s_pair").set_value("custom").run()
+    at.text_input(key="s_target").set_value("offline:smollm2-135m-instruct")
+    at.text_input(key="s_draft").set_value("ngram")
+    at.button(key="check_pair").click().run()
+    no_error(at)
+    assert "own vocabulary" in at.sidebar.success[0].value
+    at.text_input(key="s_draft").set_value("nobody/no-such-draft")
+    at.button(key="check_pair").click().run()
+    assert "nobody/no-such-draft" in at.sidebar.error[0].value
+
+
+def test_an_untraced_trace_renders_every_page():
+    data = json.loads(make_trace().to_json())
+    data["config"]["traced"] = False
+    data["iterations"] = []
+    data["extra"] = {}
+    at = upload(new_app(), [("summary-only.json", json.dumps(data).encode())])
+    for page in PAGES:
+        goto(at, page)
+    goto(at, "app_pages/inspector.py")
+    assert "no recorded iterations" in at.info[0].value

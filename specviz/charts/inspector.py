@@ -24,6 +24,7 @@ from specviz.charts.style import (
 from specviz.charts.tokens import label_token, token_text
 
 MAX_BARS = 8  # top tokens shown before the "other" bucket
+PROBABILITY_TICKS = [0, 0.2, 0.4, 0.6, 0.8, 1]  # the axis runs to 1.25 to leave room for labels
 
 
 def _categories(extra: dict, ids: list[int], chosen_text: str) -> list[str]:
@@ -111,7 +112,7 @@ def draft_figure(draft: dict[str, Any], status: str, extra: dict[str, Any], slot
         height=390,
         title=titled(f"{where}: {_esc(draft['token'])} (position {draft['position']}), q and p over the top tokens"),
     )
-    fig.update_yaxes(title="probability", range=[0, 1.25])
+    fig.update_yaxes(title="probability", range=[0, 1.25], tickvals=PROBABILITY_TICKS)
     fig.update_xaxes(title="token (top tokens of p and q, then all others)")
     return fig
 
@@ -165,7 +166,7 @@ def residual_figure(rejected: dict[str, Any], correction: dict[str, Any], extra:
             f"{_esc(correction['token'])}"
         ),
     )
-    fig.update_yaxes(title="probability", range=[0, 1.25])
+    fig.update_yaxes(title="probability", range=[0, 1.25], tickvals=PROBABILITY_TICKS)
     fig.update_xaxes(title="token (top tokens of the residual, then all others)")
     return fig
 
@@ -202,6 +203,6 @@ def bonus_figure(correction: dict[str, Any], extra: dict[str, Any]) -> go.Figure
         showlegend=True,
         title=titled(f"Bonus at position {correction['position']}: {_esc(correction['token'])} drawn from p"),
     )
-    fig.update_yaxes(title="probability", range=[0, 1.25])
+    fig.update_yaxes(title="probability", range=[0, 1.25], tickvals=PROBABILITY_TICKS)
     fig.update_xaxes(title="token (top tokens of p, then all others)")
     return fig
