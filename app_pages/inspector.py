@@ -63,11 +63,14 @@ def inspector() -> None:
     drafts = [r for r in rows if r["is_draft"]]
     corr = next((r for r in rows if not r["is_draft"]), None)
     k = it["accepted_count"]
-    summary = f"Iteration {i} of {n}: the draft proposed {len(drafts)} tokens, the target accepted {k}"
-    if corr is not None:
-        summary += f", then {'resampled' if corr['status'] == 'resampled' else 'added a bonus token'}"
+    if not drafts:
+        summary = f"Iteration {i} of {n}: the draft proposed nothing, so the target made one token alone"
+    else:
+        summary = f"Iteration {i} of {n}: the draft proposed {len(drafts)} tokens, the target accepted {k}"
+        if corr is not None:
+            summary += f", then {'resampled' if corr['status'] == 'resampled' else 'added a bonus token'}"
     st.subheader(summary + ".")
-    st.html(render.legend_html())
+    st.html(render.legend_html(render.statuses_in([it])))
     st.html(render.token_stream_html([it], trace.extra))
 
     for row in drafts:
@@ -102,7 +105,13 @@ def inspector() -> None:
             "one more token is drawn from it for free."
         )
         st.plotly_chart(charts.bonus_figure(corr, trace.extra), key=f"bonus-{i}")
-    elif corr is None:
+    elif corr is not None:
+        st.markdown(
+            "**No draft to check.** The draft had nothing to propose here (the n-gram draft found no earlier "
+            "match), so the target's pass gives just its own next token, drawn from p."
+        )
+        st.plotly_chart(charts.bonus_figure(corr, trace.extra, no_draft=True), key=f"target-{i}")
+    else:
         st.caption("No correction: the text ended with an end-of-sequence draft.")
 
     if playing:

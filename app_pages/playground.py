@@ -23,8 +23,11 @@ def playground() -> None:
     )
 
     st.subheader("The generated text, token by token")
-    st.html(render.legend_html())
-    st.html(render.token_stream_html(trace.iterations, trace.extra))
+    show_refused = st.toggle(
+        "Show refused drafts", value=True, help="off: only the tokens that made it into the text, still coloured"
+    )
+    st.html(render.legend_html(render.statuses_in(trace.iterations)))
+    st.html(render.token_stream_html(trace.iterations, trace.extra, show_refused))
     if not trace.iterations:
         st.text(trace.output_text)
     st.caption(

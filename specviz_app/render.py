@@ -34,6 +34,9 @@ _CSS = (
 )
 
 
+REFUSED = ("rejected", "discarded")
+
+
 def _token_span(row: dict, extra: dict) -> str:
     text = html.escape(display_token(row["token"]) if not row["token"].strip() else row["token"])
     text = text.replace("\n", "↵<br>")
@@ -41,13 +44,26 @@ def _token_span(row: dict, extra: dict) -> str:
     return f'<span class="sv-tok sv-{row["status"]}">{text}<span class="sv-card">{card}</span></span>'
 
 
-def token_stream_html(iterations: list[dict], extra: dict) -> str:
-    """The generated text, one span per token coloured by status, each with a hover card."""
-    spans = "".join(_token_span(r, extra) for r in token_rows(iterations))
+def token_stream_html(iterations: list[dict], extra: dict, show_refused: bool = True) -> str:
+    """The generated text, one span per token coloured by status, each with a hover card.
+
+    show_refused=False leaves out rejected and discarded drafts, so the final text reads plainly.
+    """
+    rows = [r for r in token_rows(iterations) if show_refused or r["status"] not in REFUSED]
+    spans = "".join(_token_span(r, extra) for r in rows)
     return f'{_CSS}<div class="sv-stream">{spans}</div>'
 
 
-def legend_html(statuses: tuple[str, ...] = ("accepted", "rejected", "discarded", "resampled", "bonus")) -> str:
+MAIN_STATUSES = ("accepted", "rejected", "discarded", "resampled", "bonus")
+
+
+def statuses_in(iterations: list[dict]) -> tuple[str, ...]:
+    """The main statuses, plus "target" when some iteration had no draft."""
+    extra = ("target",) if any(r["status"] == "target" for r in token_rows(iterations)) else ()
+    return MAIN_STATUSES + extra
+
+
+def legend_html(statuses: tuple[str, ...] = MAIN_STATUSES) -> str:
     keys = "".join(
         f'<span><span class="sv-key sv-{s}">{s}</span> {html.escape(STATUS_LABELS[s])}</span>' for s in statuses
     )
@@ -85,11 +101,11 @@ def headline(trace, baseline) -> None:
             f"{b['tokens_per_s']:.1f} tokens/s",
             help=f"{b['new_tokens']} tokens in {b['wall_ms']:.0f} ms",
         )
-        saved = b["target_calls"] - s["target_calls"]
         cols[3].metric(
             "Target calls saved",
-            f"{saved} of {b['target_calls']}",
-            help="target forward passes the baseline needed minus those speculative decoding needed",
+            f"{s['new_tokens'] - s['target_calls']} of {s['new_tokens']}",
+            help=f"the target alone needs one pass per token; speculative decoding needed {s['target_calls']} "
+            f"passes for {s['new_tokens']} tokens",
         )
     else:
         cols[0].metric("Speedup", "n/a", help="no baseline recorded: tick 'Also run the target alone' and Run")

@@ -274,3 +274,15 @@ def test_an_untraced_trace_renders_every_page():
         goto(at, page)
     goto(at, "app_pages/inspector.py")
     assert "no recorded iterations" in at.info[0].value
+
+
+def test_token_stream_escapes_and_can_hide_refused_drafts():
+    from specviz_app import render
+
+    trace = make_trace(evil=True)
+    html = render.token_stream_html(trace.iterations, trace.extra)
+    assert "<script" not in html.lower() and html.count("&lt;script&gt;") >= 2  # the token and its hover card
+    assert "sv-rejected" in html and "sv-discarded" in html
+    plain = render.token_stream_html(trace.iterations, trace.extra, show_refused=False)
+    assert "sv-tok sv-rejected" not in plain and "sv-tok sv-discarded" not in plain
+    assert plain.count('class="sv-tok ') == len(trace.output_token_ids)

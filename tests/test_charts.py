@@ -308,3 +308,15 @@ def test_charts_handle_a_target_only_trace():
         charts.beta_along_text_figure(base),
     ):
         assert fig.layout.title.text
+
+
+def test_an_iteration_without_drafts_is_the_target_alone_not_a_bonus():
+    it = {
+        "index": 0,
+        "accepted_count": 0,
+        "drafts": [],
+        "correction": {"kind": "bonus", "position": 0, "token_id": 5, "token": "Hi", "p": 0.4, "p_top": [[5, 0.4]]},
+    }
+    (row,) = charts.iteration_tokens(it)
+    assert row["status"] == "target"
+    assert "no draft" in charts.hover_card(row)

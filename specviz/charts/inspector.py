@@ -171,8 +171,8 @@ def residual_figure(rejected: dict[str, Any], correction: dict[str, Any], extra:
     return fig
 
 
-def bonus_figure(correction: dict[str, Any], extra: dict[str, Any]) -> go.Figure:
-    """When every draft passed: the target's next distribution p and the bonus token drawn from it."""
+def bonus_figure(correction: dict[str, Any], extra: dict[str, Any], no_draft: bool = False) -> go.Figure:
+    """When every draft passed (or there was none): the target's next distribution p and the token drawn."""
     top = correction.get("p_top") or []
     tid = correction["token_id"]
     ids = _pick_ids(tid, top)
@@ -190,7 +190,7 @@ def bonus_figure(correction: dict[str, Any], extra: dict[str, Any]) -> go.Figure
     fig.add_annotation(
         x=labels[0],
         y=values[0],
-        text="bonus",
+        text="drawn" if no_draft else "bonus",
         showarrow=True,
         arrowhead=2,
         ax=0,
@@ -201,7 +201,10 @@ def bonus_figure(correction: dict[str, Any], extra: dict[str, Any]) -> go.Figure
         **LAYOUT,
         height=390,
         showlegend=True,
-        title=titled(f"Bonus at position {correction['position']}: {_esc(correction['token'])} drawn from p"),
+        title=titled(
+            f"{'Target alone' if no_draft else 'Bonus'} at position {correction['position']}: "
+            f"{_esc(correction['token'])} drawn from p"
+        ),
     )
     fig.update_yaxes(title="probability", range=[0, 1.25], tickvals=PROBABILITY_TICKS)
     fig.update_xaxes(title="token (top tokens of p, then all others)")

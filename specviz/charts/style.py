@@ -6,7 +6,8 @@ Token statuses:
     discarded   drafts after the first rejection: never checked, thrown away (grey, struck through)
     resampled   the correction drawn from the residual max(0, p - q) after a rejection (orange)
     bonus       the extra token drawn from p when every draft was accepted (blue)
-    target      a token of the target-only baseline (neutral)
+    target      drawn by the target with no draft to check: a baseline token, or an iteration where
+                the draft proposed nothing (e.g. no n-gram match) (neutral)
 
 p (the target) and q (the draft) keep one colour each everywhere; the residual has a third.
 """
@@ -36,7 +37,7 @@ STATUS_LABELS = {
     "discarded": "discarded draft (after a rejection, never checked)",
     "resampled": "resampled (from the residual)",
     "bonus": "bonus (all drafts accepted)",
-    "target": "target-only token",
+    "target": "target alone (no draft proposed)",
 }
 STATUS_ORDER = ("accepted", "rejected", "discarded", "resampled", "bonus", "target")
 

@@ -42,6 +42,8 @@ def iteration_tokens(it: dict[str, Any]) -> list[dict[str, Any]]:
     corr = it.get("correction")
     if corr is not None:
         status = {"resample": "resampled", "bonus": "bonus"}.get(corr["kind"], "target")
+        if status == "bonus" and not it["drafts"]:
+            status = "target"  # the draft proposed nothing (no n-gram match): not a reward for good drafts
         rows.append(
             {
                 **corr,
@@ -73,7 +75,7 @@ def decision_text(row: dict[str, Any]) -> str:
         return "resampled from norm(max(0, p − q))"
     if status == "bonus":
         return "bonus: drawn from p after all drafts passed"
-    return "drawn from p (target only)"
+    return "drawn from p by the target alone (no draft to check)"
 
 
 def hover_card(row: dict[str, Any], extra: dict[str, Any] | None = None, markup: bool = True) -> str:
