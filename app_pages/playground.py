@@ -17,9 +17,8 @@ def playground() -> None:
     trace, baseline = loaded.trace, loaded.baseline
     render.headline(trace, baseline)
     st.caption(
-        "Speeds come from one run on the machine that made the trace. On a busy CPU they are noisy, and a "
-        "target pass over γ + 1 tokens costs more than over one, so a speedup may not show; target calls "
-        "saved does not depend on the hardware. `python -m specviz bench` measures speed properly."
+        "Speeds are from one run on the machine that made the trace, and noisy on a busy CPU; target calls "
+        "saved does not depend on the hardware. For careful numbers use `python -m specviz bench`."
     )
 
     st.subheader("The generated text, token by token")
@@ -33,7 +32,7 @@ def playground() -> None:
     st.caption(
         "Struck-through drafts are not part of the text: the target refused them (red) or never looked at them "
         "because an earlier draft was refused (grey). Every iteration ends with one token from the target "
-        "(orange or blue), so each target pass yields at least one token."
+        "(orange, blue or dark grey), so each target pass yields at least one token."
     )
     with st.expander("Prompt and plain output"):
         st.markdown("**Prompt** (sent as a chat message)")

@@ -19,7 +19,7 @@ _CSS = (
     ".sv-stream{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:15px;line-height:2.1;"
     "white-space:pre-wrap;word-break:break-word}"
     ".sv-tok{position:relative;padding:1px 1px;border-radius:3px;border-bottom:2px solid;cursor:default}"
-    ".sv-tok .sv-card{display:none;position:absolute;z-index:20;left:0;top:1.9em;min-width:300px;"
+    ".sv-tok .sv-card{display:none;position:absolute;z-index:20;left:0;top:1.9em;min-width:340px;"
     "background:#fff;color:#212121;border:1px solid #bbb;border-radius:6px;padding:6px 9px;"
     "box-shadow:0 3px 10px rgba(0,0,0,.18);font:12.5px/1.45 system-ui,sans-serif;white-space:normal}"
     ".sv-tok:hover .sv-card{display:block}"
