@@ -252,7 +252,8 @@ def open_first_visit(settings: Settings) -> None:
         try:
             open_example(examples()[0])  # settings moved on since the examples were recorded: show the first
         except TraceError:
-            pass
+            return
+        st.rerun()  # draw the sidebar again, now with the example's settings
 
 
 def is_stale(settings: Settings) -> bool:

@@ -286,3 +286,16 @@ def test_token_stream_escapes_and_can_hide_refused_drafts():
     plain = render.token_stream_html(trace.iterations, trace.extra, show_refused=False)
     assert "sv-tok sv-rejected" not in plain and "sv-tok sv-discarded" not in plain
     assert plain.count('class="sv-tok ') == len(trace.output_token_ids)
+
+
+def test_a_new_default_draft_still_opens_the_gallery(monkeypatch):
+    """When the trained draft becomes models.DEFAULT_DRAFT, examples recorded with the n-gram draft
+    still open, with the sidebar set to the n-gram pair, until scripts/record_examples.py re-records them."""
+    from specviz import models
+
+    monkeypatch.setattr(models, "DEFAULT_DRAFT", "offline:some-trained-draft")
+    at = new_app()
+    no_error(at)
+    assert "example" in source_caption(at)
+    assert not at.warning, [w.value for w in at.warning]  # the sidebar took the example's settings
+    assert at.selectbox(key="s_pair").value == "offline-ngram"
