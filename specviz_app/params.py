@@ -49,12 +49,11 @@ class Pair:
 def pairs() -> dict[str, Pair]:
     """The model pairs offered in the sidebar, by URL key. Reads models.DEFAULT_DRAFT at call time."""
     default = models.DEFAULT_DRAFT
-    out = [Pair("offline", f"Offline: SmolLM2-135M + default draft ({default})", models.OFFLINE_TARGET, None)]
+    short = default.removeprefix("offline:")
+    out = [Pair("offline", f"Offline: 135M + default draft ({short})", models.OFFLINE_TARGET, None)]
     if default != models.NGRAM_DRAFT:
-        out.append(Pair("offline-ngram", "Offline: SmolLM2-135M + n-gram draft", models.OFFLINE_TARGET, "ngram"))
-    out.append(
-        Pair("offline-self", "Offline: SmolLM2-135M drafting for itself (all accepted)", models.OFFLINE_TARGET, "self")
-    )
+        out.append(Pair("offline-ngram", "Offline: 135M + n-gram draft", models.OFFLINE_TARGET, "ngram"))
+    out.append(Pair("offline-self", "Offline: 135M drafts for itself", models.OFFLINE_TARGET, "self"))
     for label, (target, draft) in models.HUB_PAIRS.items():
         out.append(Pair(_slug(label), f"Online: {label}", target, draft, online=True))
     out.append(Pair("custom", "Custom pair (type model names)", None, None))

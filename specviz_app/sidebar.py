@@ -102,7 +102,9 @@ def render() -> Settings:
     elif pair.online:
         sb.caption(f"Needs internet: downloads {pair.target} and {pair.draft} on first use.")
     else:
-        sb.caption("Runs on this machine, no internet needed.")
+        sb.caption("Target SmolLM2-135M-Instruct, run on this machine: no internet needed.")
+        if pair.key == "offline-self":
+            sb.caption("The target drafts for itself: q = p, so every draft passes, yet nothing is saved.")
 
     sb.slider("γ (draft tokens per iteration)", params.GAMMA_MIN, params.GAMMA_MAX, key=KEY + "gamma")
     sb.caption("More drafts win more when the draft is good and waste more when it is not.")

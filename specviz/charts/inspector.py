@@ -195,7 +195,7 @@ def bonus_figure(correction: dict[str, Any], extra: dict[str, Any], no_draft: bo
         arrowhead=2,
         ax=0,
         ay=-28,
-        font={"color": STATUS_COLORS["bonus"]},
+        font={"color": STATUS_COLORS["target" if no_draft else "bonus"]},
     )
     fig.update_layout(
         **LAYOUT,

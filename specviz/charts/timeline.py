@@ -40,6 +40,7 @@ def timeline_figure(trace: Trace, baseline: Trace | None = None) -> go.Figure:
         marker_line={"color": "white", "width": 1},
         text=[_emitted_label(it) for it in its] if spec else None,
         textposition="inside",
+        textangle=0,
         insidetextanchor="middle",
         textfont={"color": "white"},
         customdata=[[it["index"] + 1, it["accepted_count"], len(it["drafts"])] for it in its],
@@ -82,6 +83,7 @@ def timeline_figure(trace: Trace, baseline: Trace | None = None) -> go.Figure:
         **LAYOUT,
         barmode="overlay",
         bargap=0.35,
+        uniformtext={"minsize": 10, "mode": "hide"},  # counts that do not fit a bar are left to the hover
         height=260 + 40 * len(rows),
         title=titled("Timeline: where the time goes (numbers on verify bars: drafts accepted / drafted)"),
     )
