@@ -43,6 +43,8 @@ DEFAULT_TEMPERATURES = (0.0, 0.5, 1.0)
 MAX_SWEEP_BYTES = 2 * 1024 * 1024  # a full grid is a few kB; anything bigger is not a sweep file
 MAX_CELLS = 16 * 21  # gamma 1..16 x 21 temperatures is already far more than anyone runs
 TOY_PROMPT = [3, 1, 4, 1, 5, 9, 2, 6]  # the toy pair has no tokenizer: its prompt is token ids
+LAB_TOY = {"vocab_size": 12, "noise": None}  # the lab's toy pair: a draft far from the target (see toy_pair)
+LAB_TOY_PROMPT = [3, 1, 4, 1, 5]
 
 CSV_COLUMNS = (
     "gamma",
@@ -381,40 +383,60 @@ def read(name: str, data: bytes) -> SweepResult:
 # ----- the toy pair ---------------------------------------------------------------------------
 
 
-def toy_pair(vocab_size: int = 16) -> tuple[Any, Any]:
-    """(target, draft): two different random tiny Llamas over one vocabulary, with peaky outputs.
+def toy_pair(vocab_size: int = 16, noise: float | None = 0.05) -> tuple[Any, Any]:
+    """(target, draft): a tiny random Llama with peaky outputs, and a noisy copy of it as the draft.
 
-    The draft has one layer and other weights, so it disagrees with the target often (alpha near
-    0.5 at temperature 1): every accept, reject, resample and bonus path runs. No tokenizer: the
-    prompt is token ids (TOY_PROMPT) and tokens are shown as #id.
+    Why a noisy copy: two independent random models barely agree (alpha near 0.1), which shows
+    nothing but rejections; the copy with every weight moved by `noise` standard deviations agrees
+    often but not always (alpha about 0.7 at noise 0.05), so accept, reject, resample and bonus
+    all run. No tokenizer: the prompt is token ids (TOY_PROMPT) and tokens are shown as #id. The
+    draft is as large as the target, so the toy pair's timings say nothing about real speedups.
+
+    noise=None gives an independent one-layer random draft instead (alpha about 0.3): far from
+    the target, so a wrong verification rule shifts the output a lot (the lab uses it).
     """
+    import copy
+
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from specviz.models import LoadedModel
 
-    def build(seed: int, layers: int, name: str) -> LoadedModel:
+    generator_state = torch.random.get_rng_state()
+    torch.manual_seed(1)
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        initializer_range=0.02 * 40.0,  # large weights: peaky softmax
+        tie_word_embeddings=False,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+    )
+    target_model = LlamaForCausalLM(config).eval()
+    torch.random.set_rng_state(generator_state)  # leave the global generator as it was
+    if noise is None:
         generator_state = torch.random.get_rng_state()
-        torch.manual_seed(seed)
-        config = LlamaConfig(
-            vocab_size=vocab_size,
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=layers,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            max_position_embeddings=256,
-            initializer_range=0.02 * 40.0,  # large weights: peaky softmax, p far from q
-            tie_word_embeddings=False,
-            bos_token_id=None,
-            eos_token_id=None,
-            pad_token_id=None,
-        )
-        model = LlamaForCausalLM(config).eval()
-        torch.random.set_rng_state(generator_state)  # leave the global generator as it was
-        return LoadedModel(name=name, model=model, tokenizer=None, device="cpu", dtype="float32")
-
-    return build(1, 2, "toy-target"), build(2, 1, "toy-draft")
+        torch.manual_seed(2)
+        draft_config = copy.deepcopy(config)  # the target keeps its own config (its cache reads it)
+        draft_config.num_hidden_layers = 1
+        draft_model = LlamaForCausalLM(draft_config).eval()
+        torch.random.set_rng_state(generator_state)
+    else:
+        draft_model = copy.deepcopy(target_model)
+        noise_gen = torch.Generator().manual_seed(7)
+        with torch.no_grad():
+            for param in draft_model.parameters():
+                if param.numel() > 1:
+                    param.add_(noise * param.std() * torch.randn(param.shape, generator=noise_gen))
+    target = LoadedModel(name="toy-target", model=target_model, tokenizer=None, device="cpu", dtype="float32")
+    draft = LoadedModel(name="toy-draft", model=draft_model, tokenizer=None, device="cpu", dtype="float32")
+    return target, draft
 
 
 @contextlib.contextmanager

@@ -26,6 +26,7 @@ MEASURED_COLOR = "#d81b60"  # what the current trace measured (a filled diamond 
 BEST_COLOR = STATUS_COLORS["accepted"]  # the best gamma: a green star
 LOSS_SHADE = "rgba(198, 40, 40, 0.10)"  # the region where drafting cannot pay (alpha <= c, or below 1x)
 GAMMA_MAX = 16
+SPEEDUP_SATURATION = 4.0  # the (α, c) plane's colours stop changing above 4x, so 1x (white) stays visible
 
 
 def _gammas(gamma_max: int) -> list[int]:
@@ -99,7 +100,11 @@ def tokens_per_iteration_curve_figure(
         height=400,
     )
     fig.update_xaxes(dtick=1 if gamma_max <= 16 else 2)
-    fig.update_yaxes(rangemode="tozero")
+    # The ceiling grows with γ; cut it so the curves, not the ceiling, fill the chart.
+    curves = [expected_tokens_per_iteration(a, gamma_max) for a in (alpha, *compare_alphas)]
+    if measured and measured.get("tokens") is not None:
+        curves.append(measured["tokens"])
+    fig.update_yaxes(range=[0, min(gamma_max + 1, max(curves) * 1.15 + 0.5)])
     return fig
 
 
@@ -193,11 +198,12 @@ def alpha_c_plane_figure(
     alpha: float,
     c: float,
     measured: dict[str, float] | None = None,
-    c_max: float = 1.0,
+    c_max: float = 0.6,
     gamma_max: int = GAMMA_MAX,
     steps: int = 41,
 ) -> go.Figure:
-    """The (α, c) plane coloured by the best speedup any γ gives; the line α = c splits it (Cor 3.9):
+    """The (α, c) plane coloured by the best speedup any γ gives (white = 1×, deep green = 4× or more);
+    the line α = c splits it (Cor 3.9):
     above the line (c ≥ α) drafting cannot pay for any γ. The slider setting and the current trace
     are points on it; Table 4's rows are faint crosses for reference."""
     alphas = [i / (steps - 1) for i in range(steps)]
@@ -209,16 +215,16 @@ def alpha_c_plane_figure(
         y=cs,
         z=z,
         zmin=0,
-        zmax=max(4.0, max(max(row) for row in z)),
-        colorscale=[[0, "#ffcdd2"], [0.25, "#ffffff"], [0.5, "#a5d6a7"], [1, "#1b5e20"]],
-        colorbar={"title": {"text": "best speedup (×)"}, "len": 0.85},
+        zmax=SPEEDUP_SATURATION,
+        colorscale=[[0, "#ef9a9a"], [1 / SPEEDUP_SATURATION, "#ffffff"], [1, "#1b5e20"]],
+        colorbar={"title": {"text": "best speedup (×)"}, "len": 0.85, "ticksuffix": "×"},
         hovertemplate="α %{x:.2f}, c %{y:.2f}: best speedup %{z:.2f}×<extra></extra>",
         name="best speedup over γ",
         showlegend=False,
     )
     fig.add_scatter(
-        x=[0, min(1.0, c_max)],
-        y=[0, min(1.0, c_max)],
+        x=[0, c_max],
+        y=[0, c_max],
         mode="lines",
         line={"color": STATUS_COLORS["rejected"], "width": 3, "dash": "dash"},
         name="α = c: above it no γ gives a speedup (Cor 3.9)",
