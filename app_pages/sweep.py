@@ -1,0 +1,213 @@
+"""Sweep: speculative decoding over γ × temperature on the current pair and prompt, against the target
+alone at each temperature; a speedup heatmap, tokens per iteration against the formula, the
+measured c. Stoppable between runs; results export as CSV/JSON and load back (validated)."""
+
+import contextlib
+import re
+
+import streamlit as st
+
+from specviz import sweep
+from specviz.charts import sweep as sweep_charts
+from specviz.errors import SpecvizError
+from specviz_app import params, render, state
+
+TEMPERATURE_CHOICES = [0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0]
+MODELS = {
+    "sidebar": "The sidebar's pair and prompt (real models; about a minute on a CPU)",
+    "toy": "Toy pair: two tiny random models (seconds; token ids, timings mean nothing)",
+}
+
+
+@st.cache_resource(max_entries=1, show_spinner=False)
+def _toy_pair():
+    return sweep.toy_pair()
+
+
+def _start() -> None:
+    st.session_state["sweep_running"] = True
+    st.session_state["sweep_stop"] = False
+    st.session_state["sweep_source"] = "run here"
+
+
+def _stop() -> None:
+    st.session_state["sweep_stop"] = True
+    st.session_state["sweep_running"] = False
+
+
+def _models(choice: str, settings: params.Settings):
+    """(prompt, target, draft, description) for the chosen pair."""
+    if choice == "toy":
+        target, draft = _toy_pair()
+        return sweep.TOY_PROMPT, target, draft, "toy pair"
+    target_name, draft_name = settings.model_names()
+    if not target_name:
+        raise SpecvizError("Name a target model in the sidebar (custom pair), or pick another pair.")
+    target = state.get_model(target_name)
+    draft = state._resolve_draft(target, draft_name)
+    return settings.prompt, target, draft, params.pairs()[settings.pair].label
+
+
+def _run(choice: str, gammas: list[int], temperatures: list[float], max_new: int) -> None:
+    settings = st.session_state["settings"]
+    area = st.empty()  # the progress box disappears when the sweep ends
+    box = area.container(border=True)
+    box.button("Stop", icon=":material/stop:", on_click=_stop, key="sweep_stop_button", type="secondary")
+    bar = box.progress(0.0, text="Loading the models…")
+    try:
+        prompt, target, draft, _ = _models(choice, settings)
+        total = len(temperatures) * (len(gammas) + 1)
+        bar.progress(0.0, text=f"Warming up, then {total} runs…")
+
+        def progress(done: int, total: int, partial: sweep.SweepResult) -> None:
+            st.session_state["sweep_result"] = partial  # kept even if a click interrupts this script
+            last = partial.cells[-1] if partial.cells and done > 1 else None
+            where = f"γ {last['gamma']} at temperature {last['temperature']:g}" if last else "target alone"
+            bar.progress(done / total, text=f"Run {done} of {total} done ({where})")
+
+        with sweep.one_thread() if choice == "toy" else contextlib.nullcontext():
+            result = sweep.run_sweep(
+                prompt, target=target, draft=draft, gammas=gammas, temperatures=temperatures,
+                max_new_tokens=max_new, seed=settings.seed, top_k=settings.top_k or None,
+                top_p=None if settings.top_p >= 1.0 else float(settings.top_p),
+                on_progress=progress, should_stop=lambda: bool(st.session_state.get("sweep_stop")),
+            )  # fmt: skip
+    except SpecvizError as exc:
+        area.empty()
+        st.session_state["sweep_error"] = str(exc)
+        return
+    area.empty()
+    st.session_state["sweep_result"] = result
+
+
+def _show(result: sweep.SweepResult) -> None:
+    if result.stopped or result.runs_done < result.runs_total:
+        st.warning(
+            f"Stopped after {result.runs_done} of {result.runs_total} runs: the charts show what was measured; "
+            "the empty cells were not reached."
+        )
+    if not result.cells:
+        st.info("No speculative run finished before the sweep stopped. Press **Run the sweep** again.")
+        return
+    best = result.best()
+    c = result.measured_c()
+    cols = st.columns(4)
+    cols[0].metric(
+        "Best measured speedup",
+        f"{best['speedup']:.2f}×",
+        help=f"at γ {best['gamma']}, temperature {best['temperature']:g}",
+    )
+    cols[1].metric("at", f"γ {best['gamma']}, T {best['temperature']:g}")
+    cols[2].metric(
+        "Measured c",
+        "n/a" if c is None else f"{c:.3f}",
+        help="median over the runs of (draft time per drafted token) ÷ (verify time per iteration)",
+    )
+    base = ", ".join(
+        f"T {float(t):g}: {v:.1f}" for t, v in sorted(result.baselines.items(), key=lambda kv: float(kv[0]))
+    )
+    cols[3].metric("Target alone", f"{len(result.baselines)} temperatures", help=f"tokens/s: {base}")
+    st.plotly_chart(sweep_charts.speedup_heatmap(result), key="sweep-heatmap")
+    left, right = st.columns(2)
+    left.plotly_chart(sweep_charts.tokens_per_iteration_sweep_figure(result), key="sweep-tokens")
+    right.plotly_chart(sweep_charts.speedup_sweep_figure(result), key="sweep-speedup")
+    st.caption(
+        "Markers are measured; dashed lines are the paper's formulas from the measured α (and c). Each cell is one "
+        "run of the prompt, so short runs are noisy; on a shared CPU timings drift between runs. "
+        f"Baseline tokens/s per temperature: {base}."
+    )
+    fraction = st.column_config.NumberColumn(format="%.3f")
+    st.dataframe(
+        sweep_charts.sweep_table(result),
+        hide_index=True,
+        column_config={
+            k: fraction
+            for k in (
+                "speedup (×)",
+                "predicted speedup (×)",
+                "tokens per iteration",
+                "formula tokens per iteration",
+                "α",
+                "c",
+                "acceptance rate",
+            )
+        }
+        | {k: st.column_config.NumberColumn(format="%.1f") for k in ("tokens/s", "target alone tokens/s")},
+    )
+
+
+def _export_and_load(result: sweep.SweepResult | None) -> None:
+    st.subheader("Save or load a sweep")
+    cols = st.columns(2)
+    if result is not None and result.cells:
+        stem = "specviz-sweep-" + (re.sub(r"[^a-z0-9]+", "-", str(result.config.get("target", "")).lower())[:30] or "x")
+        sub = cols[0].columns(2)
+        sub[0].download_button("Sweep (JSON)", result.to_json(), f"{stem}.json", "application/json", key="sw_dl_json")
+        sub[1].download_button("Sweep (CSV)", result.to_csv(), f"{stem}.csv", "text/csv", key="sw_dl_csv")
+        cols[0].caption("JSON keeps the settings; CSV is one row per (γ, temperature). Both load back here.")
+    else:
+        cols[0].caption("Run a sweep to download it.")
+    upload = cols[1].file_uploader("Load a saved sweep (JSON or CSV)", type=["json", "csv"], key="sweep_upload")
+    if upload is not None and cols[1].button("Open the uploaded sweep", key="sweep_open"):
+        try:
+            loaded = sweep.read(upload.name, upload.getvalue())
+        except SpecvizError as exc:
+            st.error(f"{render.md_escape(upload.name)}: {exc}")
+            return
+        st.session_state["sweep_result"] = loaded
+        st.session_state["sweep_source"] = f"file: {upload.name}"
+        st.rerun()
+
+
+def sweep_page() -> None:
+    st.title("Sweep")
+    st.caption(
+        "Run every γ at several temperatures on one prompt, each against the target alone at the same temperature. "
+        "Where is speculative decoding fastest, and does the paper's formula follow the measurements?"
+    )
+    settings = st.session_state["settings"]
+    choice = st.radio("Models", list(MODELS), format_func=MODELS.get, key="sweep_models", horizontal=True)
+    cols = st.columns([1.3, 1.3, 1])
+    lo, hi = cols[0].slider("γ from … to …", 1, 8, (1, 8), key="sweep_gammas", help="each γ is one run per temperature")
+    temperatures = cols[1].multiselect(
+        "Temperatures", TEMPERATURE_CHOICES, default=[0.0, 0.5, 1.0], key="sweep_temps",
+        format_func=lambda t: f"{t:g}", help="0 is greedy; p and q are both sharpened or flattened",
+    )  # fmt: skip
+    max_new = cols[2].number_input("Max new tokens per run", 4, 128, 24, key="sweep_max_new")
+    gammas = list(range(lo, hi + 1))
+    runs = len(temperatures) * (len(gammas) + 1)
+    if choice == "sidebar":
+        st.caption(
+            render.md_escape(
+                f"Pair: {params.pairs()[settings.pair].label} · prompt: {settings.prompt[:80]} · seed {settings.seed} "
+                f"(change them in the sidebar). {runs} runs of {max_new} tokens."
+            )
+        )
+    else:
+        st.caption(f"Prompt: token ids {sweep.TOY_PROMPT} · seed {settings.seed}. {runs} runs of {max_new} tokens.")
+    st.button(
+        "Run the sweep",
+        icon=":material/play_arrow:",
+        type="primary",
+        on_click=_start,
+        disabled=not temperatures,
+        key="sweep_run",
+    )
+    if not temperatures:
+        st.info("Pick at least one temperature.")
+    if st.session_state.get("sweep_running"):
+        st.session_state["sweep_running"] = False  # one sweep per click; a Stop click also clears it
+        _run(choice, gammas, sorted(temperatures), int(max_new))
+    if error := st.session_state.pop("sweep_error", None):
+        st.error(f"{error}\n\nThe previous sweep, if any, is still shown.")
+
+    result = st.session_state.get("sweep_result")
+    if result is not None:
+        st.caption(render.md_escape(f"Showing: {st.session_state.get('sweep_source', 'run here')}"))
+        _show(result)
+    else:
+        st.info("No sweep yet. Pick the grid and press **Run the sweep**, or load a saved one below.")
+    _export_and_load(result)
+
+
+sweep_page()

@@ -1,0 +1,160 @@
+"""Theory: the paper's closed forms driven by sliders for α, γ and c, with the current trace's
+measured α and c as a point on the same axes, and Table 4 recomputed as a visible check."""
+
+import streamlit as st
+
+from specviz import theory
+from specviz.charts import theory as theory_charts
+from specviz_app import state
+
+GAMMA_MAX = 16
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _plane(alpha: float, c: float, measured_alpha: float | None, measured_c: float | None):
+    measured = None if measured_alpha is None or measured_c is None else {"alpha": measured_alpha, "c": measured_c}
+    return theory_charts.alpha_c_plane_figure(alpha, c, measured=measured, gamma_max=GAMMA_MAX)
+
+
+def _measured() -> dict | None:
+    """α, c, γ, tokens per iteration and the measured speedup of the trace on show (None: none to use)."""
+    loaded = state.current()
+    if loaded is None or loaded.trace.mode != "speculative":
+        return None
+    trace = loaded.trace
+    speedup = None
+    if loaded.baseline is not None and loaded.baseline is not trace and loaded.baseline.summary["tokens_per_s"] > 0:
+        speedup = trace.summary["tokens_per_s"] / loaded.baseline.summary["tokens_per_s"]
+    return {
+        "source": loaded.source,
+        "alpha": theory.estimate_alpha(trace),
+        "c": theory.estimate_c(trace),
+        "gamma": trace.config.get("gamma"),
+        "tokens": trace.summary.get("mean_accepted_length"),
+        "speedup": speedup,
+    }
+
+
+def _use_measured(m: dict) -> None:
+    if m["alpha"] is not None:
+        st.session_state["th_alpha"] = round(min(max(m["alpha"], 0.0), 1.0), 2)
+    if m["c"] is not None:
+        st.session_state["th_c"] = round(min(max(m["c"], 0.0), 1.0), 2)
+    if m["gamma"]:
+        st.session_state["th_gamma"] = min(int(m["gamma"]), GAMMA_MAX)
+
+
+def theory_page() -> None:
+    st.title("Theory")
+    st.caption(
+        "Leviathan et al. (2023) predict the speed of speculative decoding from three numbers: α, how often a "
+        "draft passes on average; γ, drafts per iteration; and c, what one draft step costs as a fraction of one "
+        "target step. Move them and watch the curves; the pink diamond is what the current trace measured."
+    )
+    st.session_state.setdefault("th_alpha", 0.75)
+    st.session_state.setdefault("th_gamma", 7)
+    st.session_state.setdefault("th_c", 0.05)
+    m = _measured()
+
+    cols = st.columns([1, 1, 1, 1.1], vertical_alignment="bottom")
+    alpha = cols[0].slider(
+        "α (expected acceptance rate)", 0.0, 1.0, step=0.01, key="th_alpha",
+        help="the mean of β = Σ min(p, q): how likely a draft is to pass",
+    )  # fmt: skip
+    gamma = cols[1].slider(
+        "γ (draft tokens per iteration)", 1, GAMMA_MAX, key="th_gamma", help="more drafts: more to win and to waste"
+    )
+    c = cols[2].slider(
+        "c (draft step ÷ target step)", 0.0, 1.0, step=0.01, key="th_c",
+        help="cost of one draft step as a fraction of one target pass; 0 = free draft",
+    )  # fmt: skip
+    cols[3].button(
+        "Use the current trace's α, γ, c",
+        on_click=_use_measured,
+        args=(m,),
+        disabled=m is None or m["alpha"] is None or m["c"] is None,
+        help="set the sliders to what the trace on show measured",
+        width="stretch",
+    )
+
+    best = theory.best_gamma(alpha, c, GAMMA_MAX)
+    cols = st.columns(4)
+    cols[0].metric(
+        "Expected tokens per iteration",
+        f"{theory.expected_tokens_per_iteration(alpha, gamma):.2f}",
+        help="(1 − α^(γ+1)) / (1 − α), Eq. 1",
+    )
+    cols[1].metric(
+        "Expected walltime improvement",
+        f"{theory.walltime_improvement(alpha, gamma, c):.2f}×",
+        help="(1 − α^(γ+1)) / ((1 − α)(γc + 1)), Thm 3.8, at your γ",
+    )
+    cols[2].metric(
+        "Best γ", f"{best}", help=f"gives {theory.walltime_improvement(alpha, best, c):.2f}× (γ from 1 to {GAMMA_MAX})"
+    )
+    cols[3].metric(
+        "Arithmetic operations",
+        f"{theory.operations_factor(alpha, gamma):.2f}×",
+        help="total target work vs the target alone (Thm 3.11, c_hat = 0): speed is bought with extra compute",
+    )
+    if theory.speedup_possible(alpha, c):
+        st.success(f"α = {alpha:.2f} > c = {c:.2f}: some γ gives a speedup (Cor 3.9). The best is γ = {best}.")
+    else:
+        st.error(
+            f"α = {alpha:.2f} ≤ c = {c:.2f}: no γ gives a speedup (Cor 3.9). Drafting costs more than it saves; "
+            "a better draft (higher α) or a cheaper one (lower c) is needed."
+        )
+
+    measured_point = None
+    if m is None:
+        st.info(
+            "No speculative trace on show: run one (sidebar ▶ Run) or open an example on **Traces** to see a point."
+        )
+    elif m["alpha"] is None or m["c"] is None:
+        st.info("The trace on show has no measured α or c (nothing was drafted), so there is no point to draw.")
+    else:
+        measured_point = m
+        speed = "" if m["speedup"] is None else f", measured speedup {m['speedup']:.2f}×"
+        st.caption(
+            f"Current trace ({m['source']}): α = {m['alpha']:.3f}, c = {m['c']:.3f}, γ = {m['gamma']}, "
+            f"{m['tokens']:.2f} tokens per iteration{speed}. c is the draft time per drafted token ÷ the verify "
+            "time per iteration; on a CPU one verify pass over γ + 1 tokens costs more than one step, so the "
+            "predicted speedup there is optimistic."
+        )
+
+    left, right = st.columns(2)
+    left.plotly_chart(
+        theory_charts.tokens_per_iteration_curve_figure(alpha, gamma, GAMMA_MAX, measured=measured_point),
+        key="th-tokens",
+    )
+    right.plotly_chart(
+        theory_charts.walltime_curve_figure(alpha, c, gamma, GAMMA_MAX, measured=measured_point), key="th-walltime"
+    )
+    point = measured_point or {"alpha": None, "c": None}
+    st.plotly_chart(_plane(alpha, c, point["alpha"], point["c"]), key="th-plane")
+    st.caption(
+        "Each point of the plane shows the best speedup over γ = 1..16 (white: 1×, no gain; red: slower; green: "
+        "faster, deepest at 4× or more). Above the dashed line α = c drafting never pays, whatever γ."
+    )
+
+    st.subheader("Check: the paper's Table 4, recomputed")
+    st.caption(
+        "T5-XXL target with three T5 drafts on one TPU-v4 (Leviathan et al., Appendix A.3). 'Paper expected' is "
+        "Thm 3.8 as the paper printed it (one decimal); 'our formula' is specviz.theory at the same α, γ, c. "
+        "'Paper measured' is the speedup they observed."
+    )
+    rows = theory_charts.table4_rows()
+    st.dataframe(
+        rows,
+        hide_index=True,
+        height=35 * (len(rows) + 1) + 3,
+        column_config={"our formula (×)": st.column_config.NumberColumn(format="%.2f")},
+    )
+    worst = max(abs(r["formula − paper expected"]) for r in rows)
+    if worst <= 0.1:
+        st.success(f"All {len(rows)} rows agree with the paper's expected column within {worst:.2f}.")
+    else:
+        st.error(f"A row differs from the paper's expected column by {worst:.2f}: the formula has a bug.")
+
+
+theory_page()

@@ -1,0 +1,346 @@
+"""The issue-5 pages (Theory, Sweep, Distribution lab, Lesson) driven by streamlit.testing.v1.AppTest.
+
+Fast: the theory and lesson pages need no model (closed forms and a shipped example trace); the
+sweep and the lab run on the toy pair (tiny random Llamas) with small grids and sample counts.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from specviz import sweep
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+THEORY, SWEEP, LAB, LESSON = (f"app_pages/{name}.py" for name in ("theory", "sweep", "lab", "lesson"))
+LESSON_STEPS = len(json.loads((ROOT / "assets" / "lesson" / "lesson.en.json").read_text(encoding="utf-8"))["steps"])
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    with sweep.one_thread():
+        yield
+
+
+def open_page(page: str, query: dict | None = None, timeout: float = 120) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=timeout)
+    at.query_params.update(query or {})
+    at.run()
+    no_error(at)
+    at.switch_page(page).run()
+    no_error(at)
+    return at
+
+
+def no_error(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def texts(at: AppTest, kind: str) -> list[str]:
+    return [e.value for e in getattr(at, kind)]
+
+
+def charts(at: AppTest) -> list:
+    return at.get("plotly_chart")
+
+
+def test_app_routes_the_four_pages():
+    source = (ROOT / "app.py").read_text(encoding="utf-8")
+    for page in (THEORY, SWEEP, LAB, LESSON):
+        assert f'st.Page("{page}"' in source
+
+
+# ----- theory ------------------------------------------------------------------------------------
+
+
+def test_theory_page_curves_point_and_table4():
+    at = open_page(THEORY)
+    assert texts(at, "title") == ["Theory"]
+    assert len(charts(at)) == 3
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Expected walltime improvement"] == "2.67×"  # α .75, γ 7, c .05
+    assert metrics["Best γ"] == "7"
+    assert any("some γ gives a speedup" in s for s in texts(at, "success"))
+    assert any("All 12 rows agree" in s for s in texts(at, "success"))
+    assert len(at.dataframe) == 1
+    assert any(c.startswith("Current trace") for c in texts(at, "caption"))  # the first-visit example
+
+
+def test_theory_sliders_move_the_numbers_and_the_boundary():
+    at = open_page(THEORY)
+    at.slider(key="th_alpha").set_value(0.2)
+    at.slider(key="th_c").set_value(0.3).run()
+    no_error(at)
+    assert any("no γ gives a speedup" in s for s in texts(at, "error"))
+    assert {m.label: m.value for m in at.metric}["Best γ"] == "1"
+
+
+def test_theory_uses_the_trace_measurements():
+    at = open_page(THEORY)
+    at.button[[b.label for b in at.button].index("Use the current trace's α, γ, c")].click().run()
+    no_error(at)
+    alpha = at.session_state["loaded"].trace.summary["alpha"]
+    assert at.slider(key="th_alpha").value == pytest.approx(round(alpha, 2))
+    assert at.slider(key="th_gamma").value == at.session_state["loaded"].trace.config["gamma"]
+
+
+# ----- sweep -------------------------------------------------------------------------------------
+
+
+def small_sweep(at: AppTest) -> AppTest:
+    at.radio(key="sweep_models").set_value("toy")
+    at.slider(key="sweep_gammas").set_value((1, 2))
+    at.multiselect(key="sweep_temps").set_value([0.0, 1.0])
+    at.number_input(key="sweep_max_new").set_value(4)
+    return at.run()
+
+
+def test_sweep_runs_on_the_toy_pair_and_shows_every_view():
+    at = small_sweep(open_page(SWEEP))
+    assert any("No sweep yet" in s for s in texts(at, "info"))
+    at.button(key="sweep_run").click().run()
+    no_error(at)
+    result = at.session_state["sweep_result"]
+    assert len(result.cells) == 4 and not result.stopped
+    assert len(charts(at)) == 3  # heatmap, tokens per iteration, speedup
+    labels = [m.label for m in at.metric]
+    assert "Best measured speedup" in labels and "Measured c" in labels
+    assert not any("Stopped" in s for s in texts(at, "warning"))
+    assert len(at.get("download_button")) == 2
+
+
+def test_sweep_can_be_stopped_between_runs(monkeypatch):
+    """A Stop click sets the flag while the sweep runs; here the flag is set after the second run."""
+    real = sweep.run_sweep
+
+    def run_and_click_stop(*args, on_progress=None, **kwargs):
+        import streamlit as st
+
+        def progress(done, total, partial):
+            on_progress(done, total, partial)
+            if done == 2:
+                st.session_state["sweep_stop"] = True  # what the Stop button's callback does
+
+        return real(*args, on_progress=progress, **kwargs)
+
+    monkeypatch.setattr(sweep, "run_sweep", run_and_click_stop)
+    at = small_sweep(open_page(SWEEP))
+    at.button(key="sweep_run").click().run()
+    no_error(at)
+    result = at.session_state["sweep_result"]
+    assert result.stopped and result.runs_done == 2 and result.runs_total == 6
+    assert any("Stopped after 2 of 6 runs" in s for s in texts(at, "warning"))
+    assert len(charts(at)) == 3  # the partial grid is still shown
+
+
+def test_sweep_interrupted_by_a_click_keeps_the_partial_result():
+    """In a browser the Stop click interrupts the script; the partial result saved by on_progress remains."""
+    at = open_page(SWEEP)
+    partial = sweep.SweepResult(config={}, runs_total=9, runs_done=0)
+    at.session_state["sweep_result"] = partial
+    at.run()
+    no_error(at)
+    assert any("Stopped after 0 of 9 runs" in s for s in texts(at, "warning"))
+
+
+def test_sweep_stop_button_sets_the_flag():
+    at = small_sweep(open_page(SWEEP))
+    at.session_state["sweep_running"] = True
+    at.session_state["sweep_stop"] = True  # a Stop pressed before the first run: nothing runs
+    at.run()
+    no_error(at)
+    assert at.session_state["sweep_result"].stopped
+    assert any("Stopped after 0 of" in s for s in texts(at, "warning"))
+
+
+def _sweep_json() -> bytes:
+    cells = [
+        {"gamma": g, "temperature": 0.0, "tokens_per_s": 10.0 * g, "baseline_tokens_per_s": 10.0,
+         "mean_accepted_length": 1.5, "alpha": 0.5, "c": 0.1}
+        for g in (1, 2)
+    ]  # fmt: skip
+    return json.dumps({"schema": sweep.SCHEMA, "config": {}, "cells": cells}).encode()
+
+
+def upload_sweep(at: AppTest, name: str, data: bytes) -> AppTest:
+    at.file_uploader(key="sweep_upload").set_value([(name, data, "application/octet-stream")]).run()
+    at.button(key="sweep_open").click().run()
+    no_error(at)
+    return at
+
+
+def test_sweep_reloads_a_saved_file():
+    at = upload_sweep(open_page(SWEEP), "mine.json", _sweep_json())
+    assert len(at.session_state["sweep_result"].cells) == 2
+    assert any("file: mine.json" in c.replace("\\", "") for c in texts(at, "caption"))
+    assert {m.label: m.value for m in at.metric}["Best measured speedup"] == "2.00×"
+
+
+def test_sweep_round_trips_its_own_csv():
+    at = upload_sweep(open_page(SWEEP), "a.json", _sweep_json())
+    csv_text = at.session_state["sweep_result"].to_csv()
+    at = upload_sweep(open_page(SWEEP), "b.csv", csv_text.encode())
+    assert [c["gamma"] for c in at.session_state["sweep_result"].cells] == [1, 2]
+
+
+@pytest.mark.parametrize(
+    "name, data, message",
+    [
+        ("bad.json", b"{oops", "not valid JSON"),
+        ("trace.json", json.dumps({"schema": "specviz.trace/1"}).encode(), "Unsupported schema"),
+        ("bad.csv", b"a,b\n1,2\n", "no column"),
+    ],
+)
+def test_sweep_bad_file_gets_a_clear_error(name, data, message):
+    at = upload_sweep(open_page(SWEEP), name, data)
+    errors = texts(at, "error")
+    assert errors and message in errors[0] and name in errors[0].replace("\\", "")
+    assert "sweep_result" not in at.session_state
+
+
+# ----- distribution lab --------------------------------------------------------------------------
+
+
+def lab_page(n: int, k: int = 2) -> AppTest:
+    at = open_page(LAB)
+    at.number_input(key="lab_n_toy").set_value(n)
+    at.number_input(key="lab_k").set_value(k)
+    return at.run()
+
+
+def test_lab_correct_rule_is_not_rejected():
+    at = lab_page(200)
+    at.button(key="lab_run_one").click().run()
+    no_error(at)
+    result = at.session_state["lab_results"]["results"]["exact"]
+    assert result["n_spec"] == result["n_target"] == 200
+    assert any("Not rejected" in s for s in texts(at, "success"))
+    assert len(charts(at)) == 1
+    assert any("Target alone (200 samples)" in c for c in texts(at, "caption"))
+
+
+def test_lab_wrong_rule_is_rejected_and_labelled():
+    at = lab_page(300)
+    at.selectbox(key="lab_rule").set_value("resample_from_p").run()
+    assert any(c.replace("\\", "").startswith("WRONG") for c in texts(at, "caption"))
+    at.button(key="lab_run_one").click().run()
+    no_error(at)
+    assert any("Rejected" in s and "this rule is wrong" in s for s in texts(at, "error"))
+
+
+def test_lab_compares_all_rules_with_their_cost():
+    at = lab_page(60)
+    at.button(key="lab_run_all").click().run()
+    no_error(at)
+    stored = at.session_state["lab_results"]
+    assert list(stored["results"]) == ["exact", "accept_if_equal", "resample_from_p", "no_bonus"]
+    assert set(stored["costs"]) == set(stored["results"])
+    # Skipping the bonus never emits more tokens per iteration than the exact rule.
+    assert stored["costs"]["no_bonus"] <= stored["costs"]["exact"]
+    assert len(charts(at)) == 2  # the verdicts and the chosen rule's distribution
+    assert any("Skipping the bonus keeps the distribution" in c for c in texts(at, "caption"))
+    at.selectbox(key="lab_show").set_value("no_bonus").run()
+    no_error(at)
+    assert texts(at, "subheader")[-1] == "Correct but slower: skip the bonus token"
+
+
+def test_draft_quality_without_the_training_record(tmp_path):
+    at = open_page(LAB)
+    at.session_state["_draft_training_path"] = str(tmp_path / "missing.json")
+    at.run()
+    no_error(at)
+    assert any("No training record yet" in s for s in texts(at, "info"))
+
+
+def test_draft_quality_from_a_hand_made_record(tmp_path):
+    record = {
+        "schema": "specviz.draft_training/1",
+        "draft": "offline:specviz-draft-smollm2",
+        "target": "offline:smollm2-135m-instruct",
+        "training_seconds": 600,
+        "history": [
+            {"step": 0, "alpha": 0.1, "greedy_agreement": 0.05, "loss": None},
+            {"step": 100, "alpha": 0.5, "greedy_agreement": 0.6, "loss": 2.0},
+            {"step": 200, "alpha": 0.62, "greedy_agreement": 0.71, "loss": 1.5},
+        ],
+    }
+    path = tmp_path / "draft_training.json"
+    path.write_text(json.dumps(record), encoding="utf-8")
+    at = open_page(LAB)
+    at.session_state["_draft_training_path"] = str(path)
+    at.run()
+    no_error(at)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["α after training (T = 1)"] == "0.620"
+    assert metrics["Greedy agreement (T = 0)"] == "0.710"
+    assert any(fig.proto.spec and "along its training" in fig.proto.spec for fig in charts(at))
+
+
+def test_draft_quality_bad_record_gets_an_error(tmp_path):
+    path = tmp_path / "draft_training.json"
+    path.write_text(json.dumps({"history": [{"step": 0, "alpha": 7}]}), encoding="utf-8")
+    at = open_page(LAB)
+    at.session_state["_draft_training_path"] = str(path)
+    at.run()
+    no_error(at)
+    assert any("alpha" in s for s in texts(at, "error"))
+
+
+# ----- lesson ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("step", range(1, LESSON_STEPS + 1))
+def test_every_lesson_step_opens_from_a_link(step):
+    at = open_page(LESSON, {"step": str(step)})
+    titles = texts(at, "title")
+    assert titles and titles[0].startswith(f"{step}. ")
+    assert len(charts(at)) == 1, f"step {step} shows its figure"
+    assert at.query_params["step"] in (str(step), [str(step)])
+    assert at.button(key="lesson_back").disabled == (step == 1)
+    assert at.button(key="lesson_next").disabled == (step == LESSON_STEPS)
+    assert at.info, "every step ends with its takeaway"
+
+
+def test_lesson_next_and_back_walk_through_every_step():
+    at = open_page(LESSON)
+    seen = [texts(at, "title")[0]]
+    for _ in range(LESSON_STEPS - 1):
+        at.button(key="lesson_next").click().run()
+        no_error(at)
+        seen.append(texts(at, "title")[0])
+    assert [t.split(".")[0] for t in seen] == [str(i) for i in range(1, LESSON_STEPS + 1)]
+    at.button(key="lesson_back").click().run()
+    assert texts(at, "title")[0].startswith(f"{LESSON_STEPS - 1}. ")
+
+
+@pytest.mark.parametrize("raw, shown", [("99", LESSON_STEPS), ("0", 1), ("abc", 1), ("-3", 1)])
+def test_lesson_link_with_a_bad_step_is_clamped_with_a_message(raw, shown):
+    at = open_page(LESSON, {"step": raw})
+    assert texts(at, "title")[0].startswith(f"{shown}. ")
+    assert any("From the link: step" in w for w in texts(at, "warning"))
+
+
+def test_lesson_in_chinese_and_presenter_view():
+    at = open_page(LESSON, {"step": "8", "lang": "zh"})
+    assert texts(at, "title")[0] == "8. 为什么输出分布不变"
+    at.toggle(key="lesson_presenter").set_value(True).run()
+    no_error(at)
+    assert any("font-size: 1.6rem" in h.value for h in at.html)
+    assert len(charts(at)) == 1
+
+
+def test_lesson_contents_jump_to_a_step():
+    at = open_page(LESSON)
+    at.selectbox(key="lesson_step").set_value(6).run()
+    no_error(at)
+    assert texts(at, "title")[0].startswith("6. ")
+    assert at.query_params["step"] in ("6", ["6"])
