@@ -23,6 +23,7 @@ _CSS = (
     "background:#fff;color:#212121;border:1px solid #bbb;border-radius:6px;padding:6px 9px;"
     "box-shadow:0 3px 10px rgba(0,0,0,.18);font:12.5px/1.45 system-ui,sans-serif;white-space:normal}"
     ".sv-tok:hover .sv-card{display:block}"
+    ".sv-tok.sv-r .sv-card{left:auto;right:0}"
     ".sv-legend{display:flex;flex-wrap:wrap;gap:6px 14px;font-size:13.5px;margin:4px 0 10px}"
     ".sv-legend span.sv-key{padding:1px 6px;border-radius:3px;border-bottom:2px solid}"
     + "".join(
@@ -35,13 +36,18 @@ _CSS = (
 
 
 REFUSED = ("rejected", "discarded")
+# Characters per line we guess the stream wraps at. Cards of tokens in the right half of a line open
+# leftwards so they stay on screen; CSS alone cannot know where a token sits, and a wrong guess
+# only moves a card, never hides it.
+LINE_GUESS = 80
 
 
-def _token_span(row: dict, extra: dict) -> str:
+def _token_span(row: dict, extra: dict, column: int) -> str:
     text = html.escape(display_token(row["token"]) if not row["token"].strip() else row["token"])
     text = text.replace("\n", "↵<br>")
     card = hover_card(row, extra)
-    return f'<span class="sv-tok sv-{row["status"]}">{text}<span class="sv-card">{card}</span></span>'
+    side = " sv-r" if column % LINE_GUESS > LINE_GUESS // 2 else ""
+    return f'<span class="sv-tok sv-{row["status"]}{side}">{text}<span class="sv-card">{card}</span></span>'
 
 
 def token_stream_html(iterations: list[dict], extra: dict, show_refused: bool = True) -> str:
@@ -50,7 +56,12 @@ def token_stream_html(iterations: list[dict], extra: dict, show_refused: bool = 
     show_refused=False leaves out rejected and discarded drafts, so the final text reads plainly.
     """
     rows = [r for r in token_rows(iterations) if show_refused or r["status"] not in REFUSED]
-    spans = "".join(_token_span(r, extra) for r in rows)
+    spans, column = [], 0
+    for r in rows:
+        spans.append(_token_span(r, extra, column))
+        token = r["token"]
+        column = len(token) - token.rfind("\n") - 1 if "\n" in token else column + len(token)
+    spans = "".join(spans)
     return f'{_CSS}<div class="sv-stream">{spans}</div>'
 
 
@@ -84,6 +95,9 @@ def headline(trace, baseline) -> None:
     """Speedup, tokens/s of both runs, target calls saved, acceptance rate, mean accepted length, α."""
     s = trace.summary
     spec = trace.mode == "speculative"
+    # Units sit in the labels and values are a little smaller than Streamlit's default, so four
+    # numbers fit side by side on a laptop screen without being cut to "11.4 to…".
+    st.html("<style>[data-testid=stMetricValue]{font-size:1.9rem}</style>")
     cols = st.columns(4)
     if baseline is not None and baseline is not trace and baseline.summary["tokens_per_s"] > 0:
         b = baseline.summary
@@ -92,14 +106,14 @@ def headline(trace, baseline) -> None:
             "Speedup", f"{speedup:.2f}×", help="tokens/s of speculative decoding ÷ tokens/s of the target alone"
         )
         cols[1].metric(
-            "Speculative",
-            f"{s['tokens_per_s']:.1f} tokens/s",
-            help=f"{s['new_tokens']} tokens in {s['wall_ms']:.0f} ms",
+            "Speculative tok/s",
+            f"{s['tokens_per_s']:.1f}",
+            help=f"tokens per second: {s['new_tokens']} tokens in {s['wall_ms']:.0f} ms",
         )
         cols[2].metric(
-            "Target alone",
-            f"{b['tokens_per_s']:.1f} tokens/s",
-            help=f"{b['new_tokens']} tokens in {b['wall_ms']:.0f} ms",
+            "Target-only tok/s",
+            f"{b['tokens_per_s']:.1f}",
+            help=f"tokens per second: {b['new_tokens']} tokens in {b['wall_ms']:.0f} ms",
         )
         cols[3].metric(
             "Target calls saved",
@@ -109,9 +123,9 @@ def headline(trace, baseline) -> None:
         )
     else:
         cols[0].metric("Speedup", "n/a", help="no baseline recorded: tick 'Also run the target alone' and Run")
-        cols[1].metric("Speculative" if spec else "Target alone", f"{s['tokens_per_s']:.1f} tokens/s")
-        cols[2].metric("Target calls", f"{s['target_calls']} for {s['new_tokens']} tokens")
-        cols[3].metric("Wall time", f"{s['wall_ms']:.0f} ms")
+        cols[1].metric(f"{'Speculative' if spec else 'Target-only'} tok/s", f"{s['tokens_per_s']:.1f}")
+        cols[2].metric("Target calls", f"{s['target_calls']}", help=f"for {s['new_tokens']} tokens")
+        cols[3].metric("Wall time (ms)", f"{s['wall_ms']:.0f}")
     cols = st.columns(4)
     rate = s.get("acceptance_rate")
     cols[0].metric(
@@ -120,7 +134,7 @@ def headline(trace, baseline) -> None:
         help=f"accepted drafts ÷ drafted tokens ({s['accepted']} of {s['drafted']})",
     )
     cols[1].metric(
-        "Tokens per iteration",
+        "Tokens / iteration",
         f"{s['mean_accepted_length']:.2f}",
         help="mean accepted length: tokens emitted per iteration, the correction included",
     )
