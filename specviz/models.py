@@ -18,6 +18,7 @@ import socket
 import tempfile
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,7 +92,8 @@ def default_device() -> str:
 
 
 _load_lock = threading.Lock()
-_loaded: dict[tuple, LoadedModel] = {}
+_loaded: OrderedDict[tuple, LoadedModel] = OrderedDict()
+MAX_LOADED = 4  # models kept in memory per process; the least recently used one is dropped first
 
 
 def load_model(
@@ -114,8 +116,12 @@ def load_model(
         raise ModelError("device 'cuda' was asked for but no CUDA GPU is visible; use device 'cpu'.")
     key = (name, device, dtype, repr(device_map), trust_remote_code)
     with _load_lock:
-        if key not in _loaded:
+        if key in _loaded:
+            _loaded.move_to_end(key)
+        else:
             _loaded[key] = _load(name, device, dtype, device_map, trust_remote_code)
+            while len(_loaded) > MAX_LOADED:
+                _loaded.popitem(last=False)  # a run still using it keeps its own reference
         return _loaded[key]
 
 
