@@ -173,6 +173,8 @@ def parse_json(text: str | bytes) -> Any:
         raise TraceError(
             f"The trace file is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.{hint}"
         ) from None
+    except RecursionError:  # e.g. "[[[[..." 100 000 deep: json gives up with RecursionError, not a decode error
+        raise TraceError("The trace file is nested too deeply to be a trace (was it made by specviz?).") from None
 
 
 def _too_big(size: int) -> str:
@@ -222,6 +224,9 @@ def validate(data: Any) -> None:
         raise TraceError("iterations: an untraced run must have an empty iteration list.")
     if "extra" in data:
         _expect(isinstance(data["extra"], dict), "extra", "an object")
+        texts = data["extra"].get("token_text", {})
+        _expect(isinstance(texts, dict), "extra.token_text", "an object of token id -> text")
+        _expect(all(isinstance(v, str) for v in texts.values()), "extra.token_text", "texts for every token id")
 
 
 def _validate_config(cfg: Any, mode: str) -> None:
@@ -255,8 +260,11 @@ def _validate_config(cfg: Any, mode: str) -> None:
 
 def _validate_summary(s: Any) -> None:
     _expect(isinstance(s, dict), "summary", "an object")
-    for key in ("iterations", "drafted", "accepted", "new_tokens"):
+    for key in ("iterations", "drafted", "accepted", "new_tokens", "target_calls"):
         _int(s.get(key), f"summary.{key}", 0, 10**9)
+    for key in ("draft_ms", "verify_ms"):  # optional, but shown as numbers when present
+        if key in s:
+            _number(s[key], f"summary.{key}", 0, 1e12)
     for key in ("wall_ms", "tokens_per_s", "mean_accepted_length"):
         _number(s.get(key), f"summary.{key}", 0, 1e12)
     for key in ("acceptance_rate", "alpha"):
@@ -332,6 +340,7 @@ def _validate_iterations(data: dict) -> None:
             _expect(n == len(drafts), f"{where}.correction.kind", '"resample" (a draft was rejected)')
         _int(corr.get("token_id"), f"{where}.correction.token_id", 0, 10**7)
         _expect(isinstance(corr.get("token"), str), f"{where}.correction.token", "text")
+        _number(corr.get("p"), f"{where}.correction.p", 0, 1 + 1e-4)
         _expect(corr.get("position") == len(emitted), f"{where}.correction.position", str(len(emitted)))
         emitted.append(corr["token_id"])
 
@@ -343,9 +352,9 @@ def _validate_iterations(data: dict) -> None:
     _same(s["accepted"], accepted_total, "summary.accepted")
     _same(s["new_tokens"], len(emitted), "summary.new_tokens")
     if drafted:
-        _close(s["acceptance_rate"], accepted_total / drafted, "summary.acceptance_rate")
+        _close(s.get("acceptance_rate"), accepted_total / drafted, "summary.acceptance_rate")
     if betas:
-        _close(s["alpha"], sum(betas) / len(betas), "summary.alpha")
+        _close(s.get("alpha"), sum(betas) / len(betas), "summary.alpha")
     if iterations:
         _close(s["mean_accepted_length"], len(emitted) / len(iterations), "summary.mean_accepted_length")
 
