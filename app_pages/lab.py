@@ -116,6 +116,8 @@ def _run(rules: list[str], choice: str, k: int, n: int, gamma: int, temperature:
             for j, rule in enumerate(rules):
 
                 def progress(done: int, total: int, j=j, rule=rule) -> None:
+                    if done % max(1, total // 50) and done != total:
+                        return  # about 50 updates per rule: each one is a message to the browser
                     bar.progress(
                         (j + done / total) / len(rules),
                         text=f"Rule {j + 1} of {len(rules)} ({rule}): sample {done} of {total}",

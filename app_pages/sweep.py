@@ -57,6 +57,9 @@ def _run(choice: str, gammas: list[int], temperatures: list[float], max_new: int
     try:
         prompt, target, draft, _ = _models(choice, settings)
         total = len(temperatures) * (len(gammas) + 1)
+        # A new sweep replaces the shown one at once: a Stop click interrupts this script, and what
+        # on_progress stored by then is what the page shows afterwards ("stopped after n of total").
+        st.session_state["sweep_result"] = sweep.SweepResult(config={}, runs_total=total)
         bar.progress(0.0, text=f"Warming up, then {total} runs…")
 
         def progress(done: int, total: int, partial: sweep.SweepResult) -> None:
@@ -106,7 +109,8 @@ def _show(result: sweep.SweepResult) -> None:
     base = ", ".join(
         f"T {float(t):g}: {v:.1f}" for t, v in sorted(result.baselines.items(), key=lambda kv: float(kv[0]))
     )
-    cols[3].metric("Target alone", f"{len(result.baselines)} temperatures", help=f"tokens/s: {base}")
+    n_base = len(result.baselines)
+    cols[3].metric("Target alone", f"{n_base} temperature{'s' if n_base != 1 else ''}", help=f"tokens/s: {base}")
     st.plotly_chart(sweep_charts.speedup_heatmap(result), key="sweep-heatmap")
     left, right = st.columns(2)
     left.plotly_chart(sweep_charts.tokens_per_iteration_sweep_figure(result), key="sweep-tokens")

@@ -3,6 +3,7 @@ streamlit), each with a title, labelled axes with units, and a legend where colo
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 
@@ -160,6 +161,12 @@ def test_speedup_heatmap():
 def test_heatmap_of_a_stopped_sweep_leaves_unreached_cells_empty():
     fig = sweep_charts.speedup_heatmap(make_sweep(stopped=True))
     assert fig.data[0].z[1][1] is None and fig.data[0].z[1][0] is not None
+    result = make_sweep(stopped=True)
+    result.cells = result.cells[:2]  # only gamma 1 and 2 at T = 0 were reached
+    result.config = {"gammas": [1, 2, 3], "temperatures": [0.0, 1.0]}
+    heat = sweep_charts.speedup_heatmap(result).data[0]
+    assert list(heat.x) == ["1", "2", "3"] and list(heat.y) == ["0", "1"]  # the planned grid
+    assert heat.z[0][2] is None and list(heat.z[1]) == [None, None, None]
 
 
 def test_empty_sweep_says_so():
@@ -219,3 +226,13 @@ def test_new_chart_modules_import_without_torch_or_streamlit():
         "bad = [m for m in ('torch', 'streamlit') if m in sys.modules]; assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_rules_figure_bars_grow_with_the_evidence():
+    results = {"exact": make_lab(), "resample_from_p": make_lab("resample_from_p", shift=True)}
+    fig = lab_charts.rules_figure(results, ["resample_from_p"])
+    correct, wrong = fig.data
+    assert correct.y[0] == pytest.approx(-math.log10(0.8))
+    assert wrong.y[0] == pytest.approx(16)  # 1e-40 drawn at the 1e-16 floor
+    assert wrong.text[0] == "p = 1e-40"
+    assert fig.layout.shapes[0].y0 == pytest.approx(2)  # the 0.01 line

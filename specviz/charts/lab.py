@@ -142,10 +142,12 @@ def rules_rows(results: dict[str, dict[str, Any]], costs: dict[str, float] | Non
 
 
 def rules_figure(results: dict[str, dict[str, Any]], wrong_rules: Sequence[str]) -> go.Figure:
-    """The p-value of each rule's speculative samples on a log axis, with the 0.01 line: bars below
-    it mean the statistic says 'this is not the target's distribution'. Green: a correct rule, red: a wrong one."""
+    """Evidence against p for each rule's speculative samples: −log10 of the goodness-of-fit p-value,
+    so a taller bar means 'further from the target's distribution'. Above the line (p-value 0.01)
+    the test rejects. Green: a correct rule, red: a wrong one. p-values below 1e-16 (or exactly 0,
+    an impossible sample) are drawn at 16; the label gives the number."""
     fig = go.Figure()
-    floor = 1e-16  # p-values below this (or exactly 0) are drawn at the floor; the label gives the number
+    floor = 1e-16
     for correct in (True, False):
         rules = [rule for rule in results if (rule not in wrong_rules) == correct]
         if not rules:
@@ -153,26 +155,27 @@ def rules_figure(results: dict[str, dict[str, Any]], wrong_rules: Sequence[str])
         ps = [(_test(results[rule], "spec_test") or {}).get("p_value") for rule in rules]
         fig.add_bar(
             x=rules,
-            y=[max(p, floor) if p is not None else None for p in ps],
+            y=[-math.log10(max(p, floor)) if p is not None else None for p in ps],
             name="correct rule (keeps p exactly)" if correct else "wrong rule (changes the distribution)",
             marker_color=CORRECT_COLOR if correct else WRONG_COLOR,
-            text=[("n/a" if p is None else "0 (impossible sample)" if p == 0 else f"{p:.2g}") for p in ps],
+            text=[("n/a" if p is None else "p = 0 (impossible sample)" if p == 0 else f"p = {p:.2g}") for p in ps],
             textposition="outside",
             hovertemplate="%{x}: p-value %{text}<extra></extra>",
         )
+    threshold = -math.log10(SIGNIFICANCE)
     fig.add_hline(
-        y=SIGNIFICANCE,
+        y=threshold,
         line={"color": "#424242", "dash": "dash"},
-        annotation_text=f"p = {SIGNIFICANCE}: below, the test rejects",
-        annotation_position="top right",
+        annotation_text=f"p-value {SIGNIFICANCE}: above this line the test rejects",
+        annotation_position="top left",
     )
     fig.update_layout(
         **LAYOUT,
-        title=titled("Does each rule sample from p? Goodness-of-fit p-value of its samples"),
+        title=titled("Does each rule sample from p? Evidence against p from its samples"),
         xaxis_title="verification rule",
-        yaxis_title="p-value (log scale; small = not p)",
+        yaxis_title="evidence against p: −log₁₀(p-value)",
         height=400,
         barmode="group",
     )
-    fig.update_yaxes(type="log", exponentformat="power")
+    fig.update_yaxes(range=[0, 18.5])
     return fig

@@ -34,7 +34,9 @@ def speedup_heatmap(result: Any) -> go.Figure:
     The colour scale is centred on 1×: red slower, white even, green faster; each cell is labelled.
     Cells a stopped sweep never reached stay empty.
     """
-    gammas, temps = result.gammas(), result.temperatures()
+    # The planned grid when known, so the cells a stopped sweep never reached show as gaps.
+    gammas = sorted({*result.gammas(), *(result.config.get("gammas") or [])})
+    temps = sorted({*result.temperatures(), *(float(t) for t in result.config.get("temperatures") or [])})
     fig = go.Figure()
     layout = {
         **LAYOUT,
