@@ -2,7 +2,7 @@
 short explanation and a live figure from a shipped example trace (opens instantly, no model).
 
 Text lives in assets/lesson/lesson.<language>.json (English, Chinese). ?step=N opens step N (validated);
-a toggle switches to a presenter view with large type.
+a toggle switches to a presenter view with large type (and no sidebar, for a projector).
 """
 
 import html
@@ -33,6 +33,8 @@ PRESENTER_CSS = """<style>
 [data-testid="stMain"] h1 {font-size: 3.2rem !important}
 [data-testid="stMain"] h2 {font-size: 2.4rem !important}
 [data-testid="stMain"] .sv-stream {font-size: 26px !important}
+[data-testid="stMain"] [data-testid="stWidgetLabel"] p {font-size: 1rem !important}
+[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"] {display: none !important}
 </style>"""
 
 
@@ -165,7 +167,9 @@ def _figure(kind: str, trace: Trace, baseline: Trace | None, big: bool) -> None:
             st.info("The lesson trace has no iteration where every draft passed.")
             return
         it = trace.iterations[picks["bonus"]]
-        st.caption(f"Iteration {it['index'] + 1} of the example: all {len(it['drafts'])} drafts accepted.")
+        n = len(it["drafts"])
+        drafts_text = f"every one of its {n} drafts" if n > 1 else "its only draft"
+        st.caption(f"Iteration {it['index'] + 1} of the example: {drafts_text} accepted.")
         _stream(it, extra)
         corr = next(r for r in iteration_tokens(it) if not r["is_draft"])
         fig = bonus_figure(corr, extra)
