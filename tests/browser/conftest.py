@@ -1,0 +1,131 @@
+"""Browser fixtures: the real app under `streamlit run`, and Debian's Chromium driven by Playwright.
+
+One app process serves the whole browser session of tests (models load once, as in production).
+Its log goes to artifacts/app.log; every test checks that the part of the log written while it
+ran holds no traceback, and that no page it saw showed one. Screenshots go to
+artifacts/screenshots/. Playwright's own browser download is never used.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from .helpers import APP_LOG, CHROMIUM, CHROMIUM_ARGS, RUN_TIMEOUT_MS, SCREENSHOTS, assert_no_traceback, wait_idle
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+            return r.status == 200 and r.read().strip() == b"ok"
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def app_url():
+    """Start `streamlit run app.py` on a free port, offline; stop it after the last browser test."""
+    if not Path(CHROMIUM).is_file():
+        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (./dev.sh test does)")
+    pytest.importorskip("playwright")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONPATH=str(ROOT))
+    log = APP_LOG.open("w")
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true"]
+    cmd += ["--server.port", str(port), "--server.address", "127.0.0.1", "--server.fileWatcherType", "none"]
+    cmd += ["--browser.gatherUsageStats", "false"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 90
+        while not _healthy(url):
+            if proc.poll() is not None:
+                pytest.fail(f"the app exited with code {proc.returncode}; see {APP_LOG}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"the app did not answer /_stcore/health within 90 s; see {APP_LOG}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        log.close()
+    assert "Traceback" not in APP_LOG.read_text(errors="replace"), f"the app logged a traceback; see {APP_LOG}"
+
+
+@pytest.fixture(autouse=True)
+def app_log_has_no_traceback(request):
+    """The part of the app log written during each browser test holds no traceback."""
+    if "app_url" not in request.fixturenames:
+        yield
+        return
+    start = APP_LOG.stat().st_size if APP_LOG.exists() else 0
+    yield
+    time.sleep(0.3)  # let the server flush what the last rerun logged
+    with APP_LOG.open(errors="replace") as f:
+        f.seek(start)
+        written = f.read()
+    assert "Traceback" not in written, f"the app logged a traceback during this test:\n{written[-4000:]}"
+
+
+@pytest.fixture(scope="session")
+def browser(app_url):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def new_page(browser, request):
+    """new_page(query) -> a fresh browser context (its own Streamlit session) showing the app."""
+    contexts = []
+
+    def make(query: dict | None = None, wait: bool = True, timeout_ms: int = RUN_TIMEOUT_MS):
+        ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+        contexts.append(ctx)
+        page = ctx.new_page()
+        page.set_default_timeout(60_000)
+        url = request.getfixturevalue("app_url") + "/"
+        if query:
+            url += "?" + urllib.parse.urlencode(query)
+        page.goto(url)
+        if wait:
+            wait_idle(page, timeout_ms)
+        return page
+
+    yield make
+    for ctx in contexts:
+        for page in ctx.pages:
+            assert_no_traceback(page)
+        ctx.close()
+
+
+@pytest.fixture(scope="session")
+def foreign_vocab_model(tmp_path_factory):
+    """A local model folder whose vocabulary differs from the default target's."""
+    from .helpers import save_foreign_vocab_model
+
+    return save_foreign_vocab_model(tmp_path_factory.mktemp("foreign-vocab"))

@@ -1,0 +1,203 @@
+"""Helpers the browser tests share: waiting for the app, reading it, screenshots."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "artifacts"
+SCREENSHOTS = ARTIFACTS / "screenshots"
+APP_LOG = ARTIFACTS / "app.log"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+RUN_TIMEOUT_MS = 300_000  # one decode on a busy 2-core CPU, models loaded on first use included
+EXCEPTION_BOX = '[data-testid="stException"]'
+
+
+def wait_idle(page, timeout_ms: int = RUN_TIMEOUT_MS) -> None:
+    """Wait until the app drew its page and finished the current script run (the 'running' badge is gone)."""
+    page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
+    page.wait_for_selector('[data-testid="stSidebar"]', timeout=timeout_ms)
+    page.wait_for_selector('[data-testid="stMain"] h1', timeout=timeout_ms)  # the page itself has drawn
+    app = page.locator('[data-testid="stApp"]')
+    deadline = time.monotonic() + timeout_ms / 1000
+    quiet = 0
+    while quiet < 3:  # three calm polls in a row: a rerun that follows a run has had time to start
+        quiet = quiet + 1 if app.get_attribute("data-test-script-state") == "notRunning" else 0
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the app was still running after {timeout_ms / 1000:.0f} s")
+        page.wait_for_timeout(200)
+
+
+def assert_no_traceback(page) -> None:
+    """No raw traceback or Streamlit exception box on the page."""
+    assert page.locator(EXCEPTION_BOX).count() == 0, page.locator(EXCEPTION_BOX).first.inner_text()
+    text = page.locator("body").inner_text()
+    assert "Traceback" not in text, text[:2000]
+
+
+def shot(page, name: str) -> Path:
+    """Save a full-page screenshot as a test artefact."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{re.sub(r'[^a-z0-9_-]+', '-', name.lower())}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def main_text(page) -> str:
+    return page.locator('[data-testid="stMain"]').inner_text()
+
+
+def sidebar_text(page) -> str:
+    return page.locator('[data-testid="stSidebar"]').inner_text()
+
+
+def goto_page(page, title: str) -> None:
+    """Open a page through the sidebar navigation (keeps the session, unlike loading its URL)."""
+    page.locator('[data-testid="stSidebarNav"] a', has_text=title).first.click()
+    page.wait_for_timeout(300)
+    wait_idle(page)
+    assert_no_traceback(page)
+
+
+def click_run(page, timeout_ms: int = RUN_TIMEOUT_MS) -> None:
+    page.locator('[data-testid="stSidebar"] button', has_text="Run").first.click()
+    page.wait_for_timeout(500)
+    wait_idle(page, timeout_ms)
+    assert_no_traceback(page)
+
+
+def showing(page) -> str:
+    """The 'Showing: ...' line above every page: which trace is on show."""
+    loc = page.locator('[data-testid="stCaptionContainer"]', has_text="Showing:")
+    return loc.first.inner_text() if loc.count() else ""
+
+
+def slider_input(page, label: str):
+    return page.locator(f'[data-testid="stSidebar"] input[type="range"][aria-label="{label}"]')
+
+
+def slider_value(page, label: str) -> float:
+    return float(slider_input(page, label).get_attribute("aria-valuetext") or "nan")
+
+
+def nudge_slider(page, label: str, key: str, times: int = 1) -> None:
+    """Move a sidebar slider with the keyboard, as a user can (ArrowRight, ArrowLeft, Home, End)."""
+    thumb = slider_input(page, label)
+    thumb.focus()
+    for _ in range(times):
+        page.keyboard.press(key)
+    page.keyboard.press("Tab")  # the value is sent when the thumb lets go
+    page.wait_for_timeout(400)
+    wait_idle(page)
+
+
+def choose(page, label: str, option: str) -> None:
+    """Pick an option of a sidebar selectbox by its visible text."""
+    box = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]', has_text=label)
+    box.locator("input").first.click()
+    page.keyboard.type(option)  # the list is virtual: filter it, then take the first match
+    page.locator('[role="option"]', has_text=option).first.click()
+    page.wait_for_timeout(400)
+    wait_idle(page)
+
+
+def type_into(page, label: str, text: str) -> None:
+    """Replace the text of a sidebar text input or text area and commit it (as leaving the field does)."""
+    field = page.locator('[data-testid="stSidebar"]').get_by_label(label, exact=True)
+    field.fill(text)
+    field.press("Tab")
+    page.wait_for_timeout(400)
+    wait_idle(page)
+
+
+def download(page, label: str) -> bytes:
+    """Click a download button on the main page and return the file it sends."""
+    button = page.locator('[data-testid="stDownloadButton"] button', has_text=label).first
+    with page.expect_download(timeout=60_000) as info:
+        button.click()
+    path = info.value.path()
+    data = Path(path).read_bytes()
+    wait_idle(page)
+    return data
+
+
+def upload(page, files: list[tuple[str, bytes]]) -> None:
+    """Put files into the Traces page's uploader and press 'Open the uploaded trace' if it appears."""
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(
+        [{"name": name, "mimeType": "application/json", "buffer": data} for name, data in files]
+    )
+    page.wait_for_timeout(800)
+    wait_idle(page)
+    button = page.locator('[data-testid="stMain"] button', has_text="Open the uploaded trace")
+    if button.count():
+        button.first.click()
+        page.wait_for_timeout(400)
+        wait_idle(page)
+    assert_no_traceback(page)
+
+
+def clear_uploads(page) -> None:
+    """Remove the files the uploader holds (each has a delete button)."""
+    for _ in range(10):
+        buttons = page.locator('[data-testid="stFileChipDeleteBtn"] button')
+        if not buttons.count():
+            break
+        buttons.first.click()
+        page.wait_for_timeout(300)
+        wait_idle(page)
+
+
+def errors(page) -> list[str]:
+    return [e.inner_text() for e in page.locator('[data-testid="stAlertContentError"]').all()]
+
+
+def warnings(page) -> list[str]:
+    return [e.inner_text() for e in page.locator('[data-testid="stAlertContentWarning"]').all()]
+
+
+def nav_titles(page) -> list[str]:
+    return [a.inner_text().split("\n")[-1].strip() for a in page.locator('[data-testid="stSidebarNavLink"]').all()]
+
+
+def stream_text(page) -> str:
+    """The coloured token stream of the page (fails with the page text when there is none)."""
+    stream = page.locator(".sv-stream")
+    if not stream.count():
+        raise AssertionError(f"no token stream on the page:\n{main_text(page)[:3000]}")
+    return stream.first.inner_text()
+
+
+def save_foreign_vocab_model(folder: Path) -> Path:
+    """Save a tiny causal LM whose tokenizer is not the default target's (a 40-word vocabulary).
+
+    Used as a custom draft: loading it works offline (it is a local folder), the vocabulary check
+    must then refuse it.
+    """
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import Whitespace
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    words = ["<unk>", "<eos>"] + [f"w{i}" for i in range(38)]
+    tok = Tokenizer(WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tok.pre_tokenizer = Whitespace()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", eos_token="<eos>")
+    config = LlamaConfig(
+        vocab_size=len(words),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+        eos_token_id=1,
+        bos_token_id=None,
+        pad_token_id=None,
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder

@@ -1,0 +1,192 @@
+"""Bad input in the browser: each gets a clear message, the app keeps running, and nothing the user
+had (the trace on show, the sidebar settings) is lost. Below the browser the same inputs are tested in
+tests/test_hardening.py and tests/test_hardening_app.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specviz.trace import MAX_TRACE_BYTES
+
+from .helpers import (
+    choose,
+    clear_uploads,
+    click_run,
+    errors,
+    goto_page,
+    main_text,
+    nudge_slider,
+    shot,
+    showing,
+    sidebar_text,
+    slider_value,
+    type_into,
+    upload,
+)
+
+pytestmark = pytest.mark.browser
+
+GAMMA = "γ (draft tokens per iteration)"
+TEMPERATURE = "Temperature"
+EXAMPLE = "01-default.json"
+
+
+def _example_bytes() -> bytes:
+    from .helpers import ROOT
+
+    return (ROOT / "assets" / "examples" / EXAMPLE).read_bytes()
+
+
+def bad_traces() -> dict[str, tuple[bytes, str]]:
+    """name -> (file content, words the error must contain)."""
+    good = _example_bytes()
+    data = json.loads(good)
+    nan = good.replace(b'"temperature": 0.0', b'"temperature": NaN', 1)
+    huge = json.loads(good)
+    huge["iterations"][0]["drafts"][0]["q"] = 1e308
+    inf = good.replace(b'"wall_ms": ', b'"wall_ms": 1e999, "was": ', 1)
+    wrong_schema = dict(data, schema="specviz.trace/99")
+    return {
+        "not-json.json": (b"this is not JSON at all", "not valid JSON"),
+        "truncated.json": (good[: len(good) // 2], "looks truncated"),
+        "wrong-schema.json": (json.dumps(wrong_schema).encode(), "Unsupported trace schema 'specviz.trace/99'"),
+        "nan.json": (nan, "NaN, which is not a valid number"),
+        "huge-number.json": (json.dumps(huge).encode(), "expected a number from 0 to 1, got 1e+308"),
+        "infinite.json": (inf, "expected a finite number, got inf"),
+        "deep.json": (b"[" * 100_000, "nested too deeply"),
+        "pickle.json": (b"\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00\x8c\x05posix\x94.", "not UTF-8"),
+    }
+
+
+def _kept(page, before: str, gamma: float) -> None:
+    """The trace on show and the settings survived."""
+    goto_page(page, "Playground")
+    assert showing(page) == before
+    assert slider_value(page, GAMMA) == gamma
+    assert page.locator(".sv-stream .sv-tok").count() > 0
+
+
+def test_empty_prompt_keeps_the_trace_and_the_settings(new_page):
+    page = new_page()
+    before = showing(page)
+    nudge_slider(page, GAMMA, "ArrowRight", times=2)  # the user's own settings: γ 6
+    type_into(page, "Prompt", "")
+    click_run(page)
+    msgs = errors(page)
+    assert any("The prompt is empty: type some text for the model to continue." in m for m in msgs), msgs
+    assert any("Nothing was lost" in m for m in msgs)
+    shot(page, "bad-empty-prompt")
+    _kept(page, before, 6)
+
+
+def test_link_values_outside_the_sliders_are_clamped_with_a_message(new_page):
+    # The empty prompt stops the run the link asks for before any decoding: only the clamping is on show.
+    page = new_page({"gamma": "99", "temperature": "7", "max_new": "100000", "top_p": "-3", "prompt": ""})
+    side = sidebar_text(page)
+    for msg in (
+        "γ: 99 is outside 1..16; using 16.",
+        "temperature: 7.0 is outside 0.0..2.0; using 2.0.",
+        "max new tokens: 100000 is outside 1..256; using 256.",
+        "top-p: -3.0 is outside 0.05..1.0; using 0.05.",
+    ):
+        assert msg in side, side
+    assert slider_value(page, GAMMA) == 16 and slider_value(page, TEMPERATURE) == 2.0
+    assert slider_value(page, "Max new tokens") == 256
+    assert any("prompt is empty" in m for m in errors(page))
+    shot(page, "bad-url-out-of-range")
+    nan_page = new_page({"gamma": "nan", "temperature": "hot", "prompt": ""})
+    side = sidebar_text(nan_page)
+    assert "γ: 'nan' is not a finite number; using the default." in side
+    assert "temperature: 'hot' is not a number; using the default." in side
+    assert slider_value(nan_page, GAMMA) == 4 and slider_value(nan_page, TEMPERATURE) == 0.0
+
+
+def test_a_prompt_longer_than_the_app_allows_is_cut_with_a_message(new_page):
+    """The model reads 8192 tokens; the app takes at most 2000 characters, so the context cannot overflow
+    from here (the library refusal is tested in tests/test_hardening.py)."""
+    page = new_page({"prompt": "ab " * 3000, "max_new": "2", "baseline": "0"})
+    assert "prompt: longer than 2000 characters; cut to that length." in sidebar_text(page)
+    prompt = page.locator('[data-testid="stSidebar"]').get_by_label("Prompt", exact=True).input_value()
+    assert len(prompt) == 2000
+    assert "run here" in showing(page)  # the cut prompt ran
+    shot(page, "bad-long-prompt")
+
+
+def test_bad_trace_files_get_clear_errors_and_keep_the_trace(new_page):
+    page = new_page()
+    before = showing(page)
+    nudge_slider(page, GAMMA, "ArrowLeft")  # γ 3: the user's settings must survive too
+    goto_page(page, "Traces")
+    for name, (content, words) in bad_traces().items():
+        upload(page, [(name, content)])
+        msgs = errors(page)
+        assert any(name in m and words in m for m in msgs), (name, msgs)
+        clear_uploads(page)
+    shot(page, "bad-trace-files")
+    # many megabytes: the uploader refuses it before it reaches the server
+    big = b" " * (MAX_TRACE_BYTES + 5 * 1024 * 1024)
+    upload(page, [("huge.json", big)])
+    assert "File must be 20.0MB or smaller." in main_text(page)
+    assert page.locator('[data-testid="stMain"] button', has_text="Open the uploaded trace").count() == 0
+    shot(page, "bad-trace-too-big")
+    clear_uploads(page)
+    _kept(page, before, 3)
+
+
+def test_missing_custom_model_wrong_vocabulary_and_offline_pair(new_page, foreign_vocab_model):
+    page = new_page()
+    before = showing(page)
+    choose(page, "Model pair", "Custom pair")
+    type_into(page, "Target model (Hugging Face name)", "nobody/no-such-model")
+    click_run(page)
+    msgs = errors(page)
+    assert any("The model 'nobody/no-such-model' is not available offline" in m for m in msgs), msgs
+    shot(page, "bad-missing-model")
+
+    type_into(page, "Target model (Hugging Face name)", "offline:smollm2-135m-instruct")
+    type_into(page, "Draft model, or ngram / self", str(foreign_vocab_model))
+    click_run(page)
+    msgs = errors(page)
+    assert any("do not share a vocabulary" in m and "same model family" in m for m in msgs), msgs
+    shot(page, "bad-vocabulary")
+
+    choose(page, "Model pair", "Online: SmolLM2 1.7B / 135M")
+    click_run(page, timeout_ms=60_000)  # must fail fast offline, not hang
+    msgs = errors(page)
+    assert any("HuggingFaceTB/SmolLM2-1.7B-Instruct' is not available offline" in m for m in msgs), msgs
+    shot(page, "bad-offline-pair")
+    goto_page(page, "Playground")
+    assert showing(page) == before  # the example is still on show
+    # the app still works: every page opens
+    for title in ("Step inspector", "Timeline", "Acceptance", "Traces"):
+        goto_page(page, title)
+
+
+XSS = "<img src=x onerror=window.__xss=1>"
+
+
+def test_html_in_traces_and_prompts_shows_as_text(new_page):
+    """Token and prompt text is data: an uploaded trace full of markup runs no script and shows the markup."""
+    from test_charts import EVIL, make_trace
+
+    page = new_page()
+    page.evaluate("window.__xss = 0")
+    evil = make_trace(evil=True).to_json().replace(EVIL, XSS)
+    goto_page(page, "Traces")
+    upload(page, [("evil.json", evil.encode())])
+    assert "Opened the uploaded evil.json" in main_text(page)
+    for title in ("Playground", "Step inspector", "Acceptance", "Timeline"):
+        goto_page(page, title)
+        page.wait_for_timeout(300)
+        assert page.evaluate("window.__xss") == 0, f"markup from the trace ran on {title}"
+        assert page.locator('[data-testid="stMain"] img[src="x"]').count() == 0
+    goto_page(page, "Playground")
+    tokens = page.locator(".sv-stream").first
+    assert XSS in tokens.inner_text()
+    tokens.locator(".sv-tok", has_text=XSS).first.hover()  # its hover card escapes it too
+    assert page.evaluate("window.__xss") == 0
+    page.locator('[data-testid="stExpander"] summary').first.click()
+    assert XSS in main_text(page)  # the prompt, shown as text
+    shot(page, "escaped-markup")

@@ -1,0 +1,191 @@
+"""The app as a user meets it: real browser, real `streamlit run`, the offline default models.
+
+Runs are kept short (at most 12 new tokens) because the suite must pass on a small shared CPU.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specviz.trace import validate
+
+from .helpers import (
+    assert_no_traceback,
+    click_run,
+    download,
+    goto_page,
+    main_text,
+    nav_titles,
+    nudge_slider,
+    shot,
+    showing,
+    slider_value,
+    stream_text,
+    upload,
+    wait_idle,
+    warnings,
+)
+
+pytestmark = pytest.mark.browser
+
+GAMMA = "γ (draft tokens per iteration)"
+TEMPERATURE = "Temperature"
+CORE_PAGES = ["Playground", "Step inspector", "Timeline", "Acceptance", "Traces"]
+
+
+@pytest.fixture(scope="module")
+def greedy_reference():
+    """greedy_reference(prompt, n) -> the target's own greedy tokens, decoded in the test process."""
+    from specviz import autoregressive_generate
+
+    cache: dict = {}
+
+    def get(prompt: str, n: int) -> list[int]:
+        if (prompt, n) not in cache:
+            trace = autoregressive_generate(prompt, temperature=0, max_new_tokens=n)
+            cache[prompt, n] = trace.output_token_ids
+        return cache[prompt, n]
+
+    return get
+
+
+def test_first_visit_shows_an_example_on_every_page(new_page):
+    """No model is needed to look around: the first visit opens a gallery trace; every page draws it."""
+    page = new_page()
+    assert showing(page).startswith("Showing: example:")
+    titles = nav_titles(page)
+    assert set(CORE_PAGES) <= set(titles), titles
+    for title in titles:
+        goto_page(page, title)
+        assert_no_traceback(page)
+        shot(page, f"page-{title}")
+    goto_page(page, "Playground")
+    assert page.locator(".sv-stream .sv-tok").count() > 5
+
+
+def test_playground_run_every_page_download_and_upload(new_page, greedy_reference):
+    """Run the default pair (a shared link with max_new=12), read the tokens and numbers, open every page,
+    step through iterations, download the trace, check it, upload it again, then change γ and temperature."""
+    prompt = "List three fruits."
+    page = new_page({"max_new": "12", "prompt": prompt})  # a link with settings runs them on arrival
+    assert showing(page).startswith("Showing: run here"), showing(page)
+    shot(page, "playground-after-run")
+
+    # the coloured tokens, with their legend and hover cards
+    stream = page.locator(".sv-stream").first
+    tokens = stream.locator(".sv-tok")
+    assert tokens.count() >= 12
+    statuses = {c.split("sv-")[-1] for c in (t.get_attribute("class") for t in tokens.all())}
+    page_tokens = tokens.count()
+    assert statuses <= {"accepted", "rejected", "discarded", "resampled", "bonus"} and statuses & {"resampled", "bonus"}
+    legend = page.locator(".sv-legend").first.inner_text()
+    assert all(word in legend for word in ("accepted", "rejected", "resampled", "bonus"))
+    tokens.first.hover()
+    card = tokens.first.locator(".sv-card")
+    assert card.is_visible() and "p" in card.inner_text()
+
+    # the headline numbers, with units
+    text = main_text(page)
+    for label in ("Speedup", "tokens/s", "Target calls saved", "Acceptance rate", "Tokens per iteration", "α"):
+        assert label in text, label
+    metric_values = [m.inner_text() for m in page.locator('[data-testid="stMetricValue"]').all()]
+    assert metric_values[0].endswith("×") and "tokens/s" in metric_values[1]
+
+    # every page, with a screenshot
+    for title in nav_titles(page):
+        goto_page(page, title)
+        assert "run here" in showing(page) or title not in CORE_PAGES[:4]
+        shot(page, f"run-{title}")
+
+    # step through iterations
+    goto_page(page, "Step inspector")
+    heading = page.locator("h3").first.inner_text()
+    assert heading.startswith("Iteration 1 of"), heading
+    n = int(heading.split(" of ")[1].split(":")[0])
+    if n > 1:
+        page.locator('[data-testid="stMain"] button', has_text="Next").first.click()
+        page.wait_for_timeout(300)
+        wait_idle(page)
+        assert page.locator("h3").first.inner_text().startswith("Iteration 2 of")
+        shot(page, "inspector-iteration-2")
+        page.locator('[data-testid="stMain"] button', has_text="Previous").first.click()
+        page.wait_for_timeout(300)
+        wait_idle(page)
+        assert page.locator("h3").first.inner_text().startswith("Iteration 1 of")
+
+    # download the trace: valid, greedy output equal to the target alone
+    goto_page(page, "Traces")
+    raw = download(page, "Trace (JSON)")
+    data = json.loads(raw)
+    validate(data)
+    assert data["prompt"] == prompt and data["config"]["max_new_tokens"] == 12
+    assert data["output_token_ids"] == greedy_reference(prompt, 12)
+    baseline = json.loads(download(page, "Baseline (JSON)"))
+    validate(baseline)
+    assert baseline["output_token_ids"] == data["output_token_ids"]
+    assert download(page, "Per-token CSV").startswith(b"iteration,position,token_id")
+
+    # upload it again: every page shows it, no model needed
+    upload(page, [("mine.json", raw), ("mine.baseline.json", json.dumps(baseline).encode())])
+    assert "Opened the uploaded mine.json" in main_text(page)
+    goto_page(page, "Playground")
+    assert "file: mine.json" in showing(page)
+    assert page.locator(".sv-stream .sv-tok").count() == page_tokens
+
+    # move γ and temperature: the pages say a run is needed, the URL follows, Run decodes with them
+    nudge_slider(page, GAMMA, "ArrowRight")
+    nudge_slider(page, TEMPERATURE, "ArrowRight", times=2)
+    assert slider_value(page, GAMMA) == 5 and slider_value(page, TEMPERATURE) == pytest.approx(0.1)
+    assert any("differ" in w for w in warnings(page))
+    assert "gamma=5" in page.url and "temperature=0.1" in page.url
+    assert "file: mine.json" in showing(page)  # nothing re-ran yet
+    click_run(page)
+    assert "run here" in showing(page) and "γ 5" in showing(page) and "temperature 0.1" in showing(page)
+    assert not any("differ" in w for w in warnings(page))
+    shot(page, "playground-gamma5-temperature0.1")
+
+
+def test_a_shared_link_reproduces_the_settings_and_the_trace(new_page):
+    query = {
+        "pair": "offline",
+        "gamma": "3",
+        "temperature": "0.7",
+        "seed": "7",
+        "max_new": "8",
+        "baseline": "0",
+        "prompt": "Write a haiku about the sea.",
+    }
+    first = new_page(query)
+    assert slider_value(first, GAMMA) == 3 and slider_value(first, TEMPERATURE) == pytest.approx(0.7)
+    assert "γ 3 · temperature 0.7 · seed 7" in showing(first)
+    for key, value in query.items():
+        assert f"{key}=" in first.url and value.split()[0] in first.url
+    shot(first, "shared-link")
+    text_first = stream_text(first)
+    second = new_page(query)  # the same link in another browser: the same sampled tokens
+    assert stream_text(second) == text_first
+
+
+def test_the_lesson_can_be_followed(new_page):
+    page = new_page()
+    lesson = [t for t in nav_titles(page) if "lesson" in t.lower()]
+    if not lesson:
+        pytest.skip("the app has no lesson page yet (issue 5)")
+    goto_page(page, lesson[0])
+    assert page.locator("h1").first.inner_text().startswith("1.")
+    shot(page, "lesson-step-1")
+    step = 1
+    while step < 30:
+        nxt = page.locator('[data-testid="stMain"] button', has_text="Next")
+        if not nxt.count() or nxt.first.is_disabled():
+            break
+        nxt.first.click()
+        page.wait_for_timeout(300)
+        wait_idle(page)
+        assert_no_traceback(page)
+        step += 1
+        assert page.locator("h1").first.inner_text().startswith(f"{step}."), page.locator("h1").first.inner_text()
+        shot(page, f"lesson-step-{step}")
+    assert step > 1 and f"{step} of {step}" in main_text(page)  # followed to the last step
