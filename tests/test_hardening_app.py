@@ -1,0 +1,145 @@
+"""Bad input through the app's script (streamlit.testing AppTest, no browser): each gets a clear
+message, the app keeps running, and the trace on show and the sidebar settings are kept.
+The browser versions are in tests/browser/test_bad_input.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from specviz.trace import MAX_TRACE_BYTES
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+EXAMPLE = ROOT / "assets" / "examples" / "01-default.json"
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def new_app(query: dict | None = None, timeout: float = 60) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=timeout)
+    at.query_params.update(query or {})
+    return at.run()
+
+
+def ok(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def showing(at: AppTest) -> str:
+    return next(c.value for c in at.caption if c.value.startswith("Showing")).replace("\\", "")
+
+
+def errors(at: AppTest) -> list[str]:
+    return [e.value for e in at.error]
+
+
+def upload(at: AppTest, name: str, data: bytes) -> AppTest:
+    ok(at.switch_page("app_pages/traces.py").run())
+    at.file_uploader(key="upload").set_value([(name, data, "application/json")]).run()
+    at.button[[b.label for b in at.button].index("Open the uploaded trace")].click().run()
+    return ok(at)
+
+
+def kept(at: AppTest, before: str, gamma: int) -> None:
+    ok(at.switch_page("app_pages/playground.py").run())
+    assert showing(at) == before and at.slider(key="s_gamma").value == gamma
+
+
+def test_empty_prompt_gets_a_message_and_keeps_the_trace_and_settings():
+    at = new_app()
+    before = showing(at)
+    at.slider(key="s_gamma").set_value(6)
+    at.text_area(key="s_prompt").set_value("   ")
+    at.button(key="run_sidebar").click().run()
+    ok(at)
+    assert "The prompt is empty: type some text for the model to continue." in errors(at)[0]
+    assert "Nothing was lost" in errors(at)[0]
+    kept(at, before, 6)
+
+
+def test_link_values_outside_the_sliders_are_clamped():
+    at = ok(new_app({"gamma": "99", "temperature": "7", "max_new": "100000", "prompt": ""}))
+    warnings = [w.value for w in at.sidebar.warning]
+    assert "From the link: γ: 99 is outside 1..16; using 16." in warnings
+    assert "From the link: temperature: 7.0 is outside 0.0..2.0; using 2.0." in warnings
+    assert at.slider(key="s_gamma").value == 16 and at.slider(key="s_temperature").value == 2.0
+    assert at.slider(key="s_max_new").value == 256
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "words"),
+    [
+        ("nan.json", EXAMPLE.read_bytes().replace(b'"temperature": 0.0', b'"temperature": NaN', 1), "contains NaN"),
+        ("deep.json", b"[" * 100_000, "nested too deeply"),
+        ("pickle.json", b"\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00\x8c\x05posix\x94.", "not UTF-8"),
+        (
+            "huge.json",
+            b" " * (MAX_TRACE_BYTES + 1),
+            "the limit is 21 MB",
+        ),  # what a client skipping the widget check gets
+        ("no-calls.json", EXAMPLE.read_bytes().replace(b'"target_calls"', b'"target_callz"', 1), "target_calls"),
+    ],
+)
+def test_bad_uploads_get_clear_errors_and_keep_the_trace(name, content, words):
+    at = new_app()
+    before = showing(at)
+    at.slider(key="s_gamma").set_value(3).run()
+    upload(at, name, content)
+    assert any(name in e and words in e for e in errors(at)), errors(at)
+    kept(at, before, 3)
+
+
+def test_runs_are_told_when_they_wait_for_another_sessions_decode(monkeypatch):
+    """state.run hands the decoder an on_wait callback; what it shows is the queue position."""
+    import specviz.decoder
+    from specviz.errors import ConfigError
+
+    seen = []
+
+    def fake(*args, on_wait=None, **kwargs):
+        seen.append(on_wait)
+        on_wait(2)  # what specviz.gate does while two runs are ahead
+        raise ConfigError("stop here")
+
+    monkeypatch.setattr(specviz.decoder, "speculative_generate", fake)
+    at = new_app()
+    at.button(key="run_sidebar").click().run()
+    ok(at)
+    assert seen and callable(seen[0])
+    assert "stop here" in errors(at)[0]
+    source = (ROOT / "specviz_app" / "state.py").read_text(encoding="utf-8")
+    assert "Waiting for the model: {ahead} run(s) from other sessions ahead of yours" in source
+
+
+@pytest.mark.slow
+def test_a_custom_draft_with_another_vocabulary_is_refused_and_the_trace_kept(tmp_path):
+    from browser.helpers import save_foreign_vocab_model
+
+    folder = save_foreign_vocab_model(tmp_path / "foreign")
+    at = new_app(timeout=300)
+    before = showing(at)
+    at.selectbox(key="s_pair").set_value("custom").run()
+    at.text_input(key="s_target").set_value("offline:smollm2-135m-instruct")
+    at.text_input(key="s_draft").set_value(str(folder))
+    at.button(key="run_sidebar").click().run()
+    ok(at)
+    assert any("do not share a vocabulary" in e for e in errors(at)), errors(at)
+    ok(at.switch_page("app_pages/playground.py").run())
+    assert showing(at) == before and at.selectbox(key="s_pair").value == "custom"
+
+
+def test_a_missing_custom_model_is_named_in_the_message():
+    at = new_app()
+    at.selectbox(key="s_pair").set_value("custom").run()
+    at.text_input(key="s_target").set_value("nobody/no-such-model")
+    at.button(key="run_sidebar").click().run()
+    ok(at)
+    assert "The model 'nobody/no-such-model' is not available offline" in errors(at)[0]
+    assert "example" in showing(at)
