@@ -7,6 +7,7 @@ sweep and the lab run on the toy pair (tiny random Llamas) with small grids and 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -344,3 +345,35 @@ def test_lesson_contents_jump_to_a_step():
     no_error(at)
     assert texts(at, "title")[0].startswith("6. ")
     assert at.query_params["step"] in ("6", ["6"])
+
+
+# ----- the real offline pair (slow: loads SmolLM2-135M) ------------------------------------------
+
+
+@pytest.mark.slow
+def test_sweep_on_the_sidebar_pair():
+    at = open_page(SWEEP, timeout=600)
+    at.radio(key="sweep_models").set_value("sidebar")
+    at.slider(key="sweep_gammas").set_value((1, 2))
+    at.multiselect(key="sweep_temps").set_value([0.0])
+    at.number_input(key="sweep_max_new").set_value(4)
+    at.run()
+    at.button(key="sweep_run").click().run()
+    no_error(at)
+    assert not texts(at, "error")
+    result = at.session_state["sweep_result"]
+    assert [c["gamma"] for c in result.cells] == [1, 2] and all(c["new_tokens"] == 4 for c in result.cells)
+
+
+@pytest.mark.slow
+def test_lab_on_the_sidebar_pair_shows_token_text():
+    at = open_page(LAB, timeout=600)
+    at.radio(key="lab_models").set_value("sidebar").run()
+    at.number_input(key="lab_k").set_value(1)
+    at.number_input(key="lab_n_sidebar").set_value(20)
+    at.button(key="lab_run_one").click().run()
+    no_error(at)
+    assert not texts(at, "error")
+    stored = at.session_state["lab_results"]
+    assert stored["results"]["exact"]["n_spec"] == 20
+    assert not any(re.fullmatch(r"#\d+", label) for label in stored["labels"])  # decoded text, not ids
