@@ -143,6 +143,13 @@ def _run(rules: list[str], choice: str, k: int, n: int, gamma: int, temperature:
         area.empty()
         st.session_state["lab_error"] = str(exc)
         return
+    except Exception as exc:  # a bug, not a user error: say so without a traceback
+        area.empty()
+        st.session_state["lab_error"] = (
+            f"Something unexpected went wrong ({type(exc).__name__}: {exc}). Try other settings; please report "
+            "this if it repeats."
+        )
+        return
     area.empty()
     labels = _labels(next(iter(results.values())), None if choice == "toy" else target) if results else []
     st.session_state["lab_results"] = {"results": results, "costs": costs, "labels": labels, "models": choice}

@@ -79,6 +79,13 @@ def _run(choice: str, gammas: list[int], temperatures: list[float], max_new: int
         area.empty()
         st.session_state["sweep_error"] = str(exc)
         return
+    except Exception as exc:  # a bug, not a user error: say so without a traceback
+        area.empty()
+        st.session_state["sweep_error"] = (
+            f"Something unexpected went wrong ({type(exc).__name__}: {exc}). Try other settings; please report "
+            "this if it repeats."
+        )
+        return
     area.empty()
     st.session_state["sweep_result"] = result
 

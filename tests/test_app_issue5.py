@@ -377,3 +377,14 @@ def test_lab_on_the_sidebar_pair_shows_token_text():
     stored = at.session_state["lab_results"]
     assert stored["results"]["exact"]["n_spec"] == 20
     assert not any(re.fullmatch(r"#\d+", label) for label in stored["labels"])  # decoded text, not ids
+
+
+def test_an_unexpected_failure_in_the_sweep_is_an_error_message_not_a_traceback(monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(sweep, "run_sweep", broken)
+    at = small_sweep(open_page(SWEEP))
+    at.button(key="sweep_run").click().run()
+    no_error(at)
+    assert any("Something unexpected went wrong (RuntimeError: boom)" in s for s in texts(at, "error"))
