@@ -100,15 +100,15 @@ def browser(app_url):
 
 @pytest.fixture
 def new_page(browser, request):
-    """new_page(query) -> a fresh browser context (its own Streamlit session) showing the app."""
+    """new_page(query, path=...) -> a fresh browser context (its own Streamlit session) showing the app."""
     contexts = []
 
-    def make(query: dict | None = None, wait: bool = True, timeout_ms: int = RUN_TIMEOUT_MS):
+    def make(query: dict | None = None, wait: bool = True, timeout_ms: int = RUN_TIMEOUT_MS, path: str = ""):
         ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
         contexts.append(ctx)
         page = ctx.new_page()
         page.set_default_timeout(60_000)
-        url = request.getfixturevalue("app_url") + "/"
+        url = request.getfixturevalue("app_url") + "/" + path
         if query:
             url += "?" + urllib.parse.urlencode(query)
         page.goto(url)

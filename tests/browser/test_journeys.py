@@ -194,3 +194,16 @@ def test_the_lesson_can_be_followed(new_page):
         assert page.locator("h1").first.inner_text().startswith(f"{step}."), page.locator("h1").first.inner_text()
         shot(page, f"lesson-step-{step}")
     assert step > 1 and f"{step} of {step}" in main_text(page)  # followed to the last step
+
+
+def test_a_lesson_link_with_a_step_out_of_range_opens_a_real_step(new_page):
+    page = new_page()
+    if not any("lesson" in t.lower() for t in nav_titles(page)):
+        pytest.skip("the app has no lesson page yet (issue 5)")
+    page = new_page({"step": "999"}, path="lesson")
+    heading = page.locator("h1").first.inner_text()
+    count = int(heading.split(".")[0])
+    assert count > 1 and any(f"showing step {count}" in w for w in warnings(page)), warnings(page)
+    page = new_page({"step": "<b>x</b>"}, path="lesson")
+    assert page.locator("h1").first.inner_text().startswith("1.")
+    assert any("is not a step number; starting at step 1." in w for w in warnings(page)), warnings(page)
