@@ -334,6 +334,8 @@ def from_json(text: str | bytes) -> SweepResult:
         data = json.loads(text, parse_constant=refuse)
     except json.JSONDecodeError as exc:
         raise SweepError(f"The file is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.") from None
+    except RecursionError:  # JSON nested thousands deep: json raises RecursionError, not a decode error
+        raise SweepError("The file is nested too deeply to be a sweep.") from None
     if not isinstance(data, dict):
         raise SweepError("The file is JSON but not a sweep: expected an object with 'schema' and 'cells'.")
     if data.get("schema") != SCHEMA:

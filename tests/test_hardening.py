@@ -320,3 +320,12 @@ def test_uploads_are_size_limited_by_the_server_and_the_widget():
         if kw.arg == "max_upload_size"
     ]
     assert limits and all(mb <= server_mb for mb in limits)
+
+
+def test_a_deeply_nested_sweep_file_gets_a_sweep_error():
+    """The Sweep page shows SpecvizError messages; json's RecursionError used to escape as a traceback."""
+    from specviz import sweep
+    from specviz.errors import SpecvizError
+
+    with pytest.raises(SpecvizError, match="nested too deeply"):
+        sweep.from_json(b"[" * 100_000)
