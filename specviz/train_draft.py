@@ -17,7 +17,7 @@ With no hub access, SmolLM2-135M-Instruct has no small sibling to draft for it, 
     5. save the draft as a standard transformers folder (fp16 safetensors + tokenizer).
 
     python -m specviz train-draft [--out specviz/weights/specviz-draft-smollm2] [--history
-        assets/draft_training.json] [--sequences 960] [--steps 300] [--threads 1] ...
+        assets/draft_training.json] [--sequences 576] [--steps 500] [--threads 1] ...
 
 Seeds are fixed; the same flags give the same draft on the same machine and library versions.
 """
@@ -46,18 +46,19 @@ class TrainConfig:
     hidden: int = 256  # draft width; the LM head (vocab x hidden) dominates its step time on a CPU
     layers: int = 3  # draft depth; each layer adds little time next to the LM head
     intermediate: int = 1024  # MLP width (4 x hidden, as in small GPTs)
-    sequences: int = 960  # target answers generated for training (held-out ones come on top)
+    sequences: int = 576  # target answers generated for training (held-out ones come on top)
     heldout: int = 24  # extra answers kept aside to measure alpha (half sampled, half greedy)
     new_tokens: int = 128  # tokens the target writes per answer (the bench decodes fewer)
     gen_batch: int = 48  # answers generated together; large enough to keep the CPU's matmuls busy
     top_k: int = 64  # target probabilities kept per position; the rest is one "other" bucket
-    steps: int = 300  # optimiser steps
+    steps: int = 500  # optimiser steps
     batch: int = 12  # answers per optimiser step
-    lr: float = 2e-3  # peak learning rate (after warm-up), cosine-decayed to 10%
-    embed_lr: float = 5e-4  # the PCA-initialised embedding already means something: move it gently
-    warmup: int = 30  # linear warm-up steps
+    lr: float = 3e-3  # peak learning rate (after warm-up), cosine-decayed to 10%
+    embed_lr: float = 1e-3  # the PCA-initialised embedding already means something: move it gently
+    norm_lr: float = 3e-2  # norm gains must grow from 0.25 towards the target's ~1.8 within a few dozen steps
+    warmup: int = 20  # linear warm-up steps
     weight_decay: float = 0.01
-    eval_every: int = 25  # steps between alpha measurements
+    eval_every: int = 50  # steps between alpha measurements
     gen_dtype: str = "bfloat16"  # the target writes the training text in bf16 (1.5x faster on AVX-512 CPUs)
     train_dtype: str = "bfloat16"  # autocast dtype for the draft's matmuls while training ("float32": off)
     threads: int = 0  # torch CPU threads (0: torch's default); 1 is far faster on a CPU shared with others
@@ -385,7 +386,7 @@ class HeldOut:
 # ----- the recipe -------------------------------------------------------------------------------
 
 
-def train(cfg: TrainConfig, out: Path, history_path: Path | None, log=print) -> dict:
+def train(cfg: TrainConfig, out: Path, history_path: Path | None, log=print, data_path: Path | None = None) -> dict:
     from specviz.models import load_model
 
     if cfg.threads:
@@ -401,12 +402,20 @@ def train(cfg: TrainConfig, out: Path, history_path: Path | None, log=print) -> 
     prompts = build_prompts(cfg.sequences + cfg.heldout, cfg.seed)
     temperatures = [1.0, 0.0]  # alternate batches: sampled text (alpha at T=1) and greedy text (T=0)
     t_gen = time.perf_counter()
-    train_samples = generate_samples(writer, prompts[: cfg.sequences], temperatures, cfg, log)
-    half = cfg.heldout // 2
-    held = prompts[cfg.sequences :]
-    held_samples = generate_samples(target, held[:half], [1.0], cfg, log)
-    held_samples += generate_samples(target, held[half:], [0.0], cfg, log)
-    gen_seconds = time.perf_counter() - t_gen
+    if data_path is not None and data_path.is_file():  # reuse text written by an earlier run
+        saved = torch.load(data_path, weights_only=False)
+        train_samples, held_samples, gen_seconds = saved["train"], saved["heldout"], saved["seconds"]
+        log(f"loaded {len(train_samples)} answers from {data_path} (written in {gen_seconds:.0f} s)")
+    else:
+        train_samples = generate_samples(writer, prompts[: cfg.sequences], temperatures, cfg, log)
+        half = cfg.heldout // 2
+        held = prompts[cfg.sequences :]
+        held_samples = generate_samples(target, held[:half], [1.0], cfg, log)
+        held_samples += generate_samples(target, held[half:], [0.0], cfg, log)
+        gen_seconds = time.perf_counter() - t_gen
+        if data_path is not None:
+            data_path.parent.mkdir(parents=True, exist_ok=True)
+            torch.save({"train": train_samples, "heldout": held_samples, "seconds": gen_seconds}, data_path)
     heldout = HeldOut(target, held_samples, pad)
     train_tokens = sum(s.topk_ids.shape[0] for s in train_samples)
     log(f"data: {len(train_samples)} answers, {train_tokens} tokens in {gen_seconds:.0f} s")
@@ -414,15 +423,17 @@ def train(cfg: TrainConfig, out: Path, history_path: Path | None, log=print) -> 
     # 2. the draft and its optimiser: the embedding moves more gently than the fresh layers.
     draft = make_draft(target, cfg)
     draft.train()
+    # Adam moves each weight by about lr per step, so the norm gains (which set the logits' scale)
+    # get a larger rate: at the layers' rate they would need hundreds of steps to reach it.
     embed = draft.get_input_embeddings().weight
     others = [p for p in draft.parameters() if p is not embed]
     decay = [p for p in others if p.ndim >= 2]
-    no_decay = [p for p in others if p.ndim < 2]
+    norms = [p for p in others if p.ndim < 2]
     optim = torch.optim.AdamW(
         [
             {"params": [embed], "lr": cfg.embed_lr, "weight_decay": 0.0, "peak": cfg.embed_lr},
             {"params": decay, "lr": cfg.lr, "weight_decay": cfg.weight_decay, "peak": cfg.lr},
-            {"params": no_decay, "lr": cfg.lr, "weight_decay": 0.0, "peak": cfg.lr},
+            {"params": norms, "lr": cfg.norm_lr, "weight_decay": 0.0, "peak": cfg.norm_lr},
         ],
         betas=(0.9, 0.95),
     )
@@ -536,6 +547,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m specviz train-draft", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder to write the draft to")
     parser.add_argument("--history", type=Path, default=DEFAULT_HISTORY, help="JSON of alpha against step")
+    parser.add_argument("--data", type=Path, default=None, help="cache the target's text here (reused if present)")
     for name, value in asdict(defaults).items():
         flag = "--" + name.replace("_", "-")
         kind = float if isinstance(value, float) else int if isinstance(value, int) else str
@@ -546,5 +558,5 @@ def main(argv: list[str] | None = None) -> int:
     def log(message: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
-    train(cfg, args.out, args.history, log)
+    train(cfg, args.out, args.history, log, args.data)
     return 0
