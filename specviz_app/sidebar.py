@@ -70,7 +70,9 @@ def init_from_url() -> None:
     query = {k: st.query_params.get_all(k) for k in st.query_params.keys()}
     st.session_state["_url_query"] = query  # the link as opened: pages with their own parameters read it (lesson)
     settings, messages = params.from_query(query)
-    st.session_state["_url_given"] = bool(query)
+    # Only run settings make a link "a demo to reproduce"; a page's own parameters (the lesson's
+    # ?step=) must not start a decode on the first visit.
+    st.session_state["_url_given"] = bool(set(query) & set(params.field_names()))
     st.session_state["_url_messages"] = messages
     _write_widget_state(settings)
 

@@ -388,3 +388,11 @@ def test_an_unexpected_failure_in_the_sweep_is_an_error_message_not_a_traceback(
     at.button(key="sweep_run").click().run()
     no_error(at)
     assert any("Something unexpected went wrong (RuntimeError: boom)" in s for s in texts(at, "error"))
+
+
+def test_a_lesson_link_opens_instantly_without_decoding():
+    """?step= is the lesson's own parameter: it must not count as a demo link that starts a decode."""
+    at = open_page(LESSON, {"step": "2"}, timeout=20)
+    assert at.session_state["_url_given"] is False
+    loaded = at.session_state["loaded"] if "loaded" in at.session_state else None
+    assert loaded is None or loaded.source != "run here"
