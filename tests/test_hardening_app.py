@@ -4,6 +4,7 @@ The browser versions are in tests/browser/test_bad_input.py."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,19 @@ from specviz.trace import MAX_TRACE_BYTES
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 EXAMPLE = ROOT / "assets" / "examples" / "01-default.json"
+
+
+def _with(section: str, key: str, raw: str) -> bytes:
+    """The example trace with one field replaced by raw JSON text (NaN and the like)."""
+    data = json.loads(EXAMPLE.read_text(encoding="utf-8"))
+    data[section][key] = "@RAW@"
+    return json.dumps(data).replace('"@RAW@"', raw).encode()
+
+
+def _without(section: str, key: str) -> bytes:
+    data = json.loads(EXAMPLE.read_text(encoding="utf-8"))
+    del data[section][key]
+    return json.dumps(data).encode()
 
 
 @pytest.fixture(autouse=True)
@@ -76,7 +90,7 @@ def test_link_values_outside_the_sliders_are_clamped():
 @pytest.mark.parametrize(
     ("name", "content", "words"),
     [
-        ("nan.json", EXAMPLE.read_bytes().replace(b'"temperature": 0.0', b'"temperature": NaN', 1), "contains NaN"),
+        ("nan.json", _with("config", "temperature", "NaN"), "contains NaN"),
         ("deep.json", b"[" * 100_000, "nested too deeply"),
         ("pickle.json", b"\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00\x8c\x05posix\x94.", "not UTF-8"),
         (
@@ -84,7 +98,7 @@ def test_link_values_outside_the_sliders_are_clamped():
             b" " * (MAX_TRACE_BYTES + 1),
             "the limit is 21 MB",
         ),  # what a client skipping the widget check gets
-        ("no-calls.json", EXAMPLE.read_bytes().replace(b'"target_calls"', b'"target_callz"', 1), "target_calls"),
+        ("no-calls.json", _without("summary", "target_calls"), "target_calls"),
     ],
 )
 def test_bad_uploads_get_clear_errors_and_keep_the_trace(name, content, words):

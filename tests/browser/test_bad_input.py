@@ -43,10 +43,10 @@ def bad_traces() -> dict[str, tuple[bytes, str]]:
     """name -> (file content, words the error must contain)."""
     good = _example_bytes()
     data = json.loads(good)
-    nan = good.replace(b'"temperature": 0.0', b'"temperature": NaN', 1)
+    nan = json.dumps(dict(data, config=dict(data["config"], temperature="@NAN@"))).replace('"@NAN@"', "NaN").encode()
     huge = json.loads(good)
     huge["iterations"][0]["drafts"][0]["q"] = 1e308
-    inf = good.replace(b'"wall_ms": ', b'"wall_ms": 1e999, "was": ', 1)
+    inf = json.dumps(dict(data, summary=dict(data["summary"], wall_ms="@INF@"))).replace('"@INF@"', "1e999").encode()
     wrong_schema = dict(data, schema="specviz.trace/99")
     return {
         "not-json.json": (b"this is not JSON at all", "not valid JSON"),
