@@ -50,8 +50,8 @@ def texts(at: AppTest, kind: str) -> list[str]:
     return [e.value for e in getattr(at, kind)]
 
 
-def charts(at: AppTest) -> list:
-    return at.get("plotly_chart")
+def charts(at: AppTest, prefix: str = "") -> list:
+    return [c for c in at.get("plotly_chart") if (c.key or "").startswith(prefix)]
 
 
 def test_app_routes_the_four_pages():
@@ -225,7 +225,7 @@ def test_lab_correct_rule_is_not_rejected():
     result = at.session_state["lab_results"]["results"]["exact"]
     assert result["n_spec"] == result["n_target"] == 200
     assert any("Not rejected" in s for s in texts(at, "success"))
-    assert len(charts(at)) == 1
+    assert len(charts(at, "lab-")) == 1
     assert any("Target alone (200 samples)" in c for c in texts(at, "caption"))
 
 
@@ -247,7 +247,7 @@ def test_lab_compares_all_rules_with_their_cost():
     assert set(stored["costs"]) == set(stored["results"])
     # Skipping the bonus never emits more tokens per iteration than the exact rule.
     assert stored["costs"]["no_bonus"] <= stored["costs"]["exact"]
-    assert len(charts(at)) == 2  # the verdicts and the chosen rule's distribution
+    assert len(charts(at, "lab-")) == 2  # the verdicts and the chosen rule's distribution
     assert any("Skipping the bonus keeps the distribution" in c for c in texts(at, "caption"))
     at.selectbox(key="lab_show").set_value("no_bonus").run()
     no_error(at)
@@ -284,6 +284,14 @@ def test_draft_quality_from_a_hand_made_record(tmp_path):
     assert metrics["α after training (T = 1)"] == "0.620"
     assert metrics["Greedy agreement (T = 0)"] == "0.710"
     assert any(fig.proto.spec and "along its training" in fig.proto.spec for fig in charts(at))
+
+
+@pytest.mark.skipif(not (ROOT / "assets" / "draft_training.json").is_file(), reason="no shipped training record")
+def test_draft_quality_of_the_shipped_record():
+    at = open_page(LAB)
+    assert not texts(at, "error")
+    assert len(charts(at, "dq-")) == 1
+    assert "α after training (T = 1)" in [m.label for m in at.metric]
 
 
 def test_draft_quality_bad_record_gets_an_error(tmp_path):
