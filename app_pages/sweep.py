@@ -124,7 +124,9 @@ def _show(result: sweep.SweepResult) -> None:
     right.plotly_chart(sweep_charts.speedup_sweep_figure(result), key="sweep-speedup")
     st.caption(
         "Markers are measured; dashed lines are the paper's formulas from the measured α (and c). Each cell is one "
-        "run of the prompt, so short runs are noisy; on a shared CPU timings drift between runs. "
+        "run of the prompt, so short runs are noisy; on a shared CPU timings drift between runs. The formula prices a "
+        "verify pass over γ + 1 tokens like one target step; on a CPU it costs more, so measured speedups fall below "
+        "the dashed lines there (a GPU comes closer). "
         f"Baseline tokens/s per temperature: {base}."
     )
     fraction = st.column_config.NumberColumn(format="%.3f")
