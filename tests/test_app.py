@@ -289,8 +289,9 @@ def test_token_stream_escapes_and_can_hide_refused_drafts():
 
 
 def test_a_new_default_draft_still_opens_the_gallery(monkeypatch):
-    """When the trained draft becomes models.DEFAULT_DRAFT, examples recorded with the n-gram draft
-    still open, with the sidebar set to the n-gram pair, until scripts/record_examples.py re-records them."""
+    """When models.DEFAULT_DRAFT changes, examples recorded with the previous default draft still
+    open, with the sidebar naming that draft as a custom pair, until scripts/record_examples.py
+    re-records them."""
     from specviz import models
 
     monkeypatch.setattr(models, "DEFAULT_DRAFT", "offline:some-trained-draft")
@@ -298,4 +299,5 @@ def test_a_new_default_draft_still_opens_the_gallery(monkeypatch):
     no_error(at)
     assert "example" in source_caption(at)
     assert not at.warning, [w.value for w in at.warning]  # the sidebar took the example's settings
-    assert at.selectbox(key="s_pair").value == "offline-ngram"
+    assert at.selectbox(key="s_pair").value == "custom"
+    assert at.text_input(key="s_draft").value == "offline:specviz-draft-smollm2"
