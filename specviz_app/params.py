@@ -53,6 +53,15 @@ def pairs() -> dict[str, Pair]:
     out = [Pair("offline", f"Offline: 135M + default draft ({short})", models.OFFLINE_TARGET, None)]
     if default != models.NGRAM_DRAFT:
         out.append(Pair("offline-ngram", "Offline: 135M + n-gram draft", models.OFFLINE_TARGET, "ngram"))
+    if default != models.TRAINED_DRAFT:
+        out.append(
+            Pair(
+                "offline-trained",
+                "Offline: 135M + trained draft (weak: α≈0.2)",
+                models.OFFLINE_TARGET,
+                models.TRAINED_DRAFT,
+            )
+        )
     out.append(Pair("offline-self", "Offline: 135M drafts for itself", models.OFFLINE_TARGET, "self"))
     for label, (target, draft) in models.HUB_PAIRS.items():
         out.append(Pair(_slug(label), f"Online: {label}", target, draft, online=True))

@@ -299,5 +299,4 @@ def test_a_new_default_draft_still_opens_the_gallery(monkeypatch):
     no_error(at)
     assert "example" in source_caption(at)
     assert not at.warning, [w.value for w in at.warning]  # the sidebar took the example's settings
-    assert at.selectbox(key="s_pair").value == "custom"
-    assert at.text_input(key="s_draft").value == "offline:specviz-draft-smollm2"
+    assert at.selectbox(key="s_pair").value == "offline-ngram"

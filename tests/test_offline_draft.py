@@ -1,4 +1,4 @@
-"""The shipped draft: it loads with no network, shares the target's vocabulary, is the default
+"""The shipped draft: it loads with no network, shares the target's vocabulary, is offered as a
 draft of the offline pair, and greedy speculative output with it is the target's own."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from specviz.decoder import autoregressive_generate, speculative_generate
-from specviz.models import DEFAULT_DRAFT, _offline_path, check_vocabulary, load_model
+from specviz.models import TRAINED_DRAFT, _offline_path, check_vocabulary, load_model
 
 pytestmark = pytest.mark.slow
 
@@ -15,8 +15,8 @@ PROMPTS = ["Write a haiku about the sea.", "Explain what a compiler does."]
 NEW_TOKENS = 24
 
 
-def test_shipped_draft_is_the_default_and_small():
-    assert DEFAULT_DRAFT == SHIPPED
+def test_shipped_draft_is_named_and_small():
+    assert TRAINED_DRAFT == SHIPPED
     folder = _offline_path(SHIPPED)
     assert (folder / "model.safetensors").stat().st_size < 40 * 2**20
     for name in ("config.json", "generation_config.json", "tokenizer.json"):
@@ -39,6 +39,6 @@ def greedy_targets(offline_target):
 @pytest.mark.parametrize("gamma", [1, 3, 8])
 def test_greedy_with_shipped_draft_equals_target(greedy_targets, gamma):
     for prompt, expected in greedy_targets.items():
-        trace = speculative_generate(prompt, gamma=gamma, temperature=0, max_new_tokens=NEW_TOKENS)
-        assert trace.config["draft"] == SHIPPED  # the default pair uses the shipped draft
+        trace = speculative_generate(prompt, draft=SHIPPED, gamma=gamma, temperature=0, max_new_tokens=NEW_TOKENS)
+        assert trace.config["draft"] == SHIPPED
         assert trace.output_token_ids == expected
