@@ -403,7 +403,9 @@ def train(cfg: TrainConfig, out: Path, history_path: Path | None, log=print, dat
     temperatures = [1.0, 0.0]  # alternate batches: sampled text (alpha at T=1) and greedy text (T=0)
     t_gen = time.perf_counter()
     if data_path is not None and data_path.is_file():  # reuse text written by an earlier run
-        saved = torch.load(data_path, weights_only=False)
+        # weights_only: the cache is data (tensors in Sample records), never code to unpickle.
+        with torch.serialization.safe_globals([Sample]):
+            saved = torch.load(data_path, weights_only=True)
         train_samples, held_samples, gen_seconds = saved["train"], saved["heldout"], saved["seconds"]
         log(f"loaded {len(train_samples)} answers from {data_path} (written in {gen_seconds:.0f} s)")
     else:

@@ -23,7 +23,7 @@ APP_SOURCES = [
     *sorted((ROOT / "app_pages").glob("*.py")),
     *sorted((ROOT / "specviz_app").glob("*.py")),
 ]
-# train_draft.py is left out: an offline training script that reloads its own cache file, never user input.
+# train_draft.py is left out: an offline training script that reloads its own cache file (weights_only=True).
 ALL_SOURCES = APP_SOURCES + sorted(p for p in (ROOT / "specviz").rglob("*.py") if p.name != "train_draft.py")
 EXAMPLE = ROOT / "assets" / "examples" / "01-default.json"
 
