@@ -311,7 +311,13 @@ def _numbers(text: str, kind):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m specviz bench", description=__doc__.splitlines()[0])
     parser.add_argument("--target", default=None, help="target model (default: the offline SmolLM2-135M-Instruct)")
-    parser.add_argument("--draft", default=None, help="draft model (default: the target's default draft)")
+    parser.add_argument("--draft", default=None, help="draft model (default: the trained offline draft)")
+    parser.add_argument(
+        "--dtype",
+        default=None,
+        choices=("float32", "bfloat16", "float16"),
+        help="weights of both models (default: float32 on cpu, bfloat16 on cuda)",
+    )
     parser.add_argument("--gammas", default="1,2,3,4,6,8", help="comma-separated gammas")
     parser.add_argument("--temperatures", default="0,1", help="comma-separated temperatures (0: greedy)")
     parser.add_argument("--reps", type=int, default=3, help="repetitions per configuration (median reported)")
@@ -333,15 +339,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(args) -> int:
-    from specviz.models import DEFAULT_DRAFT, DEFAULT_TARGET, NGRAM_DRAFT, SELF_DRAFT, check_vocabulary, load_model
+    from specviz.models import DEFAULT_TARGET, NGRAM_DRAFT, SELF_DRAFT, TRAINED_DRAFT, check_vocabulary, load_model
 
     if args.threads:
         torch.set_num_threads(args.threads)
     if not 1 <= args.prompts <= len(PROMPTS):
         print(f"error: --prompts must be from 1 to {len(PROMPTS)}", file=sys.stderr)
         return 2
-    target = load_model(args.target)
-    draft_name = args.draft or (DEFAULT_DRAFT if target.name == DEFAULT_TARGET else NGRAM_DRAFT)
+    target = load_model(args.target, dtype=args.dtype)
+    # The offline pair drafts with n-grams by default, but transformers' assisted generation needs an
+    # assistant model, so the bench's default pair is the target with the trained offline draft.
+    draft_name = args.draft or (TRAINED_DRAFT if target.name == DEFAULT_TARGET else NGRAM_DRAFT)
     if draft_name in (NGRAM_DRAFT, SELF_DRAFT):
         print("error: the bench compares model drafts (transformers needs an assistant model)", file=sys.stderr)
         return 2
