@@ -113,18 +113,9 @@ def tokens_per_iteration_sweep_figure(result: Any) -> go.Figure:
                 legendgroup=f"{t}",
                 hovertemplate=f"T {t:g}, γ %{{x}}: formula %{{y:.2f}}<extra></extra>",
             )
-    fig.update_layout(
-        **LAYOUT,
-        title=titled("Tokens per iteration: measured against (1 − α^(γ+1)) / (1 − α)"),
-        xaxis_title="γ (draft tokens per iteration)",
-        yaxis_title="tokens per iteration (tokens)",
-        height=420,
+    return _per_gamma_layout(
+        fig, result, "Tokens per iteration: measured against (1 − α^(γ+1)) / (1 − α)", "tokens per iteration (tokens)"
     )
-    fig.update_xaxes(dtick=1)
-    fig.update_yaxes(rangemode="tozero")
-    if not result.cells:
-        _empty(fig, "No results yet: run the sweep.")
-    return fig
 
 
 def speedup_sweep_figure(result: Any) -> go.Figure:
@@ -166,12 +157,15 @@ def speedup_sweep_figure(result: Any) -> go.Figure:
                 legendgroup=f"{t}",
                 hovertemplate=f"T {t:g}, γ %{{x}}: predicted %{{y:.2f}}×<extra></extra>",
             )
+    return _per_gamma_layout(
+        fig, result, "Speedup: measured against the paper's prediction", "speedup (× target alone)"
+    )
+
+
+def _per_gamma_layout(fig: go.Figure, result: Any, title: str, y_title: str) -> go.Figure:
+    """The frame shared by the per-γ line charts: γ on x in whole steps, y from zero."""
     fig.update_layout(
-        **LAYOUT,
-        title=titled("Speedup: measured against the paper's prediction"),
-        xaxis_title="γ (draft tokens per iteration)",
-        yaxis_title="speedup (× target alone)",
-        height=420,
+        **LAYOUT, title=titled(title), xaxis_title="γ (draft tokens per iteration)", yaxis_title=y_title, height=420
     )
     fig.update_xaxes(dtick=1)
     fig.update_yaxes(rangemode="tozero")
