@@ -15,6 +15,7 @@ from specviz.charts import lab as lab_charts
 from specviz.charts import theory as theory_charts
 from specviz.charts.tokens import display_token
 from specviz.errors import SpecvizError
+from specviz.prompting import prompt_token_ids
 from specviz.verify import RULE_LABELS, RULES, WRONG_RULES
 from specviz_app import params, render, state
 
@@ -39,15 +40,6 @@ def _toy_pair():
     return sweep.toy_pair(**sweep.LAB_TOY)
 
 
-def _prompt_ids(target, prompt: str) -> list[int]:
-    """The sidebar prompt as the decoder would feed it (chat template when the tokenizer has one)."""
-    tok = target.tokenizer
-    if getattr(tok, "chat_template", None):
-        ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True)
-        return list(ids if isinstance(ids, list) else ids["input_ids"])
-    return list(tok(prompt)["input_ids"])
-
-
 def _models(choice: str):
     if choice == "toy":
         target, draft = _toy_pair()
@@ -57,10 +49,10 @@ def _models(choice: str):
     if not target_name:
         raise SpecvizError("Name a target model in the sidebar (custom pair), or pick another pair.")
     target = state.get_model(target_name)
-    draft = state._resolve_draft(target, draft_name)
+    draft = state.resolve_draft(target, draft_name)
     if not settings.prompt.strip():
         raise SpecvizError("The sidebar prompt is empty: type a prompt for the model to continue.")
-    return _prompt_ids(target, settings.prompt), target, draft
+    return prompt_token_ids(target.tokenizer, settings.prompt), target, draft
 
 
 def _labels(result: dict, target) -> list[str]:

@@ -44,7 +44,7 @@ def _models(choice: str, settings: params.Settings):
     if not target_name:
         raise SpecvizError("Name a target model in the sidebar (custom pair), or pick another pair.")
     target = state.get_model(target_name)
-    draft = state._resolve_draft(target, draft_name)
+    draft = state.resolve_draft(target, draft_name)
     return settings.prompt, target, draft, params.pairs()[settings.pair].label
 
 

@@ -61,10 +61,10 @@ class Bench:
     """The loaded pair, the tokenised prompts and the settings shared by every pass."""
 
     def __init__(self, target, draft, prompts: list[str], max_new_tokens: int, seed: int):
-        from specviz.train_draft import chat_ids
+        from specviz.prompting import prompt_token_ids
 
         self.target, self.draft = target, draft
-        self.prompt_ids = [chat_ids(target.tokenizer, p) for p in prompts]  # identical input for all methods
+        self.prompt_ids = [prompt_token_ids(target.tokenizer, p) for p in prompts]  # identical input for all methods
         self.max_new_tokens, self.seed = max_new_tokens, seed
 
     def run(self, method: str, temperature: float, gamma: int) -> dict:

@@ -5,6 +5,7 @@
     python -m specviz validate trace.json
     python -m specviz bench ...          (specviz.bench)
     python -m specviz train-draft ...    (specviz.train_draft)
+    python -m specviz train-head ...     (specviz.train_head)
 
 Errors a user can fix print one clear line and exit with status 2; no traceback.
 """
@@ -19,7 +20,7 @@ from pathlib import Path
 from specviz.errors import SpecvizError
 
 # Subcommands that own their arguments live in their own modules, each with main(argv) -> int.
-DELEGATED = {"bench": "specviz.bench", "train-draft": "specviz.train_draft"}
+DELEGATED = {"bench": "specviz.bench", "train-draft": "specviz.train_draft", "train-head": "specviz.train_head"}
 
 # Terminal colours for the token statuses (the same meaning as in the app).
 ANSI = {

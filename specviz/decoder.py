@@ -1,12 +1,15 @@
-"""The speculative decoding loop and the target-only baseline, both recording a Trace.
+"""Speculative decoding and the target-only baseline, both recording a Trace.
 
-One iteration, numbered as in the trace:
+`speculative_iteration` is Algorithm 1 of Leviathan et al. (2023), one iteration, numbered as
+in the trace:
     (1) draft gamma tokens with the drafter (it catches its own cache up first)
     (2) verify: one target forward over only the positions it has not seen, drafts included
     (3) accept/reject each draft with min(1, p/q) against a uniform draw r
     (4) resample from the residual at the first rejection, or draw a bonus token
     (5) roll the target's KV cache back to the accepted prefix (the drafter rolls its own back
         at its next proposal)
+
+`_decode_loop` owns everything around it: timing, stopping, progress and recording.
 
 The baseline is the same loop with no drafter: each iteration is one target step, with the same
 sampling, the same cache handling and the same random generator, so comparisons are like for like.
@@ -21,21 +24,15 @@ from dataclasses import dataclass
 import torch
 
 from specviz.config import DecodeConfig, SamplingConfig, validate_prompt
-from specviz.drafters import Drafter, ModelDrafter, NgramDrafter, crop_cache, forward_logits
+from specviz.drafters import Drafter, crop_cache, resolve_drafter, target_forward
 from specviz.errors import ConfigError
 from specviz.gate import device_gate
-from specviz.models import (
-    DEFAULT_DRAFT,
-    DEFAULT_TARGET,
-    NGRAM_DRAFT,
-    SELF_DRAFT,
-    LoadedModel,
-    check_vocabulary,
-    load_model,
-)
+from specviz.models import DEFAULT_TARGET, LoadedModel, load_model
+from specviz.prompting import prompt_token_ids
+from specviz.recorder import IterationRecorder
 from specviz.sampling import probabilities
-from specviz.trace import TOP_N, Trace
-from specviz.verify import RULES, Verdict, beta, verify
+from specviz.trace import Trace, reached_betas, summarize
+from specviz.verify import RULES, Verdict, verify
 
 
 @dataclass
@@ -45,7 +42,6 @@ class Progress:
     iteration: int
     new_tokens: int
     max_new_tokens: int
-    output_token_ids: list[int]
     record: dict | None  # the iteration as recorded in the trace (None when tracing is off)
     token_text: dict[str, str]
 
@@ -78,7 +74,7 @@ def speculative_generate(
     cfg = DecodeConfig(target_name, draft_name, gamma, sampling, seed, max_new_tokens, chat_template)
     validate_prompt(prompt)
     target_model = _resolve_target(target, device, dtype)
-    drafter = _resolve_drafter(draft, target_model, device, dtype)
+    drafter = resolve_drafter(draft, target_model, device, dtype)
     return _decode(prompt, target_model, drafter, cfg, trace, rule, on_iteration, on_wait)
 
 
@@ -113,22 +109,99 @@ def _resolve_target(target, device, dtype) -> LoadedModel:
     return load_model(target or DEFAULT_TARGET, device=device, dtype=dtype)
 
 
-def _resolve_drafter(draft, target: LoadedModel, device, dtype) -> Drafter:
-    if draft is None:
-        draft = DEFAULT_DRAFT if target.name == DEFAULT_TARGET else NGRAM_DRAFT
-    if draft == NGRAM_DRAFT:
-        return NgramDrafter()
-    if draft == SELF_DRAFT:
-        return ModelDrafter(target, name=SELF_DRAFT)
-    if isinstance(draft, str):
-        draft = load_model(draft, device=device or target.device, dtype=dtype or target.dtype)
-    if isinstance(draft, LoadedModel):
-        check_vocabulary(target, draft)
-        return ModelDrafter(draft)
-    return draft  # already a Drafter
+# ----- Algorithm 1 ------------------------------------------------------------------------------
 
 
-# ----- the loop ---------------------------------------------------------------------------------
+class TargetState:
+    """The target's side of a run: the text so far, its KV cache, and how much of it is cached."""
+
+    def __init__(self, target: LoadedModel, prompt_ids: list[int]):
+        from transformers import DynamicCache
+
+        self.target = target
+        self.device = torch.device(target.device)
+        self.cache = DynamicCache(config=target.model.config)
+        self.seq = torch.tensor(prompt_ids, dtype=torch.long, device=self.device)  # [L] prompt + output
+        self.seen = 0  # positions of seq the cache holds
+
+    def forward(self, drafts: torch.Tensor, want_features: bool):
+        """One pass over the unseen tokens and the drafts -> logits [g + 1, V] for the last g + 1
+        positions, and (when asked) the final-norm features [T, D] of every position fed."""
+        feed = torch.cat([self.seq[self.seen :], drafts])  # [T]
+        logits, features = target_forward(self.target.model, feed, self.cache, drafts.shape[0] + 1, want_features)
+        return logits[:, : self.target.vocab_size], features
+
+    def accept(self, emitted: torch.Tensor, n_accepted: int) -> None:
+        """Append the emitted tokens and keep in the cache only the accepted prefix."""
+        old_len = self.seq.shape[0]
+        self.seq = torch.cat([self.seq, emitted])
+        self.seen = min(old_len + n_accepted, self.seq.shape[0] - 1)  # the newest token is fed next time
+        crop_cache(self.cache, self.seen)
+
+
+@dataclass
+class Step:
+    """What one iteration of Algorithm 1 produced."""
+
+    drafts: torch.Tensor  # [g] proposed tokens (g <= gamma; 0 for the baseline)
+    q: torch.Tensor  # [g, V] the distributions they were drawn from
+    p: torch.Tensor  # [g + 1, V] the target's distributions at the same positions and one more
+    verdict: Verdict
+    correction: int | None  # resampled or bonus token; None when the text ended inside the drafts
+    emitted: torch.Tensor  # [n + 1] (or [n]) tokens this iteration added to the text
+    ended: bool  # the text reached end of sequence
+
+
+def speculative_iteration(
+    state: TargetState, drafter, gamma: int, sampling: SamplingConfig, generator, rule: str, eos, lap
+) -> Step:
+    """Algorithm 1, one iteration. `lap(phase)` marks the end of the draft and verify phases."""
+    device, vocab = state.device, state.target.vocab_size
+    # (1) draft gamma tokens; nothing follows end of sequence, so drafts stop at an EOS.
+    if drafter is not None and gamma > 0:
+        drafts, q = drafter.propose(state.seq, gamma)  # [g], [g, V]
+        drafts, q = _cut_after_eos(drafts.to(device), q.to(device), eos)
+    else:
+        drafts, q = torch.empty(0, dtype=torch.long, device=device), torch.empty(0, vocab, device=device)
+    lap("draft")
+
+    # (2) verify: one target pass gives p at every draft position and the one after.
+    reads_features = drafter is not None and drafter.reads_features
+    logits, features = state.forward(drafts, reads_features)
+    p = probabilities(logits, sampling)  # [g + 1, V]
+
+    # (3) accept with min(1, p/q) against r; (4) resample from the residual, or the bonus.
+    verdict = verify(drafts, q, p, generator, sampling.greedy, rule)
+    n, g = verdict.accepted_count, drafts.shape[0]
+    correction = verdict.correction_token
+    ended = eos is not None and correction == eos
+    if n == g > 0 and eos is not None and int(drafts[-1]) == eos:
+        correction, ended = None, True  # the text ended inside the drafts: nothing follows end of sequence
+    lap("verify")
+
+    # (5) keep the accepted prefix plus the correction; roll the target's cache back.
+    emitted = drafts[:n]
+    if correction is not None:
+        emitted = torch.cat([emitted, torch.tensor([correction], device=device)])
+    first_fed = state.seen
+    old_len = state.seq.shape[0]
+    state.accept(emitted, n)
+    if reads_features:  # features of the positions still on the text: the context and accepted drafts
+        drafter.observe(features[: old_len + n - first_fed], first_fed)
+    return Step(drafts, q, p, verdict, correction, emitted, ended)
+
+
+def _cut_after_eos(drafts: torch.Tensor, q: torch.Tensor, eos: int | None):
+    if eos is None:
+        return drafts, q
+    hits = (drafts == eos).nonzero()
+    if hits.numel():
+        end = int(hits[0, 0]) + 1
+        return drafts[:end], q[:end]
+    return drafts, q
+
+
+# ----- the loop around it -----------------------------------------------------------------------
 
 
 def _decode(
@@ -136,293 +209,132 @@ def _decode(
 ) -> Trace:
     # One decode per device at a time (see specviz.gate); on_wait(ahead) reports the queue.
     with device_gate(target.device).turn(on_wait), torch.inference_mode():
-        return _Run(prompt, target, drafter, cfg, traced, rule, on_iteration).run()
+        return _decode_loop(prompt, target, drafter, cfg, traced, rule, on_iteration)
 
 
-class _Run:
-    """State of one decode. Owns its caches and its generator; never touches the model objects."""
+class _Clock:
+    """Phase timings of one iteration; synchronises the GPU only when the trace needs them."""
 
-    def __init__(self, prompt, target: LoadedModel, drafter, cfg: DecodeConfig, traced, rule, on_iteration):
-        self.prompt, self.target, self.drafter, self.cfg = prompt, target, drafter, cfg
-        self.traced, self.rule, self.on_iteration = traced, rule, on_iteration
-        self.sampling = cfg.sampling
-        self.device = torch.device(target.device)
-        self.vocab_size = target.vocab_size
-        self.eos = target.eos_token_id
-        self.token_text: dict[str, str] = {}
+    def __init__(self, device: torch.device, traced: bool):
+        self.device, self.traced = device, traced
+        self.marks: dict[str, float] = {}
 
-    # -- setup --
-    def _prompt_ids(self) -> list[int]:
-        if not isinstance(self.prompt, str):
-            ids = list(self.prompt)
-        elif self.target.tokenizer is None:
-            raise ConfigError("This target has no tokenizer; give the prompt as a list of token ids.")
-        else:
-            tok = self.target.tokenizer
-            if self.cfg.chat_template and getattr(tok, "chat_template", None):
-                messages = [{"role": "user", "content": self.prompt}]
-                ids = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-                if not isinstance(ids, list):  # transformers 5 returns a BatchEncoding
-                    ids = ids["input_ids"]
-            else:
-                ids = tok(self.prompt)["input_ids"]
-        if not ids:
-            raise ConfigError("The prompt produced no tokens: type some text for the model to continue.")
-        if max(ids) >= self.vocab_size:
-            raise ConfigError(f"Prompt token id {max(ids)} is outside the target's vocabulary of {self.vocab_size}.")
-        limit = self.target.max_positions
-        if limit is not None and len(ids) + self.cfg.max_new_tokens > limit:
-            raise ConfigError(
-                f"The prompt is {len(ids)} tokens and {self.cfg.max_new_tokens} more are asked for, but the "
-                f"model reads at most {limit} tokens. Shorten the prompt or lower max new tokens."
-            )
-        return ids
+    def start(self) -> float:
+        self.marks = {"start": time.perf_counter()}
+        return self.marks["start"]
 
-    def run(self) -> Trace:
-        from transformers import DynamicCache
+    def lap(self, phase: str) -> None:
+        if self.traced:
+            _sync(self.device)
+        self.marks[phase] = time.perf_counter()
 
-        prompt_ids = self._prompt_ids()
-        generator = torch.Generator(device=self.device)
-        generator.manual_seed(self.cfg.seed)
-        self.generator = generator
-        if self.drafter is not None:
-            self.drafter.start(self.sampling, generator, self.vocab_size)
-        cache = DynamicCache(config=self.target.model.config)
-        seq = torch.tensor(prompt_ids, dtype=torch.long, device=self.device)  # [L] prompt + output
-        seen = 0  # how many positions of seq the target's cache holds
-        iterations: list[dict] = []
-        drafted_total = accepted_total = 0
-        betas_sum, betas_n = 0.0, 0
-        draft_ms_total = verify_ms_total = 0.0
-        stop_reason = "max_new_tokens"
-        new_tokens = n_iter = 0
+    def phase_ms(self) -> tuple[float, float]:
+        m = self.marks
+        return (m["draft"] - m["start"]) * 1e3, (m["verify"] - m["draft"]) * 1e3
 
-        _sync(self.device)
-        t_start = time.perf_counter()
-        while new_tokens < self.cfg.max_new_tokens:
-            remaining = self.cfg.max_new_tokens - new_tokens
-            t0 = time.perf_counter()
 
-            # (1) draft. Leave room for the correction so the run never overshoots max_new_tokens.
-            gamma = min(self.cfg.gamma, remaining - 1) if self.drafter is not None else 0
-            if gamma > 0:
-                drafts, q = self.drafter.propose(seq, gamma)  # [g], [g, V]
-                drafts, q = drafts.to(self.device), q.to(self.device)
-                drafts, q = self._cut_after_eos(drafts, q)
-            else:
-                drafts = torch.empty(0, dtype=torch.long, device=self.device)
-                q = torch.empty(0, self.vocab_size, device=self.device)
-            g = drafts.shape[0]
-            if self.traced:
-                _sync(self.device)
-            t1 = time.perf_counter()
+def _decode_loop(prompt, target: LoadedModel, drafter, cfg: DecodeConfig, traced, rule, on_iteration) -> Trace:
+    prompt_ids = _prompt_ids(prompt, target, cfg)
+    generator = torch.Generator(device=target.device).manual_seed(cfg.seed)
+    if drafter is not None:
+        drafter.start(cfg.sampling, generator, target.vocab_size)
+    state = TargetState(target, prompt_ids)
+    recorder = IterationRecorder(target.tokenizer, speculative=drafter is not None)
+    clock = _Clock(state.device, traced)
+    records: list[dict] = []
+    n_iter = drafted = accepted = new_tokens = 0
+    draft_ms_total = verify_ms_total = 0.0
+    stop_reason = "max_new_tokens"
+    eos = target.eos_token_id
 
-            # (2) verify: one target pass over the unseen tokens and the drafts.
-            feed = torch.cat([seq[seen:], drafts])  # [T]
-            logits = forward_logits(self.target.model, feed, cache, keep=g + 1)[:, : self.vocab_size]
-            p = probabilities(logits, self.sampling)  # [g + 1, V]
+    _sync(state.device)
+    t_start = time.perf_counter()
+    while new_tokens < cfg.max_new_tokens:
+        # Leave room for the correction so the run never overshoots max_new_tokens.
+        gamma = min(cfg.gamma, cfg.max_new_tokens - new_tokens - 1) if drafter is not None else 0
+        position0 = new_tokens
+        t0 = clock.start()
+        step = speculative_iteration(state, drafter, gamma, cfg.sampling, generator, rule, eos, clock.lap)
+        draft_ms, verify_ms = clock.phase_ms()
+        n_iter += 1
+        drafted += step.drafts.shape[0]
+        accepted += step.verdict.accepted_count
+        new_tokens += step.emitted.shape[0]
+        draft_ms_total += draft_ms
+        verify_ms_total += verify_ms
+        record = None
+        if traced:
+            record = recorder.record(n_iter - 1, (t0 - t_start) * 1e3, draft_ms, verify_ms, step, position0)
+            records.append(record)
+        if on_iteration is not None:
+            on_iteration(Progress(n_iter, new_tokens, cfg.max_new_tokens, record, recorder.token_text))
+        if step.ended:
+            stop_reason = "eos"
+            break
 
-            # (3) accept/reject and (4) resample or bonus.
-            verdict = verify(drafts, q, p, generator, self.sampling.greedy, self.rule)
-            n = verdict.accepted_count
-            correction = verdict.correction_token
-            ends_with_eos = n > 0 and n == g and self.eos is not None and int(drafts[-1]) == self.eos
-            if ends_with_eos:
-                correction = None  # the text ended inside the drafts: nothing follows end of sequence
-            if self.traced:
-                _sync(self.device)
-            t2 = time.perf_counter()
+    _sync(state.device)
+    wall_ms = (time.perf_counter() - t_start) * 1e3
+    output_ids = state.seq[len(prompt_ids) :].tolist()
+    betas = reached_betas(records) if traced else None
+    summary = summarize(n_iter, drafted, accepted, len(output_ids), wall_ms, draft_ms_total, verify_ms_total, betas)
+    return Trace(
+        mode="speculative" if drafter is not None else "autoregressive",
+        config=_config_dict(target, drafter, cfg, state.device, traced, rule),
+        prompt=prompt if isinstance(prompt, str) else "",
+        prompt_token_ids=prompt_ids,
+        output_token_ids=output_ids,
+        output_text=_decode_text(target.tokenizer, output_ids),
+        stop_reason=stop_reason,
+        iterations=records,
+        summary=summary,
+        extra={"token_text": recorder.token_text} if traced else {},
+    )
 
-            # (5) roll the target cache back to the accepted prefix.
-            emitted = drafts[:n]
-            if correction is not None:
-                emitted = torch.cat([emitted, torch.tensor([correction], device=self.device)])
-            old_len = seq.shape[0]
-            seq = torch.cat([seq, emitted])
-            seen = min(old_len + n, seq.shape[0] - 1)  # the newest token is fed at the next pass
-            crop_cache(cache, seen)
-            new_tokens += emitted.shape[0]
 
-            n_iter += 1
-            drafted_total += g
-            accepted_total += n
-            draft_ms, verify_ms = (t1 - t0) * 1e3, (t2 - t1) * 1e3
-            draft_ms_total += draft_ms
-            verify_ms_total += verify_ms
-            record = None
-            if self.traced:
-                record = self._record(
-                    n_iter - 1,
-                    (t0 - t_start) * 1e3,
-                    draft_ms,
-                    verify_ms,
-                    drafts,
-                    q,
-                    p,
-                    verdict,
-                    correction,
-                    old_len - len(prompt_ids),
-                )
-                iterations.append(record)
-                # alpha averages beta over the positions the text really reached: the accepted
-                # drafts and the first rejected one. Later drafts sit on a prefix that was thrown away.
-                reached = record["drafts"][: n + 1]
-                betas_sum += sum(d["beta"] for d in reached)
-                betas_n += len(reached)
-            if self.on_iteration is not None:
-                self.on_iteration(
-                    Progress(
-                        n_iter,
-                        new_tokens,
-                        self.cfg.max_new_tokens,
-                        seq[len(prompt_ids) :].tolist(),
-                        record,
-                        self.token_text,
-                    )
-                )
-            if ends_with_eos or (correction is not None and correction == self.eos):
-                stop_reason = "eos"
-                break
-
-        _sync(self.device)
-        wall_ms = (time.perf_counter() - t_start) * 1e3
-        output_ids = seq[len(prompt_ids) :].tolist()
-        summary = {
-            "iterations": n_iter,
-            "target_calls": n_iter,
-            "drafted": drafted_total,
-            "accepted": accepted_total,
-            "new_tokens": len(output_ids),
-            "acceptance_rate": accepted_total / drafted_total if drafted_total else None,
-            "mean_accepted_length": len(output_ids) / n_iter if n_iter else 0.0,
-            "alpha": betas_sum / betas_n if betas_n else None,
-            "wall_ms": wall_ms,
-            "tokens_per_s": len(output_ids) / (wall_ms / 1e3) if wall_ms > 0 else 0.0,
-            "draft_ms": draft_ms_total,
-            "verify_ms": verify_ms_total,
-        }
-        return Trace(
-            mode="speculative" if self.drafter is not None else "autoregressive",
-            config=self._config_dict(),
-            prompt=self.prompt if isinstance(self.prompt, str) else "",
-            prompt_token_ids=prompt_ids,
-            output_token_ids=output_ids,
-            output_text=self._decode_text(output_ids),
-            stop_reason=stop_reason,
-            iterations=iterations,
-            summary=summary,
-            extra={"token_text": self.token_text} if self.traced else {},
+def _prompt_ids(prompt, target: LoadedModel, cfg: DecodeConfig) -> list[int]:
+    if not isinstance(prompt, str):
+        ids = list(prompt)
+    elif target.tokenizer is None:
+        raise ConfigError("This target has no tokenizer; give the prompt as a list of token ids.")
+    else:
+        ids = prompt_token_ids(target.tokenizer, prompt, cfg.chat_template)
+    if not ids:
+        raise ConfigError("The prompt produced no tokens: type some text for the model to continue.")
+    if max(ids) >= target.vocab_size:
+        raise ConfigError(f"Prompt token id {max(ids)} is outside the target's vocabulary of {target.vocab_size}.")
+    limit = target.max_positions
+    if limit is not None and len(ids) + cfg.max_new_tokens > limit:
+        raise ConfigError(
+            f"The prompt is {len(ids)} tokens and {cfg.max_new_tokens} more are asked for, but the "
+            f"model reads at most {limit} tokens. Shorten the prompt or lower max new tokens."
         )
-
-    def _cut_after_eos(self, drafts: torch.Tensor, q: torch.Tensor):
-        """Nothing follows end of sequence, so drafts after an EOS are never proposed."""
-        if self.eos is None:
-            return drafts, q
-        hits = (drafts == self.eos).nonzero()
-        if hits.numel():
-            end = int(hits[0, 0]) + 1
-            return drafts[:end], q[:end]
-        return drafts, q
-
-    # -- recording: tensors become plain numbers once per iteration --
-    def _record(
-        self, index, start_ms, draft_ms, verify_ms, drafts, q, p, verdict: Verdict, correction, position0
-    ) -> dict:
-        g = drafts.shape[0]
-        n = verdict.accepted_count
-        rows = torch.arange(g, device=self.device)
-        q_x = q[rows, drafts].tolist()
-        p_x = p[rows, drafts].tolist()
-        accept_prob = verdict.accept_prob.tolist()
-        r = verdict.r.tolist() if verdict.r is not None else [None] * g
-        betas = beta(p[:g], q).clamp(max=1.0).tolist()  # float32 sums can overshoot 1 by ~1e-5
-        q_top = _top(q)
-        p_top = _top(p)
-        ids = drafts.tolist()
-        draft_records = [
-            {
-                "position": position0 + j,
-                "token_id": ids[j],
-                "token": self._text(ids[j]),
-                "q": q_x[j],
-                "p": p_x[j],
-                "accept_prob": accept_prob[j],
-                "r": r[j],
-                "accepted": j < n,
-                "q_top": q_top[j],
-                "p_top": p_top[j],
-                "beta": betas[j],
-            }
-            for j in range(g)
-        ]
-        corr = None
-        if correction is not None:
-            kind = verdict.correction_kind if self.drafter is not None else "target"
-            dist = verdict.residual if verdict.residual is not None else p[n]
-            corr = {
-                "kind": kind,
-                "position": position0 + n,
-                "token_id": correction,
-                "token": self._text(correction),
-                "p": float(dist[correction]),
-                "residual_top": _top(verdict.residual[None])[0] if verdict.residual is not None else None,
-                "p_top": p_top[n],
-            }
-        for pairs in q_top + p_top:
-            for token_id, _ in pairs:
-                self._text(token_id)
-        return {
-            "index": index,
-            "start_ms": start_ms,
-            "draft_ms": draft_ms,
-            "verify_ms": verify_ms,
-            "accepted_count": n,
-            "drafts": draft_records,
-            "correction": corr,
-        }
-
-    def _text(self, token_id: int) -> str:
-        key = str(token_id)
-        if key not in self.token_text:
-            tok = self.target.tokenizer
-            self.token_text[key] = tok.decode([token_id]) if tok is not None else f"<{token_id}>"
-        return self.token_text[key]
-
-    def _decode_text(self, ids: list[int]) -> str:
-        tok = self.target.tokenizer
-        if tok is None:
-            return " ".join(f"<{i}>" for i in ids)
-        return tok.decode(ids, skip_special_tokens=False)
-
-    def _config_dict(self) -> dict:
-        s = self.sampling
-        return {
-            "target": self.target.name,
-            "draft": self.drafter.name if self.drafter is not None else None,
-            "gamma": self.cfg.gamma if self.drafter is not None else 0,
-            "temperature": s.temperature,
-            "top_k": s.top_k,
-            "top_p": s.top_p,
-            "seed": self.cfg.seed,
-            "max_new_tokens": self.cfg.max_new_tokens,
-            "device": str(self.device),
-            "dtype": self.target.dtype,
-            "rule": self.rule,
-            "traced": self.traced,
-            "chat_template": self.cfg.chat_template,
-        }
+    return ids
 
 
-def _top(probs: torch.Tensor) -> list[list[list]]:
-    """probs [rows, V] -> per row, [token_id, prob] for the TOP_N most likely tokens with prob > 0."""
-    if probs.shape[0] == 0:
-        return []
-    k = min(TOP_N, probs.shape[-1])
-    values, indices = torch.topk(probs, k, dim=-1)
-    return [
-        [[i, v] for i, v in zip(ix, vs, strict=True) if v > 0]
-        for ix, vs in zip(indices.tolist(), values.tolist(), strict=True)
-    ]
+def _decode_text(tokenizer, ids: list[int]) -> str:
+    if tokenizer is None:
+        return " ".join(f"<{i}>" for i in ids)
+    return tokenizer.decode(ids, skip_special_tokens=False)
+
+
+def _config_dict(target: LoadedModel, drafter, cfg: DecodeConfig, device, traced: bool, rule: str) -> dict:
+    s = cfg.sampling
+    return {
+        "target": target.name,
+        "draft": drafter.name if drafter is not None else None,
+        "gamma": cfg.gamma if drafter is not None else 0,
+        "temperature": s.temperature,
+        "top_k": s.top_k,
+        "top_p": s.top_p,
+        "seed": cfg.seed,
+        "max_new_tokens": cfg.max_new_tokens,
+        "device": str(device),
+        "dtype": target.dtype,
+        "kernels": target.kernels,
+        "rule": rule,
+        "traced": traced,
+        "chat_template": cfg.chat_template,
+    }
 
 
 def _sync(device: torch.device) -> None:

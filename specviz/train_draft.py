@@ -36,6 +36,9 @@ from pathlib import Path
 
 import torch
 
+from specviz.prompt_pool import build_prompts
+from specviz.prompting import prompt_token_ids
+
 DEFAULT_OUT = Path(__file__).parent / "weights" / "specviz-draft-smollm2"
 DEFAULT_HISTORY = Path("assets") / "draft_training.json"
 
@@ -67,126 +70,6 @@ class TrainConfig:
 
 # ----- 1. prompts and target text ---------------------------------------------------------------
 
-TOPICS = [
-    "the water cycle",
-    "black holes",
-    "photosynthesis",
-    "the French Revolution",
-    "volcanoes",
-    "how vaccines work",
-    "the stock market",
-    "climate change",
-    "machine learning",
-    "the human heart",
-    "honey bees",
-    "the Roman Empire",
-    "electric cars",
-    "the moon landing",
-    "recycling",
-    "sleep",
-    "the internet",
-    "earthquakes",
-    "coffee",
-    "the Great Wall of China",
-    "rainbows",
-    "dinosaurs",
-    "the immune system",
-    "solar panels",
-    "chess",
-    "the ocean tides",
-    "bread baking",
-    "friendship",
-    "time management",
-    "the periodic table",
-    "gravity",
-    "a lighthouse keeper",
-    "a robot who learns to paint",
-    "a lost dog finding its way home",
-    "a dragon afraid of fire",
-    "a city under the sea",
-    "a time traveller",
-    "a small bakery",
-    "a mountain village",
-    "learning a new language",
-    "public speaking",
-    "saving money",
-    "healthy eating",
-    "exercise",
-    "the printing press",
-    "democracy",
-    "artificial intelligence",
-    "the solar system",
-    "penguins",
-    "rain forests",
-    "the Olympic Games",
-    "music theory",
-    "pyramids of Egypt",
-    "the Internet of Things",
-]
-
-FORMATS = [
-    "Write a short story about {t}.",
-    "Explain {t} to a ten-year-old.",
-    "Give me five facts about {t}.",
-    "Write a list of tips related to {t}.",
-    "What is {t}? Answer in a short paragraph.",
-    "Write a poem about {t}.",
-    "Summarise the history of {t} in a few sentences.",
-    "What are the pros and cons of {t}?",
-    "Write a short blog post about {t}.",
-    "Describe {t} step by step.",
-    "Why is {t} important?",
-    "Write a dialogue between two friends talking about {t}.",
-    "Write an email to a colleague about {t}.",
-    "Give three questions and answers about {t}.",
-    "Write a news headline and a short article about {t}.",
-    "Compare {t} with something similar.",
-    "What are common mistakes people make about {t}?",
-    "Write a short speech about {t}.",
-    "Give me a fun fact about {t} and explain it.",
-    "Write a numbered outline for an essay on {t}.",
-]
-
-STANDALONE = [
-    "Write a Python function that checks whether a number is prime.",
-    "Write a Python function that reverses a string.",
-    "Write a Python function to compute the Fibonacci numbers.",
-    "Write a JavaScript function that sums an array.",
-    "How do I read a file line by line in Python?",
-    "Write a SQL query that counts users by country.",
-    "Explain what a for loop does, with an example in Python.",
-    "Write a bash command that lists the largest files in a folder.",
-    "What is the difference between a list and a tuple in Python?",
-    "Write a Python class for a bank account.",
-    "Sort a list of dictionaries by a key in Python.",
-    "Write a function that returns the factorial of n.",
-    "Hi! How are you today?",
-    "Can you help me plan a birthday party?",
-    "What should I cook for dinner tonight?",
-    "I feel tired all the time. Any advice?",
-    "Tell me a joke.",
-    "What is the capital of France?",
-    "How many days are there in a leap year?",
-    "Recommend three books for a long flight.",
-    "What is 12 times 15?",
-    "Translate 'good morning' into Spanish, French and German.",
-    "Give me a recipe for pancakes.",
-    "What are the planets of the solar system, in order?",
-    "How do I make a good first impression at a job interview?",
-    "List the days of the week in French.",
-    "Write a haiku about autumn.",
-    "What is the boiling point of water?",
-]
-
-
-def build_prompts(n: int, seed: int) -> list[str]:
-    """n distinct user messages: every topic x format combination plus the standalone turns, shuffled."""
-    prompts = [f.format(t=t) for t in TOPICS for f in FORMATS] + STANDALONE
-    random.Random(seed).shuffle(prompts)
-    if n > len(prompts):
-        raise ValueError(f"asked for {n} prompts but the recipe has {len(prompts)} distinct ones")
-    return prompts[:n]
-
 
 @dataclass
 class Sample:
@@ -201,13 +84,8 @@ class Sample:
 
 
 def chat_ids(tokenizer, prompt: str) -> list[int]:
-    """The prompt as the decoder feeds it: the user message in the chat template, assistant turn open."""
-    if getattr(tokenizer, "chat_template", None):
-        ids = tokenizer.apply_chat_template(
-            [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True
-        )
-        return list(ids if isinstance(ids, list) else ids["input_ids"])
-    return list(tokenizer(prompt)["input_ids"])
+    """The prompt as the decoder feeds it (specviz.prompting owns the rule)."""
+    return prompt_token_ids(tokenizer, prompt)
 
 
 def generate_samples(target, prompts: list[str], temperatures: list[float], cfg: TrainConfig, log) -> list[Sample]:

@@ -73,10 +73,14 @@ def _warm_up(loaded: models.LoadedModel) -> None:
         loaded.model(torch.tensor([[0, 1, 2]], device=loaded.model.device))
 
 
-def _resolve_draft(target: models.LoadedModel, draft: str | None):
+def resolve_draft(target: models.LoadedModel, draft: str | None):
+    """The draft to hand the decoder: a strategy or head name as it is, a model draft loaded
+    (once, cached) and checked against the target's vocabulary."""
+    from specviz.drafters import is_head
+
     if draft is None:
-        draft = models.DEFAULT_DRAFT if target.name == models.DEFAULT_TARGET else models.NGRAM_DRAFT
-    if draft in (models.NGRAM_DRAFT, models.SELF_DRAFT):
+        draft = models.default_draft(target.name)
+    if draft in (models.NGRAM_DRAFT, models.SELF_DRAFT, models.HYBRID_DRAFT) or is_head(draft):
         return draft
     loaded = get_model(draft)
     models.check_vocabulary(target, loaded)  # fail before decoding, with the library's message
@@ -95,7 +99,7 @@ def run(settings: Settings) -> None:
             if not target_name:
                 raise SpecvizError("Name a target model in the sidebar (custom pair), or pick another pair.")
             target = get_model(target_name)
-            draft = _resolve_draft(target, draft_name)
+            draft = resolve_draft(target, draft_name)
             status.update(label="Decoding speculatively…")
             bar = st.progress(0.0, text="speculative decoding: starting")
             stream = st.empty()

@@ -24,7 +24,9 @@ APP_SOURCES = [
     *sorted((ROOT / "specviz_app").glob("*.py")),
 ]
 # train_draft.py is left out: an offline training script that reloads its own cache file (weights_only=True).
-ALL_SOURCES = APP_SOURCES + sorted(p for p in (ROOT / "specviz").rglob("*.py") if p.name != "train_draft.py")
+# The training recipes reload their own data caches and checkpoints, always with weights_only=True.
+RECIPES = ("train_draft.py", "train_head.py", "head_data.py")
+ALL_SOURCES = APP_SOURCES + sorted(p for p in (ROOT / "specviz").rglob("*.py") if p.name not in RECIPES)
 EXAMPLE = ROOT / "assets" / "examples" / "01-default.json"
 
 
@@ -253,6 +255,13 @@ def test_traces_are_read_as_json_data_only():
         assert "torch.load(" not in source and "yaml.load(" not in source, path
     with pytest.raises(TraceError):
         Trace.from_json(pickle.dumps(make_trace()))
+
+
+def test_recipes_load_their_caches_as_tensors_only():
+    for name in RECIPES:
+        source = (ROOT / "specviz" / name).read_text(encoding="utf-8")
+        loads = source.count("torch.load(")
+        assert loads == source.count("weights_only=True)"), name
 
 
 def test_hub_models_load_without_remote_code_unless_asked(monkeypatch, tmp_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from specviz.decoder import autoregressive_generate, speculative_generate
-from specviz.models import TRAINED_DRAFT, _offline_path, check_vocabulary, load_model
+from specviz.models import TRAINED_DRAFT, check_vocabulary, load_model, offline_path
 
 pytestmark = pytest.mark.slow
 
@@ -17,7 +17,7 @@ NEW_TOKENS = 24
 
 def test_shipped_draft_is_named_and_small():
     assert TRAINED_DRAFT == SHIPPED
-    folder = _offline_path(SHIPPED)
+    folder = offline_path(SHIPPED)
     assert (folder / "model.safetensors").stat().st_size < 40 * 2**20
     for name in ("config.json", "generation_config.json", "tokenizer.json"):
         assert (folder / name).is_file()

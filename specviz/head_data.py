@@ -1,0 +1,122 @@
+"""Training text for the draft head: the target writes answers, and we keep its features.
+
+For each prompt of the head's pool (specviz.prompt_pool.head_prompts) the target writes one
+greedy answer and `samples_per_prompt` answers sampled at temperature 1, batched with a KV cache.
+While it writes, a forward hook on its final norm keeps the feature the head reads: the
+final-norm hidden state at every position (prompt included), the vector the LM head turns into
+p. So the features come from the very pass that wrote the text: no second pass.
+
+The text is written in `gen_dtype` (bfloat16 by default, about twice as fast on this CPU); the
+decoder gives the head float32 features, which differ by about one bf16 rounding step, well inside
+the noise the head is trained with.
+
+Data lives in shards (one per generation batch) under a folder, so an interrupted run resumes
+where it stopped and a finished one is reused by later training runs.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from specviz.prompting import prompt_token_ids
+
+
+@dataclass
+class Sequence:
+    """One written answer. ids [L] = prompt + answer (EOS kept); features [L - 1, D]: the target's
+    final-norm hidden state at positions 0..L-2 (the one at L-1 was never computed)."""
+
+    ids: torch.Tensor  # [L] int64
+    start: int  # index of the first answer token
+    features: torch.Tensor  # [L - 1, D] bfloat16 (float32 for held-out text, where p must be exact)
+    temperature: float  # 0: greedy
+
+
+def write_answers(
+    target,
+    prompts: list[str],
+    temperature: float,
+    new_tokens: int,
+    batch: int,
+    seed: int,
+    folder: Path,
+    tag: str,
+    log=print,
+    feature_dtype: torch.dtype = torch.bfloat16,
+) -> list[Sequence]:
+    """Let the target answer `prompts` at `temperature`, `batch` at a time; shard k of this tag is
+    saved as folder/{tag}-{k}.pt and reloaded instead of rewritten when present."""
+    from transformers import GenerationConfig
+
+    folder.mkdir(parents=True, exist_ok=True)
+    model, tokenizer = target.model, target.tokenizer
+    eos = target.eos_token_id
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+    captured: list[torch.Tensor] = []
+    hook = model.model.norm.register_forward_hook(lambda _m, _i, out: captured.append(out.detach()))
+    out_sequences: list[Sequence] = []
+    t0 = time.perf_counter()
+    try:
+        for k, b in enumerate(range(0, len(prompts), batch)):
+            shard = folder / f"{tag}-{k}.pt"
+            if shard.is_file():
+                out_sequences += load_shard(shard)
+                continue
+            chunk = prompts[b : b + batch]
+            encoded = [prompt_token_ids(tokenizer, p) for p in chunk]
+            width = max(len(e) for e in encoded)
+            # Left padding, so every row's next token is written at the same column.
+            input_ids = torch.full((len(chunk), width), pad, dtype=torch.long)  # [B, P]
+            attention = torch.zeros((len(chunk), width), dtype=torch.long)  # [B, P]
+            for i, e in enumerate(encoded):
+                input_ids[i, width - len(e) :] = torch.tensor(e)
+                attention[i, width - len(e) :] = 1
+            gen_cfg = GenerationConfig(
+                max_new_tokens=new_tokens,
+                do_sample=temperature > 0,
+                temperature=temperature if temperature > 0 else None,
+                top_k=None,
+                top_p=None,
+                eos_token_id=eos,
+                pad_token_id=pad,
+            )
+            torch.manual_seed(seed * 100_003 + b)  # generate() samples from the global generator
+            captured.clear()
+            with torch.inference_mode():
+                out = model.generate(
+                    input_ids=input_ids.to(model.device),
+                    attention_mask=attention.to(model.device),
+                    generation_config=gen_cfg,
+                )
+            features = torch.cat(captured, dim=1).cpu()  # [B, P + G - 1, D]: prefill, then one column per step
+            answers = out[:, width:].cpu()  # [B, G]
+            written = []
+            for i, e in enumerate(encoded):
+                ans = answers[i]
+                ends = (ans == eos).nonzero()
+                g = int(ends[0, 0]) + 1 if ends.numel() else ans.shape[0]  # keep the EOS: the head must predict it
+                ids = torch.cat([torch.tensor(e), ans[:g]])  # [L]
+                left = width - len(e)
+                feats = features[i, left : left + ids.shape[0] - 1].to(feature_dtype).clone()  # [L - 1, D]
+                written.append(Sequence(ids=ids, start=len(e), features=feats, temperature=temperature))
+            torch.save([_to_dict(s) for s in written], shard)
+            out_sequences += written
+            tokens = sum(s.ids.shape[0] - s.start for s in out_sequences)
+            done = min(b + batch, len(prompts))
+            log(f"{tag}: {done}/{len(prompts)} answers, {tokens} tokens, {time.perf_counter() - t0:.0f} s")
+    finally:
+        hook.remove()
+    return out_sequences
+
+
+def load_shard(path: Path) -> list[Sequence]:
+    # weights_only: a shard is data (plain dicts of tensors), never code to unpickle.
+    return [Sequence(**d) for d in torch.load(path, weights_only=True)]
+
+
+def _to_dict(s: Sequence) -> dict:
+    return {"ids": s.ids, "start": s.start, "features": s.features, "temperature": s.temperature}

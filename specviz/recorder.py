@@ -1,0 +1,95 @@
+"""Turns one iteration's tensors into the plain numbers a trace stores (once per iteration).
+
+The decoder hands over what Algorithm 1 produced (drafts, q, p, the verdict, the correction);
+this module reads the numbers out, the top-10 lists and the token texts, and nothing else. Field
+meanings are those of specviz.trace.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specviz.trace import TOP_N
+from specviz.verify import beta
+
+
+class IterationRecorder:
+    """Records iterations of one run; keeps the text of every token id it mentions."""
+
+    def __init__(self, tokenizer, speculative: bool):
+        self.tokenizer = tokenizer
+        self.speculative = speculative
+        self.token_text: dict[str, str] = {}
+
+    def record(self, index: int, start_ms: float, draft_ms: float, verify_ms: float, step, position0: int) -> dict:
+        """step: a specviz.decoder.Step. position0: index in the generated text of its first draft."""
+        drafts, q, p, verdict, correction = step.drafts, step.q, step.p, step.verdict, step.correction
+        g, n = drafts.shape[0], verdict.accepted_count
+        rows = torch.arange(g, device=drafts.device)
+        q_x, p_x = q[rows, drafts].tolist(), p[rows, drafts].tolist()
+        accept_prob = verdict.accept_prob.tolist()
+        # Only the drafts up to the first rejection were judged; later ones never met their r.
+        r = verdict.r.tolist() if verdict.r is not None else [None] * g
+        betas = beta(p[:g], q).clamp(max=1.0).tolist()  # float32 sums can overshoot 1 by ~1e-5
+        q_top, p_top = top_tokens(q), top_tokens(p)
+        ids = drafts.tolist()
+        draft_records = [
+            {
+                "position": position0 + j,
+                "token_id": ids[j],
+                "token": self.text(ids[j]),
+                "q": q_x[j],
+                "p": p_x[j],
+                "accept_prob": accept_prob[j],
+                "r": r[j],
+                "accepted": j < n,
+                "q_top": q_top[j],
+                "p_top": p_top[j],
+                "beta": betas[j],
+            }
+            for j in range(g)
+        ]
+        corr = None
+        if correction is not None:
+            kind = verdict.correction_kind if self.speculative else "target"
+            dist = verdict.residual if verdict.residual is not None else p[n]
+            corr = {
+                "kind": kind,
+                "position": position0 + n,
+                "token_id": correction,
+                "token": self.text(correction),
+                "p": float(dist[correction]),
+                "residual_top": top_tokens(verdict.residual[None])[0] if verdict.residual is not None else None,
+                "p_top": p_top[n],
+            }
+        for pairs in q_top + p_top:
+            for token_id, _ in pairs:
+                self.text(token_id)
+        return {
+            "index": index,
+            "start_ms": start_ms,
+            "draft_ms": draft_ms,
+            "verify_ms": verify_ms,
+            "accepted_count": n,
+            "drafts": draft_records,
+            "correction": corr,
+        }
+
+    def text(self, token_id: int) -> str:
+        key = str(token_id)
+        if key not in self.token_text:
+            tok = self.tokenizer
+            self.token_text[key] = tok.decode([token_id]) if tok is not None else f"<{token_id}>"
+        return self.token_text[key]
+
+
+def top_tokens(probs: torch.Tensor) -> list[list[list]]:
+    """probs [rows, V] -> per row, [token_id, prob] for the TOP_N most likely tokens with prob > 0."""
+    if probs.shape[0] == 0:
+        return []
+    k = min(TOP_N, probs.shape[-1])
+    values, indices = torch.topk(probs, k, dim=-1)
+    return [
+        [[i, v] for i, v in zip(ix, vs, strict=True) if v > 0]
+        for ix, vs in zip(indices.tolist(), values.tolist(), strict=True)
+    ]

@@ -1,0 +1,494 @@
+"""Train the draft head for the offline target: `python -m specviz train-head`.
+
+The recipe, with fixed seeds (the same flags give the same head on the same machine and versions):
+
+    1. the target answers the head's prompt pool (specviz.head_data): per prompt one greedy answer
+       and `--samples` answers sampled at temperature 1, keeping its final-norm features; 64 other
+       prompts are answered in float32 and kept aside to measure alpha with the exact p;
+    2. the draft vocabulary S: the most frequent answer tokens. Its size is chosen by measurement
+       among 4k/8k/16k: the held-out target mass inside S (alpha can never exceed it) against the
+       head's step time, scored by the paper's speedup formula (see choose_subset);
+    3. training with "training-time test" (EAGLE-3, HASS): every batch is unrolled `--unroll`
+       steps, step k reading the features the head itself predicted at step k-1, with attention to
+       the true features before the chain start, exactly what drafting sees at draft position k.
+       Loss per step: cross-entropy from the target's distribution over S to q, plus 0.1 x
+       SmoothL1 from the predicted to the true feature; step k weighted 0.8^(k-1);
+    4. every `--eval-every` steps: alpha per draft position on held-out sampled text (T=1) and
+       greedy agreement per position on held-out greedy text, written to assets/head_training.json;
+       a checkpoint beside the data lets an interrupted run resume;
+    5. the head is saved as safetensors (fp16) with its config; it borrows the target's embedding.
+
+    python -m specviz train-head [--data ~/.cache/specviz/head-data] [--threads 1] [--device cpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import random
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from specviz.head import DraftHead, HeadCache, head_config_for, init_from_target
+from specviz.head_data import Sequence, write_answers
+from specviz.prompt_pool import head_prompts
+
+DEFAULT_OUT = Path(__file__).parent / "weights" / "specviz-head-smollm2"
+DEFAULT_HISTORY = Path("assets") / "head_training.json"
+SUBSET_CANDIDATES = (4096, 8192, 16384)
+
+
+@dataclass(frozen=True)
+class HeadTrainConfig:
+    target: str | None = None  # None: the offline default target
+    prompts: int = 1600  # training prompts (the 64 held-out ones come after them in the same shuffle)
+    heldout: int = 64  # half answered greedily, half sampled at T=1, in float32
+    samples: int = 1  # sampled answers per training prompt, on top of the greedy one
+    new_tokens: int = 160  # tokens the target writes per answer at most
+    gen_batch: int = 64
+    gen_dtype: str = "bfloat16"
+    subset: int = 0  # draft vocabulary size; 0: choose among SUBSET_CANDIDATES by measurement
+    unroll: int = 3  # training-time-test steps
+    steps: int = 900
+    batch: int = 12  # answers per optimiser step
+    lr: float = 1e-3
+    warmup: int = 50
+    weight_decay: float = 0.0
+    noise: float = 0.05  # uniform noise on the true input features, relative to their RMS
+    feature_weight: float = 0.1
+    train_dtype: str = "bfloat16"  # autocast dtype for the head's matmuls while training ("float32": off)
+    eval_every: int = 100
+    threads: int = 0  # torch CPU threads (0: torch's default)
+    device: str = "cpu"
+    seed: int = 0
+
+
+# ----- 1. data ----------------------------------------------------------------------------------
+
+
+def make_data(cfg: HeadTrainConfig, folder: Path, log) -> tuple[list[Sequence], list[Sequence], float]:
+    from specviz.models import load_model
+
+    t0 = time.perf_counter()
+    prompts = head_prompts(cfg.prompts + cfg.heldout, 0)  # seed 0 fixes the split, whatever cfg.seed
+    train_prompts, held_prompts = prompts[: cfg.prompts], prompts[cfg.prompts :]
+    writer = load_model(cfg.target, device=cfg.device, dtype=cfg.gen_dtype)
+    train = write_answers(writer, train_prompts, 0.0, cfg.new_tokens, cfg.gen_batch, 0, folder, "greedy", log)
+    for k in range(1, cfg.samples + 1):
+        train += write_answers(
+            writer, train_prompts, 1.0, cfg.new_tokens, cfg.gen_batch, k, folder, f"sampled-{k}", log
+        )
+    exact = load_model(cfg.target, device=cfg.device, dtype="float32")
+    half = cfg.heldout // 2
+    held = write_answers(
+        exact, held_prompts[:half], 0.0, cfg.new_tokens, half, 0, folder, "heldout-greedy", log, torch.float32
+    )
+    held += write_answers(
+        exact, held_prompts[half:], 1.0, cfg.new_tokens, half, 0, folder, "heldout-sampled", log, torch.float32
+    )
+    return train, held, time.perf_counter() - t0
+
+
+def pad_batch(seqs: list[Sequence], device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """-> ids [B, L] (right-padded with 0), features [B, L - 1, D] float32, loss mask [B, L - 1]:
+    head index j (reading f_j, x_{j+1}, predicting x_{j+2}) counts when x_{j+2} is an answer token."""
+    width = max(s.ids.shape[0] for s in seqs)
+    dim = seqs[0].features.shape[-1]
+    ids = torch.zeros(len(seqs), width, dtype=torch.long)
+    feats = torch.zeros(len(seqs), width - 1, dim)
+    mask = torch.zeros(len(seqs), width - 1, dtype=torch.bool)
+    for i, s in enumerate(seqs):
+        n = s.ids.shape[0]
+        ids[i, :n] = s.ids
+        feats[i, : n - 1] = s.features.float()
+        mask[i, max(0, s.start - 2) : n - 2] = True  # j + 2 in [start, n - 1]
+    return ids.to(device), feats.to(device), mask.to(device)
+
+
+# ----- 2. the vocabulary subset -----------------------------------------------------------------
+
+
+def token_frequencies(seqs: list[Sequence], vocab: int) -> torch.Tensor:
+    counts = torch.zeros(vocab, dtype=torch.long)
+    for s in seqs:
+        counts += torch.bincount(s.ids[s.start :], minlength=vocab)[:vocab]
+    return counts
+
+
+def choose_subset(target, counts: torch.Tensor, held: list[Sequence], requested: int, log) -> tuple[int, dict]:
+    """The subset size with the best predicted speedup, from two measurements per candidate:
+    coverage (the held-out target mass inside S, the ceiling of alpha) and the head's ms per step
+    against the target's ms per step (c). alpha is estimated as coverage x 0.47, the ratio the
+    feasibility probe measured (0.43 / 0.91), and gamma = 4; only the ranking matters."""
+    from specviz.theory import walltime_improvement
+
+    order = torch.argsort(counts, descending=True, stable=True)
+    candidates = (requested,) if requested else SUBSET_CANDIDATES
+    embed = target.model.get_input_embeddings().weight.detach().float()
+    feats = torch.cat([s.features[s.start - 1 :].float() for s in held])  # [N, D] answer positions
+    p = torch.softmax(feats @ embed.T, dim=-1)  # [N, V] the exact T=1 target distributions
+    target_ms = _time_target_step(target)
+    report = {"target_step_ms": round(target_ms, 2), "candidates": []}
+    best, best_score = candidates[0], -1.0
+    for size in candidates:
+        subset = order[:size]
+        coverage = float(p[:, subset].sum(-1).mean())
+        head_ms = _time_head_step(target, subset)
+        c = head_ms / target_ms
+        score = walltime_improvement(0.47 * coverage, 4, c)
+        report["candidates"].append(
+            {
+                "size": size,
+                "coverage": round(coverage, 4),
+                "head_step_ms": round(head_ms, 2),
+                "c": round(c, 3),
+                "predicted_speedup": round(score, 3),
+            }
+        )
+        log(f"subset {size}: coverage {coverage:.3f}, head step {head_ms:.2f} ms (c = {c:.3f}), score {score:.3f}")
+        if score > best_score:
+            best, best_score = size, score
+    report["chosen"] = best
+    return best, report
+
+
+def _time_target_step(target, reps: int = 20) -> float:
+    from transformers import DynamicCache
+
+    model = target.model
+    ids = torch.arange(100, 160, device=model.device)[None]
+    with torch.inference_mode():
+        cache = DynamicCache(config=model.config)
+        model(ids, past_key_values=cache, use_cache=True)
+        times = []
+        for i in range(reps):
+            t0 = time.perf_counter()
+            model(
+                torch.tensor([[200 + i]], device=model.device), past_key_values=cache, use_cache=True, logits_to_keep=1
+            )
+            times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2] * 1e3
+
+
+def _time_head_step(target, subset: torch.Tensor, reps: int = 30) -> float:
+    from specviz.packing import pack_linears
+
+    cfg = head_config_for(target.model, len(subset), target.name)
+    head = DraftHead(cfg, subset)
+    init_from_target(head, target.model)
+    head.attach(target.model).eval()
+    pack_linears(head)
+    dim = cfg.hidden
+    with torch.inference_mode():
+        cache = HeadCache()
+        head.step(torch.randn(60, dim), torch.arange(60), 1, cache)
+        times = []
+        for i in range(reps):
+            t0 = time.perf_counter()
+            head.step(torch.randn(1, dim), torch.tensor([5]), 61 + i, cache)
+            times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2] * 1e3
+
+
+# ----- 3. training-time test --------------------------------------------------------------------
+
+
+def _shift(t: torch.Tensor, by: int, dim: int) -> torch.Tensor:
+    """t shifted `by` places towards higher indices along dim, zeros coming in: out[j] = t[j - by]."""
+    if by == 0:
+        return t
+    pad = torch.zeros_like(t.narrow(dim, 0, by))
+    return torch.cat([pad, t.narrow(dim, 0, t.shape[dim] - by)], dim=dim)
+
+
+def unrolled(head: DraftHead, ids: torch.Tensor, feats: torch.Tensor, steps: int) -> list[tuple]:
+    """The head run `steps` draft positions deep at every head index at once.
+
+    ids [B, L], feats [B, N = L - 1, D] (f_0..f_{L-2}) -> per step k (0-based) (f^ [B, N, D],
+    logits [B, N, S]) where index j of step k is draft position k + 1 of a chain that started with
+    the true f_{j-k}: it read f^ of step k - 1 at index j - 1, and attends to step-0 keys at
+    indices <= j - k (true features) and to step-m keys at index j - (k - m) for m = 1..k.
+    """
+    n = feats.shape[1]
+    tokens = ids[:, 1:]  # [B, N] x_{j+1}
+    positions = torch.arange(1, n + 1, device=ids.device)
+    cos, sin = head.rope(positions)  # [N, hd]
+    layer = head.layer
+    scale = layer.head_dim**-0.5
+    rows = torch.arange(n, device=ids.device)
+    inputs = feats
+    keys, values, outs = [], [], []
+    for k in range(steps):
+        x = head.merge(inputs, tokens)  # [B, N, D]
+        q, key, value = layer.qkv(x, cos, sin)  # [B, H, N, hd], [B, Hkv, N, hd]
+        keys.append(layer.expand_kv(key))
+        values.append(layer.expand_kv(value))
+        causal = rows[None, :] <= rows[:, None] - k  # [N, N] step-0 keys up to the chain start
+        scores = (q @ keys[0].transpose(-1, -2)) * scale  # [B, H, N, N]
+        scores = scores.masked_fill(~causal, float("-inf"))
+        diag = [(q * _shift(keys[m], k - m, 2)).sum(-1, keepdim=True) * scale for m in range(1, k + 1)]
+        weights = torch.softmax(torch.cat([scores, *diag], dim=-1), dim=-1)  # [B, H, N, N + k]
+        attended = weights[..., :n] @ values[0]  # [B, H, N, hd]
+        for m in range(1, k + 1):
+            attended = attended + weights[..., n + m - 1 : n + m] * _shift(values[m], k - m, 2)
+        f_hat, logits = head.out(layer.finish(x, attended))
+        outs.append((f_hat, logits))
+        inputs = _shift(f_hat, 1, 1)  # step k + 1 at index j reads f^ at j - 1
+    return outs
+
+
+def head_loss(head, ids, feats, mask, cfg: HeadTrainConfig, generator) -> tuple[torch.Tensor, float]:
+    """Unrolled loss of one batch -> (loss, first-step loss as a float for the log)."""
+    target_f = feats[:, 1:]  # [B, N - 1, D] f_{j+1}, the true feature that index j predicts
+    with torch.no_grad():
+        p_sub = torch.softmax(head.lm_head(target_f), dim=-1)  # [B, N - 1, S] target's p on S, renormalised
+    noisy = feats
+    if cfg.noise > 0:
+        rms = feats.pow(2).mean(-1, keepdim=True).sqrt()
+        u = torch.rand(feats.shape, generator=generator, device=feats.device) * 2 - 1
+        noisy = feats + cfg.noise * rms * u
+    total, first = 0.0, 0.0
+    m = mask[:, :-1]
+    for k, (f_hat, logits) in enumerate(unrolled(head, ids, noisy, cfg.unroll)):
+        valid = m & (torch.arange(m.shape[1], device=m.device)[None, :] >= k)  # the chain start exists
+        log_q = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+        ce = -(p_sub * log_q).sum(-1)  # [B, N - 1]
+        feat = nn.functional.smooth_l1_loss(f_hat[:, :-1], target_f, reduction="none").mean(-1)
+        step_loss = ((ce + cfg.feature_weight * feat) * valid).sum() / valid.sum().clamp(min=1)
+        total = total + (0.8**k) * step_loss
+        if k == 0:
+            first = float(step_loss.detach())
+    return total, first
+
+
+# ----- 4. measuring alpha per draft position ----------------------------------------------------
+
+
+class HeldOutText:
+    """Held-out answers (float32 features, so p is exact) to measure alpha per draft position."""
+
+    def __init__(self, held: list[Sequence], device, positions: int = 4):
+        self.sampled = [s for s in held if s.temperature > 0]
+        self.greedy = [s for s in held if s.temperature == 0]
+        self.device, self.positions = device, positions
+
+    @torch.no_grad()
+    def measure(self, head: DraftHead, gamma: int = 4) -> dict:
+        head.eval()
+        alpha = self._per_position(head, self.sampled, "beta")
+        agree = self._per_position(head, self.greedy, "agree")
+        accepted = self._greedy_accepted_length(head, gamma)
+        head.train()
+        return {
+            "alpha_by_position": [round(a, 4) for a in alpha],
+            "greedy_agreement_by_position": [round(a, 4) for a in agree],
+            "greedy_accepted_length_gamma4": round(accepted, 3),
+        }
+
+    def _runs(self, head, seqs):
+        embed = head.embed.float()
+        for s in seqs:
+            ids, feats, mask = pad_batch([s], self.device)
+            outs = unrolled(head, ids, feats, self.positions)
+            p = torch.softmax(feats[0, 1:] @ embed.T, dim=-1)  # [N - 1, V] exact target p at T=1
+            yield s, mask[0, :-1], p, outs
+
+    def _per_position(self, head, seqs, kind) -> list[float]:
+        sums, counts = [0.0] * self.positions, [0] * self.positions
+        for _s, mask, p, outs in self._runs(head, seqs):
+            for k, (_f, logits) in enumerate(outs):
+                q = torch.zeros_like(p)
+                q[:, head.subset] = torch.softmax(logits[0, :-1].float(), dim=-1)  # [N - 1, V]
+                valid = mask & (torch.arange(mask.shape[0], device=mask.device) >= k)
+                if kind == "beta":
+                    values = torch.minimum(p, q).sum(-1)
+                else:
+                    values = (p.argmax(-1) == q.argmax(-1)).float()
+                sums[k] += float(values[valid].sum())
+                counts[k] += int(valid.sum())
+        return [s / c if c else 0.0 for s, c in zip(sums, counts, strict=True)]
+
+    def _greedy_accepted_length(self, head, gamma: int) -> float:
+        """Mean tokens per iteration at T=0 and gamma draft positions over chains starting at every
+        answer position of the greedy text: 1 + the run of leading drafts equal to the argmax."""
+        outs_needed = min(gamma, self.positions)
+        total, chains = 0.0, 0
+        for _s, mask, p, outs in self._runs(head, self.greedy):
+            argmax_p = p.argmax(-1)  # [N - 1]
+            hits = []
+            for k in range(outs_needed):
+                draft = head.subset[outs[k][1][0, :-1].argmax(-1)]  # [N - 1]
+                hits.append(draft == argmax_p)
+            n = argmax_p.shape[0]
+            for start in mask.nonzero()[:, 0].tolist():
+                run = 0
+                while run < outs_needed and start + run < n and bool(hits[run][start + run]) and mask[start + run]:
+                    run += 1
+                total += 1 + run
+                chains += 1
+        return total / chains if chains else 0.0
+
+
+# ----- the recipe -------------------------------------------------------------------------------
+
+
+def train(cfg: HeadTrainConfig, data: Path, out: Path, history_path: Path | None, log=print) -> dict:
+    from specviz.models import load_model
+
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    wall0 = time.perf_counter()
+    train_seqs, held, gen_seconds = make_data(cfg, data, log)
+    target = load_model(cfg.target, device=cfg.device, dtype="float32")
+    tokens = sum(s.ids.shape[0] - s.start for s in train_seqs)
+    log(f"data: {len(train_seqs)} answers, {tokens} answer tokens ({gen_seconds:.0f} s)")
+
+    counts = token_frequencies(train_seqs, target.vocab_size)
+    size, subset_report = choose_subset(target, counts, held, cfg.subset, log)
+    subset = torch.sort(torch.argsort(counts, descending=True, stable=True)[:size]).values
+
+    torch.manual_seed(cfg.seed)
+    head = DraftHead(head_config_for(target.model, size, target.name), subset)
+    init_from_target(head, target.model)
+    head.attach(target.model)
+    head.to(cfg.device).train()
+    params = [p for p in head.parameters() if p.requires_grad]
+    optim = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
+    heldout = HeldOutText(held, cfg.device)
+    generator = torch.Generator(device=cfg.device).manual_seed(cfg.seed)
+    order_rng = random.Random(cfg.seed)
+
+    checkpoint = data / "head-checkpoint.pt"
+    history, order, start_step, train_seconds = [], [], 1, 0.0
+    if checkpoint.is_file():
+        state = torch.load(checkpoint, weights_only=True)
+        if state["config"] == asdict(cfg) and state["subset_size"] == size:
+            head.load_state_dict(state["head"], strict=False)
+            optim.load_state_dict(state["optim"])
+            history, order, start_step = state["history"], state["order"], state["step"] + 1
+            train_seconds = state["train_seconds"]
+            order_rng.setstate(state["order_rng"])
+            generator.set_state(state["generator"])
+            log(f"resumed from {checkpoint} at step {start_step}")
+    if not history:
+        history.append({"step": 0, "seconds": 0.0, "loss": None, **heldout.measure(head)})
+        log(f"step 0: {history[0]}")
+
+    t_seg, losses = time.perf_counter(), []
+    for step in range(start_step, cfg.steps + 1):
+        if len(order) < cfg.batch:  # a fresh shuffled pass over the answers
+            order += order_rng.sample(range(len(train_seqs)), len(train_seqs))
+        picked, order = order[: cfg.batch], order[cfg.batch :]
+        ids, feats, mask = pad_batch([train_seqs[i] for i in picked], cfg.device)
+        for group in optim.param_groups:
+            group["lr"] = cfg.lr * _lr_scale(step, cfg)
+        with torch.autocast(torch.device(cfg.device).type, dtype=torch.bfloat16, enabled=cfg.train_dtype == "bfloat16"):
+            loss, first = head_loss(head, ids, feats, mask, cfg, generator)
+        optim.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optim.step()
+        losses.append(first)
+        if step % cfg.eval_every == 0 or step == cfg.steps:
+            train_seconds += time.perf_counter() - t_seg
+            point = {"step": step, "seconds": round(train_seconds, 1), "loss": sum(losses) / len(losses)}
+            point.update(heldout.measure(head))
+            history.append(point)
+            log(f"step {step}: {point}")
+            losses = []
+            torch.save(
+                {
+                    "config": asdict(cfg),
+                    "subset_size": size,
+                    "head": head.state_dict(),
+                    "optim": optim.state_dict(),
+                    "history": history,
+                    "order": order,
+                    "step": step,
+                    "train_seconds": train_seconds,
+                    "order_rng": order_rng.getstate(),
+                    "generator": generator.get_state(),
+                },
+                checkpoint,
+            )
+            t_seg = time.perf_counter()
+
+    result = {
+        "schema": "specviz.head_training/1",
+        "target": target.name,
+        "head": f"offline:{out.name}",
+        "recipe": asdict(cfg),
+        "data": {"answers": len(train_seqs), "tokens": tokens, "heldout_answers": len(held)},
+        "subset": subset_report,
+        "generation_seconds": round(gen_seconds, 1),
+        "training_seconds": round(train_seconds, 1),
+        "total_seconds": round(time.perf_counter() - wall0, 1),
+        "hardware": {"cpu": _cpu_name(), "threads": torch.get_num_threads(), "device": cfg.device},
+        "versions": _versions(),
+        "measure": "alpha_by_position[k]: mean over held-out answer positions of beta = sum_x min(p(x), q(x)) "
+        "at T=1 on text the target sampled at T=1, with the head k+1 steps deep on its own predicted features "
+        "(and the text's tokens); greedy_agreement_by_position[k]: share of positions of the target's greedy "
+        "text where the head's argmax at depth k+1 is the target's; greedy_accepted_length_gamma4: mean "
+        "tokens per iteration at T=0, gamma 4, over chains starting at every held-out answer position.",
+        "history": history,
+    }
+    head.eval()
+    head.save(out, {"training": {k: result[k] for k in ("data", "subset", "training_seconds")}, "final": history[-1]})
+    if history_path is not None:
+        history_path.parent.mkdir(parents=True, exist_ok=True)
+        history_path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    log(f"saved {out}; total {result['total_seconds']:.0f} s")
+    return result
+
+
+def _lr_scale(step: int, cfg: HeadTrainConfig) -> float:
+    """Linear warm-up, then cosine decay to 10% of the peak."""
+    if step <= cfg.warmup:
+        return step / cfg.warmup
+    progress = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _versions() -> dict:
+    import transformers
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from specviz.models import cache_dir
+
+    defaults = HeadTrainConfig()
+    parser = argparse.ArgumentParser(prog="python -m specviz train-head", description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=cache_dir() / "head-data", help="folder for the written text")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder to write the head to")
+    parser.add_argument("--history", type=Path, default=DEFAULT_HISTORY, help="JSON of alpha against step")
+    for name, value in asdict(defaults).items():
+        flag = "--" + name.replace("_", "-")
+        kind = float if isinstance(value, float) else int if isinstance(value, int) else str
+        parser.add_argument(flag, type=kind, default=value)
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    cfg = HeadTrainConfig(**{k: getattr(args, k) for k in asdict(defaults)})
+
+    def log(message: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+    train(cfg, args.data, args.out, args.history, log)
+    return 0
