@@ -48,7 +48,8 @@ class Sameness:
             f"{token_text(self.speculative_token)!r}, target alone {token_text(self.target_token)!r}"
         )
         if self.verdict == "near_tie":
-            return f"{where}. Numerical near-tie: the target's top-2 logit gap there is {self.logit_gap:.3f} in float32."
+            gap = f"{self.logit_gap:.3f}"
+            return f"{where}. Numerical near-tie: the target's top-2 logit gap there is {gap} in float32."
         return f"{where}, with a float32 logit gap of {self.logit_gap:.3f}: not a near-tie. This is a mismatch."
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import tiny_llama
 
+from conftest import tiny_llama
 from specviz.decoder import autoregressive_generate, speculative_generate
 from specviz.drafters import HeadDrafter
 from specviz.head import DraftHead, HeadCache, head_config_for, init_from_target, load_head
