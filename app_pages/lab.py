@@ -48,7 +48,7 @@ def _models(choice: str):
     target_name, draft_name = settings.model_names()
     if not target_name:
         raise SpecvizError("Name a target model in the sidebar (custom pair), or pick another pair.")
-    target = state.get_model(target_name)
+    target = state.get_model(target_name, settings.dtype)
     draft = state.resolve_draft(target, draft_name)
     if not settings.prompt.strip():
         raise SpecvizError("The sidebar prompt is empty: type a prompt for the model to continue.")

@@ -34,6 +34,8 @@ def playground() -> None:
         "because an earlier draft was refused (grey). Every iteration ends with one token from the target "
         "(orange, blue or dark grey), so each target pass yields at least one token."
     )
+    st.subheader("Is the output unchanged?")
+    render.side_by_side(trace, baseline)
     with st.expander("Prompt and plain output"):
         st.markdown("**Prompt** (sent as a chat message)")
         st.html(f"<blockquote>{render.escaped_text(trace.prompt)}</blockquote>")

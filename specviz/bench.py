@@ -35,6 +35,7 @@ from pathlib import Path
 import torch
 
 from specviz.theory import expected_tokens_per_iteration, walltime_improvement
+from specviz.trace import acceptance_by_position, reached_betas, summarize
 
 # Fixed and varied, and none of them in the draft's training prompts (specviz.train_draft).
 PROMPTS = [
@@ -61,6 +62,7 @@ class Bench:
     """The loaded pair, the tokenised prompts and the settings shared by every pass."""
 
     def __init__(self, target, draft, prompts: list[str], max_new_tokens: int, seed: int):
+        """draft: a LoadedModel, or a draft name the decoder resolves ("ngram", "hybrid", a head)."""
         from specviz.prompting import prompt_token_ids
 
         self.target, self.draft = target, draft
@@ -128,18 +130,27 @@ class Bench:
         return int(out.shape[1] - input_ids.shape[1])
 
 
-def speculative_stats(traces) -> dict:
-    """Acceptance statistics pooled over the prompt set (sums over iterations, not means of means)."""
-    drafted = sum(t.summary["drafted"] for t in traces)
-    accepted = sum(t.summary["accepted"] for t in traces)
-    iterations = sum(t.summary["iterations"] for t in traces)
-    new_tokens = sum(t.summary["new_tokens"] for t in traces)
-    # alpha: mean beta over the positions the text reached (accepted drafts and the first rejection).
-    betas = [d["beta"] for t in traces for it in t.iterations for d in it["drafts"][: it["accepted_count"] + 1]]
+def speculative_stats(traces, gamma: int) -> dict:
+    """Acceptance statistics pooled over the prompt set (sums over iterations, not means of means),
+    with the definitions of specviz.trace.summarize and acceptance_by_position."""
+    iterations = [it for t in traces for it in t.iterations]
+    pooled = summarize(
+        sum(t.summary["iterations"] for t in traces),
+        sum(t.summary["drafted"] for t in traces),
+        sum(t.summary["accepted"] for t in traces),
+        sum(t.summary["new_tokens"] for t in traces),
+        0.0,
+        0.0,
+        0.0,
+        reached_betas(iterations),
+    )
+    by_position = acceptance_by_position(iterations, gamma)
     return {
-        "acceptance_rate": accepted / drafted if drafted else None,
-        "mean_accepted_length": new_tokens / iterations if iterations else None,
-        "alpha": sum(betas) / len(betas) if betas else None,
+        "acceptance_rate": pooled["acceptance_rate"],
+        "mean_accepted_length": pooled["mean_accepted_length"],
+        "alpha": pooled["alpha"],
+        "acceptance_by_position": [row["acceptance"] for row in by_position],
+        "beta_by_position": [row["mean_beta"] for row in by_position],
     }
 
 
@@ -202,7 +213,7 @@ def _measure_baseline(bench: Bench, temperature: float, runs: list, log) -> None
 
 def _row(temperature, gamma, runs, base_tps, target_ms, hf) -> dict:
     tps = {m: statistics.median(r["tokens_per_s"] for r in rs) for m, rs in runs.items()}
-    stats = speculative_stats(runs["traced"][0]["traces"])
+    stats = speculative_stats(runs["traced"][0]["traces"], gamma)
     draft_ms = statistics.median(per_step_ms(r["traces"], "draft_ms", "drafted") for r in runs["untraced"])
     verify_ms = statistics.median(per_step_ms(r["traces"], "verify_ms", "iterations") for r in runs["untraced"])
     c = draft_ms / target_ms
@@ -268,39 +279,48 @@ def _fmt(value, spec: str) -> str:
 
 
 def markdown(report: dict) -> str:
-    """The results as a markdown table, with the hardware and the baseline above it."""
+    """The results as markdown tables (one per draft), with the hardware and the baselines above."""
     hw, v, s = report["hardware"], report["versions"], report["settings"]
     where = hw["gpu"] or f"{hw['cpu']}, {hw['cpu_count']} cores, {hw['torch_threads']} torch thread(s)"
     lines = [
-        f"Target `{s['target']}`, draft `{s['draft']}`, {s['prompts']} prompts x {s['max_new_tokens']} new tokens, "
-        f"median of {s['reps']} reps after a warm-up.",
+        f"Target `{s['target']}` ({s['dtype']}, kernels: {s['kernels']}), {s['prompts']} prompts x "
+        f"{s['max_new_tokens']} new tokens, median of {s['reps']} reps after a warm-up.",
         f"Hardware: {where}. torch {v['torch']}, transformers {v['transformers']}, Python {v['python']}. "
         f"Load average before/after: {report['load_before']} / {report['load_after']}.",
         "",
     ]
-    for t, b in report["baseline"].items():
+    for t, pk in report.get("packing", {}).items():
         lines.append(
-            f"- baseline at T={t}: {b['tokens_per_s']:.2f} tokens/s ({b['target_step_ms']:.1f} ms per target step)"
+            f"- target alone at T={t}: {pk['eager_tokens_per_s']:.2f} tokens/s eager, {pk['packed_tokens_per_s']:.2f} "
+            f"packed ({pk['packed_over_eager']:.2f}x)"
         )
-    for t, b in report["best"].items():
-        lines.append(f"- best gamma at T={t}: {b['gamma']} ({b['speedup']:.2f}x)")
-    lines += [
-        "",
-        "| T | γ | tokens/s untraced | tokens/s traced | tokens/s HF assisted | speedup | speedup HF "
-        "| acceptance rate | mean accepted length | α | expected tokens | c | predicted speedup | efficiency "
-        "| tracing overhead | specviz / HF |",
-        "|" + "---|" * 16,
-    ]
-    for r in report["results"]:
-        tps, sp = r["tokens_per_s"], r["speedup"]
-        lines.append(
-            f"| {r['temperature']:g} | {r['gamma']} | {tps['untraced']:.2f} | {tps['traced']:.2f} "
-            f"| {_fmt(tps.get('hf'), '.2f')} | {sp['untraced']:.2f}x | {_fmt(sp.get('hf'), '.2f')}x "
-            f"| {_fmt(r['acceptance_rate'], '.3f')} | {_fmt(r['mean_accepted_length'], '.2f')} "
-            f"| {_fmt(r['alpha'], '.3f')} | {_fmt(r['expected_tokens'], '.2f')} | {r['c']:.3f} "
-            f"| {_fmt(r['predicted_speedup'], '.2f')}x | {_fmt(r['efficiency'], '.2f')} "
-            f"| {100 * r['tracing_overhead']:.1f}% | {_fmt(r['specviz_over_hf'], '.2f')} |"
-        )
+    for run in report["runs"]:
+        lines += ["", f"### Draft `{run['draft']}`", ""]
+        for t, b in run["baseline"].items():
+            lines.append(
+                f"- baseline at T={t}: {b['tokens_per_s']:.2f} tokens/s ({b['target_step_ms']:.1f} ms per target step)"
+            )
+        for t, b in run["best"].items():
+            lines.append(f"- best gamma at T={t}: {b['gamma']} ({b['speedup']:.2f}x)")
+        lines += [
+            "",
+            "| T | γ | tokens/s untraced | tokens/s traced | tokens/s HF assisted | speedup | speedup HF "
+            "| acceptance rate | acceptance by position | mean accepted length | α | expected tokens | c "
+            "| verify / step | predicted speedup | efficiency | tracing overhead | specviz / HF |",
+            "|" + "---|" * 18,
+        ]
+        for r in run["results"]:
+            tps, sp = r["tokens_per_s"], r["speedup"]
+            by_pos = " ".join(_fmt(a, ".2f") for a in r["acceptance_by_position"])
+            lines.append(
+                f"| {r['temperature']:g} | {r['gamma']} | {tps['untraced']:.2f} | {tps['traced']:.2f} "
+                f"| {_fmt(tps.get('hf'), '.2f')} | {sp['untraced']:.2f}x | {_fmt(sp.get('hf'), '.2f')}x "
+                f"| {_fmt(r['acceptance_rate'], '.3f')} | {by_pos} | {_fmt(r['mean_accepted_length'], '.2f')} "
+                f"| {_fmt(r['alpha'], '.3f')} | {_fmt(r['expected_tokens'], '.2f')} | {r['c']:.3f} "
+                f"| {r['verify_over_target_step']:.2f} | {_fmt(r['predicted_speedup'], '.2f')}x "
+                f"| {_fmt(r['efficiency'], '.2f')} | {100 * r['tracing_overhead']:.1f}% "
+                f"| {_fmt(r['specviz_over_hf'], '.2f')} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -311,12 +331,17 @@ def _numbers(text: str, kind):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m specviz bench", description=__doc__.splitlines()[0])
     parser.add_argument("--target", default=None, help="target model (default: the offline SmolLM2-135M-Instruct)")
-    parser.add_argument("--draft", default=None, help="draft model (default: the trained offline draft)")
+    parser.add_argument(
+        "--drafts",
+        default=None,
+        help="comma-separated drafts, each benched against the same target in this process: model names, "
+        "ngram, hybrid or a head (default: the target's default draft)",
+    )
     parser.add_argument(
         "--dtype",
         default=None,
         choices=("float32", "bfloat16", "float16"),
-        help="weights of both models (default: float32 on cpu, bfloat16 on cuda)",
+        help="weights of the target and model drafts (default: float32 on cpu, bfloat16 on cuda)",
     )
     parser.add_argument("--gammas", default="1,2,3,4,6,8", help="comma-separated gammas")
     parser.add_argument("--temperatures", default="0,1", help="comma-separated temperatures (0: greedy)")
@@ -326,6 +351,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     parser.add_argument("--no-hf", action="store_true", help="skip transformers' assisted generation")
+    parser.add_argument(
+        "--no-eager", action="store_true", help="skip timing the target alone with eager (unpacked) weights"
+    )
     parser.add_argument("--out", type=Path, default=Path("bench.json"), help="JSON output; the table goes beside it")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
 
@@ -339,7 +367,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(args) -> int:
-    from specviz.models import DEFAULT_TARGET, NGRAM_DRAFT, SELF_DRAFT, TRAINED_DRAFT, check_vocabulary, load_model
+    from specviz.drafters import is_head
+    from specviz.models import HYBRID_DRAFT, NGRAM_DRAFT, SELF_DRAFT, check_vocabulary, default_draft, load_model
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -347,14 +376,7 @@ def _main(args) -> int:
         print(f"error: --prompts must be from 1 to {len(PROMPTS)}", file=sys.stderr)
         return 2
     target = load_model(args.target, dtype=args.dtype)
-    # The offline pair drafts with n-grams by default, but transformers' assisted generation needs an
-    # assistant model, so the bench's default pair is the target with the trained offline draft.
-    draft_name = args.draft or (TRAINED_DRAFT if target.name == DEFAULT_TARGET else NGRAM_DRAFT)
-    if draft_name in (NGRAM_DRAFT, SELF_DRAFT):
-        print("error: the bench compares model drafts (transformers needs an assistant model)", file=sys.stderr)
-        return 2
-    draft = load_model(draft_name, device=target.device, dtype=target.dtype)
-    check_vocabulary(target, draft)
+    names = [d.strip() for d in args.drafts.split(",")] if args.drafts else [default_draft(target.name)]
     temperatures = _numbers(args.temperatures, float)
     gammas = _numbers(args.gammas, int)
     prompts = PROMPTS[: args.prompts]
@@ -364,14 +386,27 @@ def _main(args) -> int:
 
     load_before = _loadavg()
     t0 = time.perf_counter()
-    bench = Bench(target, draft, prompts, args.max_new_tokens, args.seed)
-    measured = sweep(bench, temperatures, gammas, args.reps, not args.no_hf, log)
+    runs = []
+    for name in names:
+        if name in (NGRAM_DRAFT, SELF_DRAFT, HYBRID_DRAFT) or is_head(name):
+            draft, hf = name, False  # transformers' assisted generation needs an assistant model
+        else:
+            draft = load_model(name, device=target.device, dtype=target.dtype)
+            check_vocabulary(target, draft)
+            hf = not args.no_hf
+        log(f"draft {name}")
+        measured = sweep(
+            Bench(target, draft, prompts, args.max_new_tokens, args.seed), temperatures, gammas, args.reps, hf, log
+        )
+        runs.append({"draft": name, **measured, "best": best_by_temperature(measured["results"])})
     report = {
-        "schema": "specviz.bench/1",
+        "schema": "specviz.bench/2",
         **environment(torch.get_num_threads()),
         "settings": {
             "target": target.name,
-            "draft": draft.name,
+            "dtype": target.dtype,
+            "kernels": target.kernels,
+            "drafts": names,
             "gammas": gammas,
             "temperatures": temperatures,
             "reps": args.reps,
@@ -380,12 +415,12 @@ def _main(args) -> int:
             "seed": args.seed,
         },
         "prompts": prompts,
-        **measured,
-        "best": best_by_temperature(measured["results"]),
-        "load_before": load_before,
-        "load_after": _loadavg(),
-        "seconds": round(time.perf_counter() - t0, 1),
+        "runs": runs,
     }
+    if not args.no_eager and target.kernels == "packed":
+        eager = load_model(args.target, dtype=args.dtype, pack=False)
+        report["packing"] = packing_speedup(target, eager, prompts, args, temperatures, log)
+    report.update(load_before=load_before, load_after=_loadavg(), seconds=round(time.perf_counter() - t0, 1))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     table = markdown(report)
@@ -393,6 +428,21 @@ def _main(args) -> int:
     print(table)
     print(f"written {args.out} and {args.out.with_suffix('.md')}")
     return 0
+
+
+def packing_speedup(packed, eager, prompts, args, temperatures, log) -> dict:
+    """The target alone with packed and with eager weights, alternating, median of the reps."""
+    out = {}
+    for temperature in temperatures:
+        runs = {"packed": [], "eager": []}
+        for _ in range(args.reps):
+            for kind, model in (("packed", packed), ("eager", eager)):
+                bench = Bench(model, None, prompts, args.max_new_tokens, args.seed)
+                runs[kind].append(bench.run("baseline", temperature, 1)["tokens_per_s"])
+        p, e = statistics.median(runs["packed"]), statistics.median(runs["eager"])
+        out[str(temperature)] = {"packed_tokens_per_s": p, "eager_tokens_per_s": e, "packed_over_eager": p / e}
+        log(f"T={temperature} target alone: packed {p:.2f}, eager {e:.2f} tokens/s")
+    return out
 
 
 def _loadavg() -> list[float] | None:

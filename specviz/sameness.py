@@ -23,7 +23,7 @@ NEAR_TIE_TOLERANCE = 0.25
 
 @dataclass(frozen=True)
 class Sameness:
-    verdict: str  # "identical", "near_tie", "mismatch", "different_samples"
+    verdict: str  # "identical", "near_tie", "mismatch", "differs" (gap not measured), "different_samples"
     compared_tokens: int  # tokens compared (the shorter output)
     first_difference: int | None = None  # index in the generated text
     speculative_token: int | None = None
@@ -47,6 +47,8 @@ class Sameness:
             f"First difference at token {self.first_difference + 1}: speculative "
             f"{token_text(self.speculative_token)!r}, target alone {token_text(self.target_token)!r}"
         )
+        if self.verdict == "differs":
+            return f"{where}. The target's logit gap there was not measured (run the pair here to measure it)."
         if self.verdict == "near_tie":
             gap = f"{self.logit_gap:.3f}"
             return f"{where}. Numerical near-tie: the target's top-2 logit gap there is {gap} in float32."
@@ -54,9 +56,8 @@ class Sameness:
 
 
 def compare_runs(speculative, target_alone, target_fp32=None) -> Sameness:
-    """Two Traces of the same prompt and settings -> their Sameness. `target_fp32` (a LoadedModel in
-    float32) measures the gap at a greedy difference; without it the gap is measured with the
-    model named in the trace when that is already float32, else left unknown (a mismatch)."""
+    """Two Traces of the same prompt and settings -> their Sameness. `target_fp32` (the target
+    loaded in float32) measures the gap at a greedy difference; without it the gap stays unknown."""
     a, b = speculative.output_token_ids, target_alone.output_token_ids
     n = min(len(a), len(b))
     if speculative.config.get("temperature", 0) != 0:
@@ -64,10 +65,10 @@ def compare_runs(speculative, target_alone, target_fp32=None) -> Sameness:
     first = next((i for i in range(n) if a[i] != b[i]), None)
     if first is None:
         return Sameness("identical", n)
-    gap = None
-    if target_fp32 is not None:
-        gap = top2_gap(target_fp32, speculative.prompt_token_ids + a[:first])
-    verdict = "near_tie" if gap is not None and gap <= NEAR_TIE_TOLERANCE else "mismatch"
+    if target_fp32 is None:
+        return Sameness("differs", n, first, a[first], b[first])
+    gap = top2_gap(target_fp32, speculative.prompt_token_ids + a[:first])
+    verdict = "near_tie" if gap <= NEAR_TIE_TOLERANCE else "mismatch"
     return Sameness(verdict, n, first, a[first], b[first], gap)
 
 

@@ -155,6 +155,26 @@ def reached_betas(iterations: list[dict]) -> list[float]:
     return [d["beta"] for it in iterations for d in it["drafts"][: it["accepted_count"] + 1]]
 
 
+def acceptance_by_position(iterations: list[dict], gamma: int) -> list[dict[str, Any]]:
+    """Per draft position k = 1..gamma, over the iterations that reached it (drafted k tokens and
+    accepted the first k - 1): reached, accepted, acceptance (accepted / reached) and mean beta."""
+    rows = []
+    for k in range(1, gamma + 1):
+        reached = [it for it in iterations if len(it["drafts"]) >= k and it["accepted_count"] >= k - 1]
+        accepted = sum(it["accepted_count"] >= k for it in reached)
+        betas = [it["drafts"][k - 1]["beta"] for it in reached]
+        rows.append(
+            {
+                "position": k,
+                "reached": len(reached),
+                "accepted": accepted,
+                "acceptance": accepted / len(reached) if reached else None,
+                "mean_beta": sum(betas) / len(betas) if betas else None,
+            }
+        )
+    return rows
+
+
 def summarize(
     iterations: int,
     drafted: int,

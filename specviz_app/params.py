@@ -23,6 +23,7 @@ TOP_P_RANGE = (0.05, 1.0)  # 1.0 means off
 MAX_NEW_RANGE = (1, 256)
 SEED_RANGE = (0, 2**31 - 1)
 PROMPT_MAX_CHARS = 2000
+DTYPE_CHOICES = ("float32", "bfloat16")  # the app's precisions (float32: greedy output bit-exact)
 
 EXAMPLE_PROMPTS = (
     "Repeat this text exactly: To be, or not to be, that is the question.",
@@ -51,17 +52,15 @@ def pairs() -> dict[str, Pair]:
     default = models.DEFAULT_DRAFT
     short = default.removeprefix("offline:")
     out = [Pair("offline", f"Offline: 135M + default draft ({short})", models.OFFLINE_TARGET, None)]
-    if default != models.NGRAM_DRAFT:
-        out.append(Pair("offline-ngram", "Offline: 135M + n-gram draft", models.OFFLINE_TARGET, "ngram"))
-    if default != models.TRAINED_DRAFT:
-        out.append(
-            Pair(
-                "offline-trained",
-                "Offline: 135M + trained draft (weak: α≈0.2)",
-                models.OFFLINE_TARGET,
-                models.TRAINED_DRAFT,
-            )
-        )
+    offered = [
+        ("offline-head", "Offline: 135M + draft head (reads the target's features)", models.HEAD_DRAFT),
+        ("offline-hybrid", "Offline: 135M + hybrid (n-gram match, else the head)", models.HYBRID_DRAFT),
+        ("offline-ngram", "Offline: 135M + n-gram draft", models.NGRAM_DRAFT),
+        ("offline-trained", "Offline: 135M + distilled 3-layer draft (a separate small model)", models.TRAINED_DRAFT),
+    ]
+    for key, label, draft in offered:
+        if draft != default:
+            out.append(Pair(key, label, models.OFFLINE_TARGET, draft))
     out.append(Pair("offline-self", "Offline: 135M drafts for itself", models.OFFLINE_TARGET, "self"))
     for label, (target, draft) in models.HUB_PAIRS.items():
         out.append(Pair(_slug(label), f"Online: {label}", target, draft, online=True))
@@ -84,6 +83,7 @@ class Settings:
     seed: int = 0
     prompt: str = EXAMPLE_PROMPTS[0]
     baseline: bool = True
+    dtype: str = "float32"  # the weights' precision (see DTYPE_CHOICES)
 
     def model_names(self) -> tuple[str | None, str | None]:
         """(target, draft) as the library takes them; draft None means the offline default."""
@@ -107,6 +107,7 @@ class Settings:
             self.max_new,
             self.seed,
             self.prompt,
+            self.dtype,
         )
 
     def decode_kwargs(self) -> dict[str, Any]:
@@ -188,6 +189,11 @@ def from_query(params: dict[str, str | list[str]], base: Settings = DEFAULTS) ->
             messages.append(f"prompt: longer than {PROMPT_MAX_CHARS} characters; cut to that length.")
             prompt = prompt[:PROMPT_MAX_CHARS]
         values["prompt"] = prompt
+    if (raw := get("dtype")) is not None:
+        if raw in DTYPE_CHOICES:
+            values["dtype"] = raw
+        else:
+            messages.append(f"precision: {raw[:20]!r} should be one of {', '.join(DTYPE_CHOICES)}; using float32.")
     if (raw := get("baseline")) is not None:
         if raw in ("0", "1"):
             values["baseline"] = raw == "1"
@@ -223,6 +229,8 @@ def from_trace_config(config: dict[str, Any], prompt: str, baseline: bool) -> tu
         "prompt": prompt or DEFAULTS.prompt,
         "baseline": "1" if baseline else "0",
     }
+    if config.get("dtype") in DTYPE_CHOICES:
+        query["dtype"] = config["dtype"]
     return from_query(query)
 
 

@@ -147,6 +147,41 @@ def headline(trace, baseline) -> None:
     cols[3].metric("Iterations", f"{s['iterations']}", help="one target pass each")
 
 
+def sameness_of(trace, baseline):
+    """The Sameness of a run and its baseline: measured at run time, else compared without the gap."""
+    from specviz.sameness import Sameness, compare_runs
+
+    if "sameness" in trace.extra:
+        return Sameness(**trace.extra["sameness"])
+    return compare_runs(trace, baseline)
+
+
+def side_by_side(trace, baseline) -> None:
+    """Speculative text beside the target-alone text, with the verdict on sameness above them."""
+    if baseline is None or baseline is trace:
+        st.info("No target-alone run recorded: tick 'Also run the target alone' in the sidebar and Run.")
+        return
+    verdict = sameness_of(trace, baseline)
+
+    def text(token_id: int) -> str:
+        return trace.extra.get("token_text", {}).get(str(token_id), f"#{token_id}")
+
+    sentence = verdict.sentence(text)
+    if verdict.verdict == "identical":
+        st.success(sentence, icon=":material/check_circle:")
+    elif verdict.verdict in ("near_tie", "different_samples"):
+        st.info(sentence, icon=":material/info:")
+        if verdict.verdict == "different_samples":
+            st.page_link("app_pages/lab.py", label="Open the Distribution lab", icon=":material/science:")
+    else:
+        st.warning(sentence, icon=":material/warning:")
+    left, right = st.columns(2)
+    left.markdown(f"**Speculative** ({trace.summary['new_tokens']} tokens)")
+    left.html(f"<div class='sv-plain'>{escaped_text(trace.output_text)}</div>")
+    right.markdown(f"**Target alone** ({baseline.summary['new_tokens']} tokens)")
+    right.html(f"<div class='sv-plain'>{escaped_text(baseline.output_text)}</div>")
+
+
 def trace_notice(loaded, settings) -> bool:
     """The line above every page: which trace is shown and whether the sidebar asks for a new run.
 

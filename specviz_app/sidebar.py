@@ -120,6 +120,11 @@ def render() -> Settings:
     sb.caption("Length of the answer; the offline target needs about 0.1 s per token on a CPU.")
     sb.number_input("Seed", *params.SEED_RANGE, step=1, key=KEY + "seed")
     sb.caption("The same seed and settings give the same trace, token for token.")
+    sb.selectbox("Precision", params.DTYPE_CHOICES, key=KEY + "dtype")
+    sb.caption(
+        "float32: greedy output identical to the target alone, bit for bit. bfloat16: faster where the "
+        "hardware has it, but where the two best tokens nearly tie it may pick the other one (the run says where)."
+    )
     sb.checkbox("Also run the target alone (baseline)", key=KEY + "baseline")
     sb.caption("Needed for the speedup and the timeline comparison; doubles the run time.")
 

@@ -49,10 +49,10 @@ def _store(loaded: Loaded) -> None:
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
-def get_model(name: str) -> models.LoadedModel:
+def get_model(name: str, dtype: str | None = None) -> models.LoadedModel:
     """Load a model once per server process (bounded: at most four stay in memory)."""
     _apply_thread_setting()
-    loaded = models.load_model(name)
+    loaded = models.load_model(name, dtype=dtype)
     _warm_up(loaded)
     return loaded
 
@@ -82,7 +82,7 @@ def resolve_draft(target: models.LoadedModel, draft: str | None):
         draft = models.default_draft(target.name)
     if draft in (models.NGRAM_DRAFT, models.SELF_DRAFT, models.HYBRID_DRAFT) or is_head(draft):
         return draft
-    loaded = get_model(draft)
+    loaded = get_model(draft, target.dtype)
     models.check_vocabulary(target, loaded)  # fail before decoding, with the library's message
     return loaded
 
@@ -90,6 +90,7 @@ def resolve_draft(target: models.LoadedModel, draft: str | None):
 def run(settings: Settings) -> None:
     """Decode with the settings, streaming tokens into the page; keep the old trace on failure."""
     from specviz.decoder import autoregressive_generate, speculative_generate
+    from specviz.sameness import compare_runs
 
     area = st.empty()
     with area.container(border=True):
@@ -98,7 +99,7 @@ def run(settings: Settings) -> None:
             target_name, draft_name = settings.model_names()
             if not target_name:
                 raise SpecvizError("Name a target model in the sidebar (custom pair), or pick another pair.")
-            target = get_model(target_name)
+            target = get_model(target_name, settings.dtype)
             draft = resolve_draft(target, draft_name)
             status.update(label="Decoding speculatively…")
             bar = st.progress(0.0, text="speculative decoding: starting")
@@ -131,6 +132,8 @@ def run(settings: Settings) -> None:
 
                 kwargs.pop("gamma")
                 baseline = autoregressive_generate(settings.prompt, target=target, on_iteration=on_base, **kwargs)
+                exact = target if target.dtype == "float32" else get_model(target_name, "float32")
+                trace.extra["sameness"] = compare_runs(trace, baseline, exact).to_dict()
             status.update(label="Done", state="complete")
         except SpecvizError as exc:
             area.empty()

@@ -35,17 +35,25 @@ def test_bench_tiny(tmp_path):
     target.tokenizer.save_pretrained(tmp_path / "draft")
 
     out = tmp_path / "bench" / "result.json"
-    argv = ["--target", str(target_dir), "--draft", str(tmp_path / "draft"), "--gammas", "2"]
+    argv = ["--target", str(target_dir), "--drafts", f"{tmp_path / 'draft'},ngram", "--gammas", "2"]
     argv += ["--temperatures", "0,1", "--reps", "1", "--max-new-tokens", "6", "--prompts", "1", "--out", str(out)]
     assert main(argv) == 0
 
     report = json.loads(out.read_text())
-    assert report["schema"] == "specviz.bench/1"
+    assert report["schema"] == "specviz.bench/2"
     assert report["hardware"]["cpu"] and report["hardware"]["torch_threads"] >= 1
     assert {"torch", "transformers", "python"} <= set(report["versions"])
-    assert set(report["baseline"]) == {"0.0", "1.0"} and set(report["best"]) == {"0.0", "1.0"}
-    assert len(report["results"]) == 2
-    for row in report["results"]:
+    model_run, ngram_run = report["runs"]
+    assert [model_run["draft"], ngram_run["draft"]] == [str(tmp_path / "draft"), "ngram"]
+    assert set(model_run["baseline"]) == {"0.0", "1.0"} and set(model_run["best"]) == {"0.0", "1.0"}
+    # Packed and eager target alone, side by side in the same run.
+    assert report["settings"]["kernels"] == "packed" and set(report["packing"]) == {"0.0", "1.0"}
+    for row in ngram_run["results"]:
+        assert "hf" not in row["tokens_per_s"] and row["specviz_over_hf"] is None  # no assistant model to compare
+    assert len(model_run["results"]) == 2
+    for row in model_run["results"]:
+        assert len(row["acceptance_by_position"]) == row["gamma"] == len(row["beta_by_position"])
+        assert row["verify_over_target_step"] > 0
         assert set(row["tokens_per_s"]) == {"traced", "untraced", "hf"}
         assert all(v > 0 for v in row["tokens_per_s"].values())
         for key in ("speedup", "acceptance_rate", "mean_accepted_length", "alpha", "c", "predicted_speedup"):
@@ -65,6 +73,9 @@ def test_bench_tiny(tmp_path):
         "efficiency",
         "tracing overhead",
         "specviz / HF",
+        "acceptance by position",
+        "verify / step",
+        "packed",
         "Hardware",
     ):
         assert column in table

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from specviz.charts.style import LAYOUT, PREDICTION_COLOR, STATUS_COLORS, titled
 from specviz.charts.tokens import hover_card, token_rows
 from specviz.theory import expected_tokens_per_iteration, tokens_per_iteration_distribution
-from specviz.trace import Trace
+from specviz.trace import Trace, acceptance_by_position
 
 
 def full_iterations(trace: Trace) -> list[dict[str, Any]]:
@@ -27,22 +27,16 @@ def full_iterations(trace: Trace) -> list[dict[str, Any]]:
 
 def position_table(trace: Trace) -> list[dict[str, Any]]:
     """Per draft slot 1..gamma: how often it was reached, accepted, the rate, and the mean beta."""
-    gamma = trace.config.get("gamma") or 0
-    rows = []
-    for slot in range(1, gamma + 1):
-        reached = [it for it in trace.iterations if len(it["drafts"]) >= slot and it["accepted_count"] >= slot - 1]
-        accepted = sum(it["accepted_count"] >= slot for it in reached)
-        betas = [it["drafts"][slot - 1]["beta"] for it in reached]
-        rows.append(
-            {
-                "draft position": slot,
-                "reached": len(reached),
-                "accepted": accepted,
-                "acceptance rate": accepted / len(reached) if reached else None,
-                "mean β": sum(betas) / len(betas) if betas else None,
-            }
-        )
-    return rows
+    return [
+        {
+            "draft position": row["position"],
+            "reached": row["reached"],
+            "accepted": row["accepted"],
+            "acceptance rate": row["acceptance"],
+            "mean β": row["mean_beta"],
+        }
+        for row in acceptance_by_position(trace.iterations, trace.config.get("gamma") or 0)
+    ]
 
 
 def length_table(trace: Trace) -> list[dict[str, Any]]:
