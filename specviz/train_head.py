@@ -211,8 +211,9 @@ def _shift(t: torch.Tensor, by: int, dim: int) -> torch.Tensor:
 def unrolled(head: DraftHead, ids: torch.Tensor, feats: torch.Tensor, steps: int) -> list[tuple]:
     """The head run `steps` draft positions deep at every head index at once.
 
-    ids [B, L], feats [B, N = L - 1, D] (f_0..f_{L-2}) -> per step k (0-based) (f^ [B, N, D],
-    logits [B, N, S]) where index j of step k is draft position k + 1 of a chain that started with
+    ids [B, L], feats [B, N = L - 1, D] (f_0..f_{L-2}) -> per step k (0-based) f^ [B, N, D] (the
+    logits are head.lm_head(f^), left to the caller, which needs them at few positions), where
+    index j of step k is draft position k + 1 of a chain that started with
     the true f_{j-k}: it read f^ of step k - 1 at index j - 1, and attends to step-0 keys at
     indices <= j - k (true features) and to step-m keys at index j - (k - m) for m = 1..k.
     """
@@ -238,8 +239,8 @@ def unrolled(head: DraftHead, ids: torch.Tensor, feats: torch.Tensor, steps: int
         attended = weights[..., :n] @ values[0]  # [B, H, N, hd]
         for m in range(1, k + 1):
             attended = attended + weights[..., n + m - 1 : n + m] * _shift(values[m], k - m, 2)
-        f_hat, logits = head.out(layer.finish(x, attended))
-        outs.append((f_hat, logits))
+        f_hat = head.norm(layer.finish(x, attended))
+        outs.append(f_hat)
         inputs = _shift(f_hat, 1, 1)  # step k + 1 at index j reads f^ at j - 1
     return outs
 
@@ -247,20 +248,22 @@ def unrolled(head: DraftHead, ids: torch.Tensor, feats: torch.Tensor, steps: int
 def head_loss(head, ids, feats, mask, cfg: HeadTrainConfig, generator) -> tuple[torch.Tensor, float]:
     """Unrolled loss of one batch -> (loss, first-step loss as a float for the log)."""
     target_f = feats[:, 1:]  # [B, N - 1, D] f_{j+1}, the true feature that index j predicts
+    m = mask[:, :-1]  # [B, N - 1] answer positions; step k also needs k <= j (its chain start exists)
     with torch.no_grad():
-        p_sub = torch.softmax(head.lm_head(target_f), dim=-1)  # [B, N - 1, S] target's p on S, renormalised
+        p_sub = torch.softmax(head.lm_head(target_f[m]).float(), dim=-1)  # [M, S] target's p on S, renormalised
     noisy = feats
     if cfg.noise > 0:
         rms = feats.pow(2).mean(-1, keepdim=True).sqrt()
         u = torch.rand(feats.shape, generator=generator, device=feats.device) * 2 - 1
         noisy = feats + cfg.noise * rms * u
     total, first = 0.0, 0.0
-    m = mask[:, :-1]
-    for k, (f_hat, logits) in enumerate(unrolled(head, ids, noisy, cfg.unroll)):
-        valid = m & (torch.arange(m.shape[1], device=m.device)[None, :] >= k)  # the chain start exists
-        log_q = torch.log_softmax(logits[:, :-1].float(), dim=-1)
-        ce = -(p_sub * log_q).sum(-1)  # [B, N - 1]
-        feat = nn.functional.smooth_l1_loss(f_hat[:, :-1], target_f, reduction="none").mean(-1)
+    column = torch.arange(m.shape[1], device=m.device)[None, :].expand_as(m)[m]  # [M] j of each answer position
+    for k, f_hat in enumerate(unrolled(head, ids, noisy, cfg.unroll)):
+        f_sel = f_hat[:, :-1][m]  # [M, D]
+        log_q = torch.log_softmax(head.lm_head(f_sel).float(), dim=-1)  # [M, S]
+        ce = -(p_sub * log_q).sum(-1)  # [M]
+        feat = nn.functional.smooth_l1_loss(f_sel.float(), target_f[m].float(), reduction="none").mean(-1)  # [M]
+        valid = (column >= k).float()  # [M]
         step_loss = ((ce + cfg.feature_weight * feat) * valid).sum() / valid.sum().clamp(min=1)
         total = total + (0.8**k) * step_loss
         if k == 0:
@@ -303,9 +306,9 @@ class HeldOutText:
     def _per_position(self, head, seqs, kind) -> list[float]:
         sums, counts = [0.0] * self.positions, [0] * self.positions
         for _s, mask, p, outs in self._runs(head, seqs):
-            for k, (_f, logits) in enumerate(outs):
+            for k, f_hat in enumerate(outs):
                 q = torch.zeros_like(p)
-                q[:, head.subset] = torch.softmax(logits[0, :-1].float(), dim=-1)  # [N - 1, V]
+                q[:, head.subset] = torch.softmax(head.lm_head(f_hat[0, :-1]).float(), dim=-1)  # [N - 1, V]
                 valid = mask & (torch.arange(mask.shape[0], device=mask.device) >= k)
                 if kind == "beta":
                     values = torch.minimum(p, q).sum(-1)
@@ -324,7 +327,7 @@ class HeldOutText:
             argmax_p = p.argmax(-1)  # [N - 1]
             hits = []
             for k in range(outs_needed):
-                draft = head.subset[outs[k][1][0, :-1].argmax(-1)]  # [N - 1]
+                draft = head.subset[head.lm_head(outs[k][0, :-1]).argmax(-1)]  # [N - 1]
                 hits.append(draft == argmax_p)
             n = argmax_p.shape[0]
             for start in mask.nonzero()[:, 0].tolist():

@@ -16,6 +16,7 @@ from specviz.train_head import unrolled
 VOCAB = 24
 SUBSET = torch.tensor([0, 1, 2, 3, 5, 7, 8, 11, 13, 17, 19, 23])  # half the vocabulary: q is 0 elsewhere
 PROMPT = [3, 1, 4, 1, 5, 9, 2, 6]
+TRAINED_SUBSET = torch.tensor([t for t in range(VOCAB) if t not in (21, 22)])  # q is 0 for two tokens
 
 
 def random_head(target, subset=SUBSET, seed: int = 0, scale: float = 0.3) -> DraftHead:
@@ -54,7 +55,7 @@ def trained_head(target):
     # Measured on training text: a tiny random target is too chaotic to generalise from 48 answers,
     # but fitting them proves the loss and its gradient drive q towards p at both depths.
     held = HeldOutText(train_seqs[:8], "cpu", positions=2)
-    head = random_head(target, scale=0.0).train()
+    head = random_head(target, subset=TRAINED_SUBSET, scale=0.0).train()
     before = held.measure(head)["alpha_by_position"]
     cfg = HeadTrainConfig(unroll=2, noise=0.0)
     optim = torch.optim.AdamW([p for p in head.parameters() if p.requires_grad], lr=5e-3)
@@ -95,12 +96,12 @@ def test_unrolled_training_equals_chained_drafting(target):
         for start in (0, 4, 12):
             cache = HeadCache()
             f, logits = head.step(feats[0, : start + 1], ids[0, 1 : start + 2], 1, cache)
-            torch.testing.assert_close(logits[-1], outs[0][1][0, start], atol=1e-4, rtol=1e-4)
+            torch.testing.assert_close(logits[-1], head.lm_head(outs[0][0, start]), atol=1e-4, rtol=1e-4)
             for k in (1, 2):
                 j = start + k
                 f, logits = head.step(f[-1:], ids[0, j + 1 : j + 2], j + 1, cache)
-                torch.testing.assert_close(f[-1], outs[k][0][0, j], atol=1e-4, rtol=1e-4)
-                torch.testing.assert_close(logits[-1], outs[k][1][0, j], atol=1e-4, rtol=1e-4)
+                torch.testing.assert_close(f[-1], outs[k][0, j], atol=1e-4, rtol=1e-4)
+                torch.testing.assert_close(logits[-1], head.lm_head(outs[k][0, j]), atol=1e-4, rtol=1e-4)
 
 
 def test_features_handed_to_the_head_equal_a_cache_free_full_pass(target):
@@ -115,15 +116,22 @@ def test_features_handed_to_the_head_equal_a_cache_free_full_pass(target):
     torch.testing.assert_close(got, full[:-1], atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("gamma", [1, 3, 6])
-def test_greedy_head_output_equals_the_target_alone(target, trained_head, gamma):
-    head = trained_head[0]
-    spec = speculative_generate(
-        PROMPT, target=target, draft=HeadDrafter(head, "head"), gamma=gamma, temperature=0, max_new_tokens=40
-    )
+def test_greedy_head_output_equals_the_target_alone(target, trained_head):
     base = autoregressive_generate(PROMPT, target=target, temperature=0, max_new_tokens=40)
-    assert spec.output_token_ids == base.output_token_ids
-    assert 0 < spec.summary["accepted"] < spec.summary["drafted"]  # both paths of the rule ran
+    accepted = rejected = 0
+    for gamma in (1, 3, 6):
+        spec = speculative_generate(
+            PROMPT,
+            target=target,
+            draft=HeadDrafter(trained_head[0], "head"),
+            gamma=gamma,
+            temperature=0,
+            max_new_tokens=40,
+        )
+        assert spec.output_token_ids == base.output_token_ids, gamma
+        accepted += spec.summary["accepted"]
+        rejected += spec.summary["drafted"] - spec.summary["accepted"]
+    assert accepted > 0 and rejected > 0  # both paths of the rule ran
 
 
 def test_head_q_is_zero_outside_its_vocabulary(target):

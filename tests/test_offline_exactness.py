@@ -1,8 +1,10 @@
 """End-to-end exactness on the offline default target (SmolLM2-135M-Instruct).
 
 Greedy speculative output must equal transformers' own greedy `generate(do_sample=False)` token
-for token, for several prompts and gamma in {1, 3, 8}, with the n-gram drafter and with a model
-drafter (a random tiny model that disagrees often, so every rejection path runs).
+for token, for several prompts and gamma in {1, 3, 8}, with the n-gram drafter, a model drafter (a
+random tiny model that disagrees often, so every rejection path runs), the draft head, the hybrid,
+and the default as a new user gets it (no draft named). The target is float32 with packed weights,
+the default on a CPU; transformers' generate runs the same packed model.
 """
 
 from __future__ import annotations
@@ -38,11 +40,11 @@ def greedy_references(offline_target):
 
 
 @pytest.mark.parametrize("gamma", [1, 3, 8])
-@pytest.mark.parametrize("drafter", ["ngram", "model"])
+@pytest.mark.parametrize("drafter", ["ngram", "model", "offline:specviz-head-smollm2", "hybrid", None])
 def test_greedy_speculative_equals_transformers_greedy(
     offline_target, random_draft_for_offline, greedy_references, gamma, drafter
 ):
-    draft = "ngram" if drafter == "ngram" else random_draft_for_offline
+    draft = random_draft_for_offline if drafter == "model" else drafter
     for prompt in PROMPTS:
         ids, reference = greedy_references[prompt]
         trace = speculative_generate(

@@ -1,0 +1,105 @@
+"""The shipped draft head on the offline target: packed kernels, honest low precision, the recipe.
+
+- packing: the default float32 target is packed, and a verification pass over several tokens
+  gives each row bit-identical logits to a one-token step (what keeps greedy output exact);
+- bfloat16: greedy speculative output may differ from the bf16 target alone only at a numerical
+  near-tie (float32 top-2 logit gap under specviz.sameness.NEAR_TIE_TOLERANCE);
+- the recipe: `python -m specviz train-head` runs end to end on a tiny setting and its head loads.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from specviz.decoder import autoregressive_generate, speculative_generate
+from specviz.models import HEAD_DRAFT, load_model
+from specviz.sameness import NEAR_TIE_TOLERANCE, compare_runs
+
+pytestmark = pytest.mark.slow
+
+PROMPTS = [
+    "Write a short story about a fox who wants to fly.",
+    "Explain how a refrigerator keeps food cold.",
+    "What is the difference between weather and climate?",
+]
+
+
+def test_default_target_is_packed_and_rows_are_bit_identical(offline_target):
+    from transformers import DynamicCache
+
+    assert offline_target.kernels == "packed"
+    model = offline_target.model
+    ids = torch.tensor([[1, 9690, 198, 2683, 457, 253, 1789, 30, 2]])
+    with torch.inference_mode():
+        cache = DynamicCache(config=model.config)
+        model(ids[:, :5], past_key_values=cache, use_cache=True)
+        together = model(ids[:, 5:], past_key_values=cache, use_cache=True).logits[0]  # [4, V]
+        cache = DynamicCache(config=model.config)
+        model(ids[:, :5], past_key_values=cache, use_cache=True)
+        one = [model(ids[:, 5 + i : 6 + i], past_key_values=cache, use_cache=True).logits[0, 0] for i in range(4)]
+    assert all(torch.equal(together[i], one[i]) for i in range(4))
+
+
+def test_eager_fallback_is_recorded_and_still_exact(offline_target, monkeypatch):
+    eager = load_model(dtype="float32", pack=False)
+    assert eager.kernels.startswith("eager")
+    spec = speculative_generate(PROMPTS[0], target=eager, draft="ngram", gamma=3, temperature=0, max_new_tokens=16)
+    base = autoregressive_generate(PROMPTS[0], target=eager, temperature=0, max_new_tokens=16)
+    assert spec.config["kernels"] == eager.kernels
+    assert spec.output_token_ids == base.output_token_ids
+    monkeypatch.setenv("SPECVIZ_KERNELS", "eager")
+    from specviz.packing import pack_linears
+
+    assert pack_linears(torch.nn.Sequential(torch.nn.Linear(4, 4))) == "eager: SPECVIZ_KERNELS=eager"
+
+
+@pytest.mark.parametrize("gamma", [2, 4])
+def test_bfloat16_greedy_differs_only_at_near_ties(offline_target, gamma):
+    bf16 = load_model(dtype="bfloat16")
+    verdicts = []
+    for prompt in PROMPTS:
+        spec = speculative_generate(
+            prompt, target=bf16, draft=HEAD_DRAFT, gamma=gamma, temperature=0, max_new_tokens=32
+        )
+        base = autoregressive_generate(prompt, target=bf16, temperature=0, max_new_tokens=32)
+        same = compare_runs(spec, base, offline_target)
+        assert same.verdict in ("identical", "near_tie"), same
+        if same.verdict == "near_tie":
+            assert same.logit_gap <= NEAR_TIE_TOLERANCE
+        verdicts.append(same.verdict)
+    assert spec.config["dtype"] == "bfloat16"
+
+
+def test_a_real_greedy_mismatch_is_called_one(offline_target):
+    """The sameness check itself: a corrupted output with a large logit gap is a mismatch."""
+    base = autoregressive_generate(PROMPTS[1], target=offline_target, temperature=0, max_new_tokens=12)
+    spec = speculative_generate(PROMPTS[1], target=offline_target, draft="ngram", temperature=0, max_new_tokens=12)
+    assert compare_runs(spec, base, offline_target).verdict == "identical"
+    spec.output_token_ids = spec.output_token_ids[:3] + [13] + spec.output_token_ids[4:]  # "." instead
+    same = compare_runs(spec, base, offline_target)
+    assert same.first_difference == 3 and same.verdict == "mismatch" and same.logit_gap > NEAR_TIE_TOLERANCE
+
+
+def test_train_head_recipe_smoke(tmp_path):
+    from specviz.drafters import HeadDrafter
+    from specviz.head import load_head
+    from specviz.train_head import main
+
+    argv = ["--data", str(tmp_path / "data"), "--out", str(tmp_path / "head"), "--history", str(tmp_path / "h.json")]
+    argv += ["--prompts", "8", "--heldout", "4", "--new-tokens", "12", "--gen-batch", "8", "--steps", "4"]
+    argv += ["--batch", "4", "--eval-every", "2", "--subset", "2048", "--unroll", "2"]
+    assert main(argv) == 0
+    history = json.loads((tmp_path / "h.json").read_text())
+    assert history["schema"] == "specviz.head_training/1"
+    assert [p["step"] for p in history["history"]] == [0, 2, 4]
+    assert len(history["history"][-1]["alpha_by_position"]) == 4
+    assert history["subset"]["chosen"] == 2048 and 0 < history["subset"]["candidates"][0]["coverage"] < 1
+    target = load_model()
+    head = load_head(tmp_path / "head", target.model)
+    trace = speculative_generate(
+        PROMPTS[0], target=target, draft=HeadDrafter(head, "smoke"), gamma=2, temperature=1.0, max_new_tokens=8
+    )
+    assert trace.summary["new_tokens"] == 8
