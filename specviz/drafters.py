@@ -29,7 +29,7 @@ import torch
 
 from specviz.config import SamplingConfig
 from specviz.models import LoadedModel, load_model
-from specviz.sampling import probabilities
+from specviz.sampling import draw, probabilities
 
 
 class Drafter(Protocol):
@@ -129,7 +129,7 @@ def sample_token(q: torch.Tensor, sampling: SamplingConfig, generator: torch.Gen
     """q [V] -> one token [1] drawn from q with the run's generator (the argmax when greedy)."""
     if sampling.greedy:
         return q.argmax().reshape(1)
-    return torch.multinomial(q.to(generator.device), 1, generator=generator).to(q.device)
+    return torch.tensor([draw(q, generator)], device=q.device)
 
 
 def _common_prefix(a: torch.Tensor, b: torch.Tensor) -> int:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
+from specviz.sampling import draw
+
 RULES = ("exact", "accept_if_equal", "resample_from_p", "no_bonus")
 WRONG_RULES = ("accept_if_equal", "resample_from_p")  # these change the output distribution
 RULE_LABELS = {
@@ -65,11 +67,6 @@ def beta(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return torch.minimum(p, q).sum(dim=-1)
 
 
-def sample(probs: torch.Tensor, generator: torch.Generator) -> int:
-    """One token id drawn from probs [V]."""
-    return int(torch.multinomial(probs, 1, generator=generator))
-
-
 def verify(
     draft_tokens: torch.Tensor,  # [gamma] int64
     q: torch.Tensor,  # [gamma, V] draft probabilities at each draft position
@@ -114,7 +111,7 @@ def verify(
 def _draw(probs: torch.Tensor, generator: torch.Generator, greedy: bool) -> int:
     if greedy:
         return int(probs.argmax())
-    return sample(probs, generator)
+    return draw(probs, generator)
 
 
 def _verify_accept_if_equal(
@@ -134,8 +131,8 @@ def _verify_accept_if_equal(
     """
     gamma = draft_tokens.shape[0]
     for i in range(gamma):
-        target_token = sample(p[i], generator)
+        target_token = draw(p[i], generator)
         if target_token != int(draft_tokens[i]):
             corrected = residual_distribution(p[i], q[i])
-            return Verdict(i, accept_prob, None, "resample", sample(corrected, generator), corrected)
-    return Verdict(gamma, accept_prob, None, "bonus", sample(p[gamma], generator), None)
+            return Verdict(i, accept_prob, None, "resample", draw(corrected, generator), corrected)
+    return Verdict(gamma, accept_prob, None, "bonus", draw(p[gamma], generator), None)
