@@ -34,6 +34,7 @@ from pathlib import Path
 
 import torch
 
+from specviz.recipe import cpu_name, generation_config, load_average
 from specviz.theory import expected_tokens_per_iteration, walltime_improvement
 from specviz.trace import acceptance_by_position, reached_betas, summarize
 
@@ -98,7 +99,6 @@ class Bench:
 
     def _hf(self, ids: list[int], temperature: float, gamma: int, seed: int) -> int:
         """transformers' assisted generation with the same pair; returns the new token count."""
-        from transformers import GenerationConfig
 
         target = self.target
         # A shallow copy carries the same weights with its own generation config, so the cached
@@ -109,15 +109,7 @@ class Bench:
         assistant.generation_config.num_assistant_tokens_schedule = "constant"
         assistant.generation_config.assistant_confidence_threshold = 0.0  # always draft gamma tokens
         eos = target.eos_token_id
-        gen = GenerationConfig(
-            max_new_tokens=self.max_new_tokens,
-            do_sample=temperature > 0,
-            temperature=temperature if temperature > 0 else None,
-            top_k=None,
-            top_p=None,
-            eos_token_id=eos,
-            pad_token_id=eos,
-        )
+        gen = generation_config(self.max_new_tokens, temperature, eos, eos)
         input_ids = torch.tensor([ids], device=target.model.device)  # [1, P]
         torch.manual_seed(seed)  # transformers samples from the global generator
         with torch.inference_mode():
@@ -255,14 +247,12 @@ def best_by_temperature(results: list[dict]) -> dict:
 def environment(threads: int) -> dict:
     import transformers
 
-    from specviz.train_draft import _cpu_name
-
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     return {
         "hardware": {
             "device": "cuda" if gpu else "cpu",
             "gpu": gpu,
-            "cpu": _cpu_name(),
+            "cpu": cpu_name(),
             "cpu_count": os.cpu_count(),
             "torch_threads": threads,
         },
@@ -384,7 +374,7 @@ def _main(args) -> int:
     def log(message: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
-    load_before = _loadavg()
+    load_before = load_average()
     t0 = time.perf_counter()
     runs = []
     for name in names:
@@ -420,7 +410,7 @@ def _main(args) -> int:
     if not args.no_eager and target.kernels == "packed":
         eager = load_model(args.target, dtype=args.dtype, pack=False)
         report["packing"] = packing_speedup(target, eager, prompts, args, temperatures, log)
-    report.update(load_before=load_before, load_after=_loadavg(), seconds=round(time.perf_counter() - t0, 1))
+    report.update(load_before=load_before, load_after=load_average(), seconds=round(time.perf_counter() - t0, 1))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     table = markdown(report)
@@ -443,10 +433,3 @@ def packing_speedup(packed, eager, prompts, args, temperatures, log) -> dict:
         out[str(temperature)] = {"packed_tokens_per_s": p, "eager_tokens_per_s": e, "packed_over_eager": p / e}
         log(f"T={temperature} target alone: packed {p:.2f}, eager {e:.2f} tokens/s")
     return out
-
-
-def _loadavg() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except (OSError, AttributeError):
-        return None

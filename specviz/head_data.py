@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from specviz.prompting import prompt_token_ids
+from specviz.recipe import generation_config, left_padded
 
 
 @dataclass
@@ -50,8 +51,6 @@ def write_answers(
 ) -> list[Sequence]:
     """Let the target answer `prompts` at `temperature`, `batch` at a time; shard k of this tag is
     saved as folder/{tag}-{k}.pt and reloaded instead of rewritten when present."""
-    from transformers import GenerationConfig
-
     folder.mkdir(parents=True, exist_ok=True)
     model, tokenizer = target.model, target.tokenizer
     eos = target.eos_token_id
@@ -69,21 +68,8 @@ def write_answers(
             chunk = prompts[b : b + batch]
             encoded = [prompt_token_ids(tokenizer, p) for p in chunk]
             width = max(len(e) for e in encoded)
-            # Left padding, so every row's next token is written at the same column.
-            input_ids = torch.full((len(chunk), width), pad, dtype=torch.long)  # [B, P]
-            attention = torch.zeros((len(chunk), width), dtype=torch.long)  # [B, P]
-            for i, e in enumerate(encoded):
-                input_ids[i, width - len(e) :] = torch.tensor(e)
-                attention[i, width - len(e) :] = 1
-            gen_cfg = GenerationConfig(
-                max_new_tokens=new_tokens,
-                do_sample=temperature > 0,
-                temperature=temperature if temperature > 0 else None,
-                top_k=None,
-                top_p=None,
-                eos_token_id=eos,
-                pad_token_id=pad,
-            )
+            input_ids, attention = left_padded(encoded, pad)  # [B, P] each
+            gen_cfg = generation_config(new_tokens, temperature, eos, pad)
             torch.manual_seed(seed * 100_003 + b)  # generate() samples from the global generator
             captured.clear()
             with torch.inference_mode():

@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import platform
 import random
 import sys
 import time
@@ -38,6 +36,7 @@ import torch
 
 from specviz.prompt_pool import build_prompts
 from specviz.prompting import prompt_token_ids
+from specviz.recipe import config_cli, cpu_name, generation_config, left_padded, load_average, lr_scale, versions
 
 DEFAULT_OUT = Path(__file__).parent / "weights" / "specviz-draft-smollm2"
 DEFAULT_HISTORY = Path("assets") / "draft_training.json"
@@ -90,7 +89,6 @@ def chat_ids(tokenizer, prompt: str) -> list[int]:
 
 def generate_samples(target, prompts: list[str], temperatures: list[float], cfg: TrainConfig, log) -> list[Sample]:
     """Let the target answer every prompt; keep its top-k probabilities at each answer position."""
-    from transformers import GenerationConfig
 
     model, tokenizer = target.model, target.tokenizer
     eos = target.eos_token_id
@@ -102,22 +100,9 @@ def generate_samples(target, prompts: list[str], temperatures: list[float], cfg:
         temperature = temperatures[(b // cfg.gen_batch) % len(temperatures)]
         encoded = [chat_ids(tokenizer, p) for p in chunk]
         width = max(len(e) for e in encoded)
-        # Left padding, so every row's next token is written at the same column.
-        input_ids = torch.full((len(chunk), width), pad, dtype=torch.long)  # [B, P]
-        attention = torch.zeros((len(chunk), width), dtype=torch.long)  # [B, P]
-        for i, e in enumerate(encoded):
-            input_ids[i, width - len(e) :] = torch.tensor(e)
-            attention[i, width - len(e) :] = 1
-        gen_cfg = GenerationConfig(
-            max_new_tokens=cfg.new_tokens,
-            do_sample=temperature > 0,
-            temperature=temperature if temperature > 0 else None,
-            top_k=None,
-            top_p=None,
-            eos_token_id=eos,
-            pad_token_id=pad,
-            output_logits=True,
-            return_dict_in_generate=True,
+        input_ids, attention = left_padded(encoded, pad)  # [B, P] each
+        gen_cfg = generation_config(
+            cfg.new_tokens, temperature, eos, pad, output_logits=True, return_dict_in_generate=True
         )
         torch.manual_seed(cfg.seed * 100_003 + b)  # generate() samples from the global generator
         with torch.inference_mode():
@@ -330,7 +315,7 @@ def train(cfg: TrainConfig, out: Path, history_path: Path | None, log=print, dat
             order += order_rng.sample(range(len(train_samples)), len(train_samples))
         picked, order = order[: cfg.batch], order[cfg.batch :]
         ids, rows, cols, top_ids, top_probs = collate([train_samples[i] for i in picked], pad)
-        scale = _lr_scale(step, cfg)
+        scale = lr_scale(step, cfg.warmup, cfg.steps)
         for group in optim.param_groups:
             group["lr"] = group["peak"] * scale
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.train_dtype == "bfloat16"):
@@ -374,8 +359,8 @@ def train(cfg: TrainConfig, out: Path, history_path: Path | None, log=print, dat
         "training_seconds": round(train_seconds, 1),
         "total_seconds": round(time.perf_counter() - wall0, 1),
         "folder_mb": round(size_mb, 1),
-        "hardware": {"cpu": _cpu_name(), "threads": torch.get_num_threads(), "device": "cpu", "load": _load()},
-        "versions": _versions(),
+        "hardware": {"cpu": cpu_name(), "threads": torch.get_num_threads(), "device": "cpu", "load": load_average()},
+        "versions": versions(),
         "measure": "alpha: mean over held-out positions of beta = sum_x min(p(x), q(x)) at temperature 1, on "
         "text the target sampled at temperature 1; greedy_agreement: share of held-out positions of the "
         "target's greedy text where argmax q == argmax p (the greedy acceptance rate).",
@@ -388,50 +373,13 @@ def train(cfg: TrainConfig, out: Path, history_path: Path | None, log=print, dat
     return result
 
 
-def _lr_scale(step: int, cfg: TrainConfig) -> float:
-    """Linear warm-up, then cosine decay to 10% of the peak."""
-    if step <= cfg.warmup:
-        return step / cfg.warmup
-    progress = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
-    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _load() -> list[float] | None:
-    """The 1, 5 and 15 minute load averages: on a shared machine they explain slow timings."""
-    try:
-        import os
-
-        return [round(x, 2) for x in os.getloadavg()]
-    except (OSError, AttributeError):
-        return None
-
-
-def _versions() -> dict:
-    import transformers
-
-    return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__}
-
-
 def main(argv: list[str] | None = None) -> int:
     defaults = TrainConfig()
     parser = argparse.ArgumentParser(prog="python -m specviz train-draft", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder to write the draft to")
     parser.add_argument("--history", type=Path, default=DEFAULT_HISTORY, help="JSON of alpha against step")
     parser.add_argument("--data", type=Path, default=None, help="cache the target's text here (reused if present)")
-    for name, value in asdict(defaults).items():
-        flag = "--" + name.replace("_", "-")
-        kind = float if isinstance(value, float) else int if isinstance(value, int) else str
-        parser.add_argument(flag, type=kind, default=value)
+    config_cli(parser, defaults)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     cfg = TrainConfig(**{k: getattr(args, k) for k in asdict(defaults)})
 

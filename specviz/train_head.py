@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import platform
 import random
 import sys
 import time
@@ -39,6 +37,7 @@ from torch import nn
 from specviz.head import DraftHead, HeadCache, head_config_for, init_from_target
 from specviz.head_data import Sequence, write_answers
 from specviz.prompt_pool import head_prompts
+from specviz.recipe import config_cli, cpu_name, load_average, lr_scale, versions
 
 DEFAULT_OUT = Path(__file__).parent / "weights" / "specviz-head-smollm2"
 DEFAULT_HISTORY = Path("assets") / "head_training.json"
@@ -391,7 +390,7 @@ def train(cfg: HeadTrainConfig, data: Path, out: Path, history_path: Path | None
         picked, order = order[: cfg.batch], order[cfg.batch :]
         ids, feats, mask = pad_batch([train_seqs[i] for i in picked], cfg.device)
         for group in optim.param_groups:
-            group["lr"] = cfg.lr * _lr_scale(step, cfg)
+            group["lr"] = cfg.lr * lr_scale(step, cfg.warmup, cfg.steps)
         with torch.autocast(torch.device(cfg.device).type, dtype=torch.bfloat16, enabled=cfg.train_dtype == "bfloat16"):
             loss, first = head_loss(head, ids, feats, mask, cfg, generator)
         optim.zero_grad(set_to_none=True)
@@ -433,8 +432,13 @@ def train(cfg: HeadTrainConfig, data: Path, out: Path, history_path: Path | None
         "generation_seconds": round(gen_seconds, 1),
         "training_seconds": round(train_seconds, 1),
         "total_seconds": round(time.perf_counter() - wall0, 1),
-        "hardware": {"cpu": _cpu_name(), "threads": torch.get_num_threads(), "device": cfg.device},
-        "versions": _versions(),
+        "hardware": {
+            "cpu": cpu_name(),
+            "threads": torch.get_num_threads(),
+            "device": cfg.device,
+            "load": load_average(),
+        },
+        "versions": versions(),
         "measure": "alpha_by_position[k]: mean over held-out answer positions of beta = sum_x min(p(x), q(x)) "
         "at T=1 on text the target sampled at T=1, with the head k+1 steps deep on its own predicted features "
         "(and the text's tokens); greedy_agreement_by_position[k]: share of positions of the target's greedy "
@@ -451,30 +455,6 @@ def train(cfg: HeadTrainConfig, data: Path, out: Path, history_path: Path | None
     return result
 
 
-def _lr_scale(step: int, cfg: HeadTrainConfig) -> float:
-    """Linear warm-up, then cosine decay to 10% of the peak."""
-    if step <= cfg.warmup:
-        return step / cfg.warmup
-    progress = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
-    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _versions() -> dict:
-    import transformers
-
-    return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__}
-
-
 def main(argv: list[str] | None = None) -> int:
     from specviz.models import cache_dir
 
@@ -483,10 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=cache_dir() / "head-data", help="folder for the written text")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder to write the head to")
     parser.add_argument("--history", type=Path, default=DEFAULT_HISTORY, help="JSON of alpha against step")
-    for name, value in asdict(defaults).items():
-        flag = "--" + name.replace("_", "-")
-        kind = float if isinstance(value, float) else int if isinstance(value, int) else str
-        parser.add_argument(flag, type=kind, default=value)
+    config_cli(parser, defaults)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     cfg = HeadTrainConfig(**{k: getattr(args, k) for k in asdict(defaults)})
 
