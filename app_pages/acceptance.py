@@ -3,17 +3,16 @@
 import streamlit as st
 
 from specviz import charts, theory
-from specviz_app import render, state
+from specviz_app import render
 
 
 def acceptance() -> None:
-    st.title("Acceptance")
-    st.caption(
+    loaded = render.open_trace_page(
+        "Acceptance",
         "β is the chance a draft at one position passes: Σ min(p, q). α, its mean, predicts the rest: "
-        "if each draft passes with probability α, tokens per iteration follow a truncated geometric law."
+        "if each draft passes with probability α, tokens per iteration follow a truncated geometric law.",
     )
-    loaded = state.current()
-    if not render.trace_notice(loaded, st.session_state["settings"]):
+    if loaded is None:
         return
     trace = loaded.trace
     if trace.mode != "speculative":

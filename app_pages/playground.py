@@ -2,17 +2,16 @@
 
 import streamlit as st
 
-from specviz_app import render, state
+from specviz_app import render
 
 
 def playground() -> None:
-    st.title("Playground")
-    st.caption(
+    loaded = render.open_trace_page(
+        "Playground",
         "A cheap draft model q proposes γ tokens; the target p checks them all in one pass and keeps a prefix. "
-        "The output follows p exactly, only faster. Hover a token to see why it was kept."
+        "The output follows p exactly, only faster. Hover a token to see why it was kept.",
     )
-    loaded = state.current()
-    if not render.trace_notice(loaded, st.session_state["settings"]):
+    if loaded is None:
         return
     trace, baseline = loaded.trace, loaded.baseline
     render.headline(trace, baseline)

@@ -3,17 +3,16 @@
 import streamlit as st
 
 from specviz import charts
-from specviz_app import render, state
+from specviz_app import render
 
 
 def timeline() -> None:
-    st.title("Timeline")
-    st.caption(
+    loaded = render.open_trace_page(
+        "Timeline",
         "Each iteration drafts γ tokens (cheap) and runs the target once over all of them (expensive). "
-        "The target alone needs one pass per token: fewer, fuller passes are where the time goes away."
+        "The target alone needs one pass per token: fewer, fuller passes are where the time goes away.",
     )
-    loaded = state.current()
-    if not render.trace_notice(loaded, st.session_state["settings"]):
+    if loaded is None:
         return
     trace, baseline = loaded.trace, loaded.baseline
     st.plotly_chart(charts.timeline_figure(trace, baseline), key="timeline")
