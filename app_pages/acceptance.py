@@ -3,11 +3,11 @@
 import streamlit as st
 
 from specviz import charts, theory
-from specviz_app import render
+from specviz_app import state
 
 
 def acceptance() -> None:
-    loaded = render.open_trace_page(
+    loaded = state.open_trace_page(
         "Acceptance",
         "β is the chance a draft at one position passes: Σ min(p, q). α, its mean, predicts the rest: "
         "if each draft passes with probability α, tokens per iteration follow a truncated geometric law.",

@@ -2,11 +2,11 @@
 
 import streamlit as st
 
-from specviz_app import render
+from specviz_app import render, state
 
 
 def playground() -> None:
-    loaded = render.open_trace_page(
+    loaded = state.open_trace_page(
         "Playground",
         "A cheap draft model q proposes γ tokens; the target p checks them all in one pass and keeps a prefix. "
         "The output follows p exactly, only faster. Hover a token to see why it was kept.",

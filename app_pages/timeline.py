@@ -3,11 +3,11 @@
 import streamlit as st
 
 from specviz import charts
-from specviz_app import render
+from specviz_app import state
 
 
 def timeline() -> None:
-    loaded = render.open_trace_page(
+    loaded = state.open_trace_page(
         "Timeline",
         "Each iteration drafts γ tokens (cheap) and runs the target once over all of them (expensive). "
         "The target alone needs one pass per token: fewer, fuller passes are where the time goes away.",

@@ -102,7 +102,7 @@ class Bench:
 
         target = self.target
         # A shallow copy carries the same weights with its own generation config, so the cached
-        # draft model is never mutated (DESIGN.md: loaded models are shared and read-only).
+        # draft model is never mutated (docs/design.md: loaded models are shared and read-only).
         assistant = copy.copy(self.draft.model)
         assistant.generation_config = copy.deepcopy(self.draft.model.generation_config)
         assistant.generation_config.num_assistant_tokens = gamma

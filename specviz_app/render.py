@@ -182,17 +182,6 @@ def side_by_side(trace, baseline) -> None:
     right.html(f"<div class='sv-plain'>{escaped_text(baseline.output_text)}</div>")
 
 
-def open_trace_page(title: str, caption: str):
-    """Title, one-line explanation and the trace notice every trace page opens with.
-    Returns the loaded trace (with its baseline), or None when there is none to show."""
-    from specviz_app import state
-
-    st.title(title)
-    st.caption(caption)
-    loaded = state.current()
-    return loaded if trace_notice(loaded, st.session_state["settings"]) else None
-
-
 def trace_notice(loaded, settings) -> bool:
     """The line above every page: which trace is shown and whether the sidebar asks for a new run.
 

@@ -15,11 +15,6 @@ from specviz_app.params import Settings
 KEY = "s_"  # prefix of the widget keys
 
 
-def apply_settings(settings: Settings) -> None:
-    """Ask the next run to put these values into the widgets (they cannot change once drawn)."""
-    st.session_state["_apply_settings"] = settings
-
-
 def _write_widget_state(settings: Settings) -> None:
     for name in params.field_names():
         st.session_state[KEY + name] = getattr(settings, name)

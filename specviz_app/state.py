@@ -17,7 +17,7 @@ import streamlit as st
 from specviz import models
 from specviz.errors import SpecvizError, TraceError
 from specviz.trace import Trace
-from specviz_app import params, render, sidebar
+from specviz_app import params, render
 from specviz_app.params import Settings
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "assets" / "examples"
@@ -46,6 +46,20 @@ def _store(loaded: Loaded) -> None:
 
 
 # ----- models and runs --------------------------------------------------------------------------
+
+
+def open_trace_page(title: str, caption: str):
+    """Title, one-line explanation and the trace notice every trace page opens with.
+    Returns the loaded trace (with its baseline), or None when there is none to show."""
+    st.title(title)
+    st.caption(caption)
+    loaded = current()
+    return loaded if render.trace_notice(loaded, st.session_state["settings"]) else None
+
+
+def apply_settings(settings: Settings) -> None:
+    """Ask the sidebar's next run to put these values into its widgets (they cannot change once drawn)."""
+    st.session_state["_apply_settings"] = settings
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
@@ -158,7 +172,7 @@ def open_trace(trace: Trace, baseline: Trace | None, source: str) -> list[str]:
     """Show a trace from a file or the gallery and set the sidebar to the settings that re-run it."""
     settings, messages = params.from_trace_config(trace.config, trace.prompt, baseline is not None)
     _store(Loaded(trace, baseline, source, settings.run_key() if not messages else None))
-    sidebar.apply_settings(settings)
+    apply_settings(settings)
     return messages
 
 

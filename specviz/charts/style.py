@@ -1,4 +1,4 @@
-"""The visual language of every chart and of the token stream, defined once (DESIGN.md section 4).
+"""The visual language of every chart and of the token stream, defined once (docs/design.md, section 5).
 
 Token statuses:
     accepted    a draft the target kept (green)

@@ -1,0 +1,108 @@
+"""The layers' import rules of docs/design.md, checked on the source (and, for torch, by importing).
+
+Each rule is a function over the parsed sources, so the failing test names the file and the import.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def imports_of(path: Path) -> set[str]:
+    """Absolute module names a file imports (relative imports resolved against its package)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names |= {f"{node.module}.{a.name}" for a in node.names}
+    return names
+
+
+def module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+def import_graph(package: str) -> dict[str, set[str]]:
+    """module -> the modules of the same package it imports."""
+    files = {module_name(p): p for p in (ROOT / package).rglob("*.py")}
+    return {m: {i for i in imports_of(p) if i in files and i != m} for m, p in files.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    found, state = [], {}
+
+    def visit(node, path):
+        state[node] = "open"
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                found.append(path[path.index(nxt) :] + [nxt])
+            elif nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    return found
+
+
+def streamlit_importers(package: str) -> list[str]:
+    return [
+        module_name(p)
+        for p in (ROOT / package).rglob("*.py")
+        if any(i == "streamlit" or i.startswith("streamlit.") for i in imports_of(p))
+    ]
+
+
+def private_calls_across_modules(folder: str) -> list[str]:
+    """`module._name(...)` calls in `folder` that reach into another module's private function."""
+    bad = []
+    for path in (ROOT / folder).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                f = node.func
+                if f.attr.startswith("_") and not f.attr.startswith("__") and isinstance(f.value, ast.Name):
+                    if f.value.id not in ("self", "cls", "st"):
+                        bad.append(f"{path.relative_to(ROOT)}: {f.value.id}.{f.attr}")
+    return bad
+
+
+def test_library_never_imports_streamlit():
+    assert streamlit_importers("specviz") == []
+
+
+def test_no_import_circles():
+    for package in ("specviz", "specviz_app"):
+        assert cycles(import_graph(package)) == [], package
+
+
+def test_pages_call_no_private_function_of_another_module():
+    assert private_calls_across_modules("app_pages") == []
+
+
+def test_charts_theory_and_trace_import_without_torch():
+    code = (
+        "import sys; sys.modules['torch'] = None\n"  # any import of torch now raises ImportError
+        "import specviz.charts, specviz.theory, specviz.trace, specviz.sameness\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_checks_catch_what_they_look_for(tmp_path, monkeypatch):
+    """Each rule fails on a planted violation: a circle, a streamlit import, a private call."""
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+    planted = tmp_path / "pkg"
+    planted.mkdir()
+    (planted / "x.py").write_text("import streamlit as st\nfrom other import thing\nother._hidden(1)\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert streamlit_importers("pkg") == ["pkg.x"]
+    assert private_calls_across_modules("pkg") == ["pkg/x.py: other._hidden"]
