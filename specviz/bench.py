@@ -194,8 +194,26 @@ def sweep(bench: Bench, temperatures, gammas, reps: int, hf: bool, log) -> dict:
             "tokens": base_runs[0]["tokens"],
         }
         for gamma, runs in config_runs:
-            rows.append(_row(temperature, gamma, runs, base_tps, target_ms, hf))
+            row = _row(temperature, gamma, runs, base_tps, target_ms, hf)
+            row["sameness"] = sameness_counts(runs["traced"][0]["traces"], base_runs[0]["traces"], bench.target)
+            rows.append(row)
     return {"baseline": baselines, "results": rows}
+
+
+def sameness_counts(spec_traces, base_traces, target) -> dict:
+    """Per verdict of specviz.sameness, how many prompts got it (speculative vs the target alone);
+    at T=0 the float32 logit gap of every difference is listed."""
+    from specviz.models import load_model
+    from specviz.sameness import compare_runs
+
+    exact = target if target.dtype == "float32" else load_model(target.name, device=target.device, dtype="float32")
+    counts: dict = {}
+    for spec, base in zip(spec_traces, base_traces, strict=True):
+        same = compare_runs(spec, base, exact)
+        counts[same.verdict] = counts.get(same.verdict, 0) + 1
+        if same.logit_gap is not None:
+            counts.setdefault("gaps", []).append(round(same.logit_gap, 4))
+    return counts
 
 
 def _measure_baseline(bench: Bench, temperature: float, runs: list, log) -> None:
@@ -296,8 +314,9 @@ def markdown(report: dict) -> str:
             "",
             "| T | γ | tokens/s untraced | tokens/s traced | tokens/s HF assisted | speedup | speedup HF "
             "| acceptance rate | acceptance by position | mean accepted length | α | expected tokens | c "
-            "| verify / step | predicted speedup | efficiency | tracing overhead | specviz / HF |",
-            "|" + "---|" * 18,
+            "| verify / step | predicted speedup | efficiency | tracing overhead | specviz / HF "
+            "| output vs target alone |",
+            "|" + "---|" * 19,
         ]
         for r in run["results"]:
             tps, sp = r["tokens_per_s"], r["speedup"]
@@ -309,9 +328,20 @@ def markdown(report: dict) -> str:
                 f"| {_fmt(r['alpha'], '.3f')} | {_fmt(r['expected_tokens'], '.2f')} | {r['c']:.3f} "
                 f"| {r['verify_over_target_step']:.2f} | {_fmt(r['predicted_speedup'], '.2f')}x "
                 f"| {_fmt(r['efficiency'], '.2f')} | {100 * r['tracing_overhead']:.1f}% "
-                f"| {_fmt(r['specviz_over_hf'], '.2f')} |"
+                f"| {_fmt(r['specviz_over_hf'], '.2f')} | {_sameness_cell(r.get('sameness', {}))} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def _sameness_cell(counts: dict) -> str:
+    words = {
+        "identical": "identical",
+        "near_tie": "near-tie",
+        "mismatch": "MISMATCH",
+        "differs": "differs",
+        "different_samples": "samples (T>0)",
+    }
+    return ", ".join(f"{counts[k]} {w}" for k, w in words.items() if counts.get(k)) or "n/a"
 
 
 def _numbers(text: str, kind):

@@ -54,6 +54,8 @@ def test_bench_tiny(tmp_path):
     for row in model_run["results"]:
         assert len(row["acceptance_by_position"]) == row["gamma"] == len(row["beta_by_position"])
         assert row["verify_over_target_step"] > 0
+        # Float32 greedy: every prompt's output is the target's own; sampled runs are other samples.
+        assert row["sameness"] == ({"identical": 1} if row["temperature"] == 0 else {"different_samples": 1})
         assert set(row["tokens_per_s"]) == {"traced", "untraced", "hf"}
         assert all(v > 0 for v in row["tokens_per_s"].values())
         for key in ("speedup", "acceptance_rate", "mean_accepted_length", "alpha", "c", "predicted_speedup"):
@@ -75,6 +77,7 @@ def test_bench_tiny(tmp_path):
         "specviz / HF",
         "acceptance by position",
         "verify / step",
+        "output vs target alone",
         "packed",
         "Hardware",
     ):
