@@ -320,3 +320,27 @@ def test_an_iteration_without_drafts_is_the_target_alone_not_a_bonus():
     (row,) = charts.iteration_tokens(it)
     assert row["status"] == "target"
     assert "no draft" in charts.hover_card(row)
+
+
+def test_timeline_races_over_the_tokens_both_runs_wrote():
+    """A run that wrote more tokens is cut where the shorter one ended: never 48 tokens against 15."""
+    import copy
+
+    from specviz.charts.timeline import iterations_for, time_to_tokens_ms, tokens_in_common
+
+    trace, baseline = make_trace(), make_baseline()
+    short = copy.deepcopy(baseline)
+    short.iterations = short.iterations[:2]
+    short.output_token_ids = short.output_token_ids[:2]
+    short.summary = {**short.summary, "new_tokens": 2, "iterations": 2}
+    assert trace.summary["new_tokens"] > 2
+    assert tokens_in_common(trace, short) == 2
+    kept = iterations_for(trace, 2)
+    assert sum(it["accepted_count"] + (it["correction"] is not None) for it in kept) >= 2
+    assert len(kept) < len(trace.iterations)
+    fig = charts.timeline_figure(trace, short)
+    texts = [a.text for a in fig.layout.annotations]
+    assert all("first 2 tokens" in t for t in texts), texts
+    spec_bars = [t for t in fig.data if t.y and t.y[0] == "speculative"]
+    assert all(len(t.x) == len(kept) for t in spec_bars)
+    assert time_to_tokens_ms(short, 2) == max(it["start_ms"] + it["verify_ms"] for it in short.iterations)

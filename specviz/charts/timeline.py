@@ -1,5 +1,9 @@
 """The timeline: draft and verify phases of every iteration as a Gantt chart, beside the
 target-only baseline's per-token steps on the same millisecond axis, so the saving is visible.
+
+A race is only fair on equal work: when the two runs wrote different numbers of tokens (one met
+end-of-sequence earlier), both rows stop where the shorter one ended, and the annotations say
+the time each took to write that many tokens.
 """
 
 from __future__ import annotations
@@ -13,10 +17,35 @@ SPEC_ROW = "speculative"
 BASE_ROW = "target only"
 
 
+def tokens_in_common(trace: Trace, baseline: Trace | None) -> int:
+    """How many tokens both runs wrote: the length of the fair race."""
+    n = trace.summary["new_tokens"]
+    if baseline is None or baseline is trace:
+        return n
+    return min(n, baseline.summary["new_tokens"])
+
+
+def iterations_for(trace: Trace, tokens: int) -> list[dict]:
+    """The first iterations of `trace` that together wrote at least `tokens` tokens."""
+    out, written = [], 0
+    for it in trace.iterations:
+        if written >= tokens:
+            break
+        out.append(it)
+        written += it["accepted_count"] + (it["correction"] is not None)
+    return out
+
+
+def time_to_tokens_ms(trace: Trace, tokens: int) -> float:
+    its = iterations_for(trace, tokens)
+    return max((it["start_ms"] + it["draft_ms"] + it["verify_ms"] for it in its), default=0.0)
+
+
 def timeline_figure(trace: Trace, baseline: Trace | None = None) -> go.Figure:
     """One bar per phase and iteration; one Plotly trace per phase kind (not per iteration)."""
     fig = go.Figure()
-    its = trace.iterations
+    common = tokens_in_common(trace, baseline)
+    its = iterations_for(trace, common)
     spec = trace.mode == "speculative"
     row = SPEC_ROW if spec else BASE_ROW
     if spec:
@@ -49,7 +78,7 @@ def timeline_figure(trace: Trace, baseline: Trace | None = None) -> go.Figure:
     )
     rows = [row]
     if baseline is not None and baseline.iterations and baseline is not trace:
-        b = baseline.iterations
+        b = iterations_for(baseline, common)
         fig.add_bar(
             y=[BASE_ROW] * len(b),
             x=[it["verify_ms"] for it in b],
@@ -66,11 +95,12 @@ def timeline_figure(trace: Trace, baseline: Trace | None = None) -> go.Figure:
     for name, t in ((row, trace), (BASE_ROW, baseline)):
         if t is None or not t.iterations or (name == BASE_ROW and t is trace and spec):
             continue
-        end = max(it["start_ms"] + it["draft_ms"] + it["verify_ms"] for it in t.iterations)
+        end = time_to_tokens_ms(t, common)
+        cut = "" if t.summary["new_tokens"] == common else f" (of {t.summary['new_tokens']})"
         fig.add_annotation(
             x=end,
             y=name,
-            text=f" {end:.0f} ms, {t.summary['new_tokens']} tokens",
+            text=f" {end:.0f} ms for the first {common} tokens{cut}",
             showarrow=False,
             xanchor="left",
             font={"size": 12},
