@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from specviz import charts, theory
+from specviz import charts, glossary, theory
 from specviz_app import state
 
 
@@ -32,7 +32,7 @@ def acceptance() -> None:
     left.dataframe(
         charts.position_table(trace),
         hide_index=True,
-        column_config={"acceptance rate": fraction, "mean β": fraction},
+        column_config={glossary.ACCEPTANCE_AT_POSITION.label: fraction, "mean β": fraction},
     )
     right.markdown("**Tokens per iteration**")
     right.dataframe(

@@ -7,7 +7,7 @@ import re
 
 import streamlit as st
 
-from specviz import sweep
+from specviz import glossary, sweep
 from specviz.charts import sweep as sweep_charts
 from specviz.errors import SpecvizError
 from specviz_app import params, render, state
@@ -142,7 +142,7 @@ def _show(result: sweep.SweepResult) -> None:
                 "formula tokens per iteration",
                 "α",
                 "c",
-                "acceptance rate",
+                glossary.ACCEPTANCE_RATE.label,
             )
         }
         | {k: st.column_config.NumberColumn(format="%.1f") for k in ("tokens/s", "target alone tokens/s")},

@@ -3,7 +3,7 @@ measured α and c as a point on the same axes, and Table 4 recomputed as a visib
 
 import streamlit as st
 
-from specviz import theory
+from specviz import glossary, theory
 from specviz.charts import theory as theory_charts
 from specviz_app import state
 
@@ -58,7 +58,7 @@ def theory_page() -> None:
 
     cols = st.columns([1, 1, 1, 1.1], vertical_alignment="bottom")
     alpha = cols[0].slider(
-        "α (expected acceptance rate)", 0.0, 1.0, step=0.01, key="th_alpha",
+        glossary.ALPHA.label, 0.0, 1.0, step=0.01, key="th_alpha",
         help="the mean of β = Σ min(p, q): how likely a draft is to pass",
     )  # fmt: skip
     gamma = cols[1].slider(

@@ -11,6 +11,7 @@ import html
 
 import streamlit as st
 
+from specviz import glossary
 from specviz.charts.style import STATUS_BACKGROUNDS, STATUS_COLORS, STATUS_LABELS
 from specviz.charts.tokens import display_token, hover_card, token_rows
 
@@ -129,20 +130,21 @@ def headline(trace, baseline) -> None:
     cols = st.columns(4)
     rate = s.get("acceptance_rate")
     cols[0].metric(
-        "Acceptance rate",
+        glossary.ACCEPTANCE_RATE.label,
         "n/a" if rate is None else f"{rate:.0%}",
-        help=f"accepted drafts ÷ drafted tokens ({s['accepted']} of {s['drafted']})",
+        help=f"{glossary.ACCEPTANCE_RATE.definition} ({s['accepted']} of {s['drafted']}). "
+        f"{glossary.WHY_RATE_AND_ALPHA_DIFFER}",
     )
     cols[1].metric(
-        "Tokens / iteration",
+        glossary.MEAN_ACCEPTED_LENGTH.label,
         f"{s['mean_accepted_length']:.2f}",
-        help="mean accepted length: tokens emitted per iteration, the correction included",
+        help=glossary.MEAN_ACCEPTED_LENGTH.definition,
     )
     alpha = s.get("alpha")
     cols[2].metric(
-        "α (mean β)",
+        glossary.ALPHA.label,
         "n/a" if alpha is None else f"{alpha:.3f}",
-        help="expected acceptance rate: the mean over reached drafts of β = Σ min(p, q)",
+        help=f"{glossary.ALPHA.definition}. {glossary.WHY_RATE_AND_ALPHA_DIFFER}",
     )
     cols[3].metric("Iterations", f"{s['iterations']}", help="one target pass each")
 

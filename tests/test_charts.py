@@ -10,7 +10,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 import pytest
 
-from specviz import charts
+from specviz import charts, glossary
 from specviz.charts.style import STATUS_COLORS
 from specviz.trace import Trace
 
@@ -261,7 +261,7 @@ def test_acceptance_tables_match_the_trace():
     by_pos = charts.position_table(trace)
     assert [r["reached"] for r in by_pos] == [3, 2, 2]
     assert [r["accepted"] for r in by_pos] == [2, 2, 1]
-    assert by_pos[0]["acceptance rate"] == pytest.approx(2 / 3)
+    assert by_pos[0][glossary.ACCEPTANCE_AT_POSITION.label] == pytest.approx(2 / 3)
     lengths = charts.length_table(trace)
     assert [r["iterations"] for r in lengths] == [1, 0, 1, 1]  # 1 token, 3 tokens, 4 tokens
     assert sum(r["predicted fraction"] for r in lengths) == pytest.approx(1.0)

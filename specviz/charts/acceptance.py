@@ -13,6 +13,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from specviz import glossary
 from specviz.charts.style import LAYOUT, PREDICTION_COLOR, STATUS_COLORS, titled
 from specviz.charts.tokens import hover_card, token_rows
 from specviz.theory import expected_tokens_per_iteration, tokens_per_iteration_distribution
@@ -32,7 +33,7 @@ def position_table(trace: Trace) -> list[dict[str, Any]]:
             "draft position": row["position"],
             "reached": row["reached"],
             "accepted": row["accepted"],
-            "acceptance rate": row["acceptance"],
+            glossary.ACCEPTANCE_AT_POSITION.label: row["acceptance"],
             "mean β": row["mean_beta"],
         }
         for row in acceptance_by_position(trace.iterations, trace.config.get("gamma") or 0)
@@ -69,7 +70,7 @@ def acceptance_by_position_figure(trace: Trace) -> go.Figure:
     slots = [r["draft position"] for r in rows]
     fig.add_bar(
         x=slots,
-        y=[r["acceptance rate"] for r in rows],
+        y=[r[glossary.ACCEPTANCE_AT_POSITION.label] for r in rows],
         name="measured: accepted / reached",
         marker_color=STATUS_COLORS["accepted"],
         customdata=[[r["accepted"], r["reached"]] for r in rows],
@@ -91,7 +92,7 @@ def acceptance_by_position_figure(trace: Trace) -> go.Figure:
         **LAYOUT, height=360, title=titled("Acceptance by draft position (when that position was reached)")
     )
     fig.update_xaxes(title="draft position within an iteration (1..γ)", dtick=1)
-    fig.update_yaxes(title="acceptance rate (fraction)", range=[0, 1.05])
+    fig.update_yaxes(title="acceptance at that position (fraction)", range=[0, 1.05])
     return fig
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
+from specviz import glossary
 from specviz.charts.style import LAYOUT, PREDICTION_COLOR, titled
 from specviz.theory import expected_tokens_per_iteration
 
@@ -190,7 +191,7 @@ def sweep_table(result: Any) -> list[dict[str, Any]]:
                 "formula tokens per iteration": c.get("predicted_tokens_per_iteration"),
                 "α": c.get("alpha"),
                 "c": c.get("c"),
-                "acceptance rate": c.get("acceptance_rate"),
+                glossary.ACCEPTANCE_RATE.label: c.get("acceptance_rate"),
             }
         )
     return rows

@@ -13,6 +13,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from specviz import glossary
 from specviz.charts.style import LAYOUT, PREDICTION_COLOR, STATUS_COLORS, titled
 from specviz.theory import (
     TABLE_4,
@@ -261,7 +262,7 @@ def alpha_c_plane_figure(
     fig.update_layout(
         **LAYOUT,
         title=titled("Where speculative decoding pays: the best speedup over γ for each α and c"),
-        xaxis_title="α (expected acceptance rate, 0 to 1)",
+        xaxis_title=f"{glossary.ALPHA.label}, 0 to 1",
         yaxis_title="c (draft step time ÷ target step time)",
         height=430,
     )
@@ -333,7 +334,7 @@ def draft_training_figure(history: Sequence[dict[str, Any]], c: float, gamma_max
         **LAYOUT,
         title=titled("The shipped draft along its training: α and the speedup it predicts"),
         xaxis_title="training step (optimiser updates)",
-        yaxis={"title": {"text": "α (expected acceptance rate)"}, "range": [0, 1]},
+        yaxis={"title": {"text": glossary.ALPHA.label}, "range": [0, 1]},
         yaxis2={
             "title": {"text": "predicted speedup (× target alone)"},
             "overlaying": "y",
