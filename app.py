@@ -17,6 +17,7 @@ PAGES = [
     st.Page("app_pages/traces.py", title="Traces", icon=":material/folder_open:"),
     st.Page("app_pages/theory.py", title="Theory", icon=":material/functions:"),
     st.Page("app_pages/sweep.py", title="Sweep", icon=":material/grid_on:"),
+    st.Page("app_pages/drafts.py", title="Drafters", icon=":material/sports_score:"),
     st.Page("app_pages/lab.py", title="Distribution lab", icon=":material/science:"),
     st.Page("app_pages/lesson.py", title="Lesson", icon=":material/school:"),
 ]

@@ -54,7 +54,7 @@ def _run(choice: str, gammas: list[int], temperatures: list[float], max_new: int
     box = area.container(border=True)
     box.button("Stop", icon=":material/stop:", on_click=_stop, key="sweep_stop_button", type="secondary")
     bar = box.progress(0.0, text="Loading the models…")
-    try:
+    with state.ErrorGuard("sweep_error", area) as guard:
         prompt, target, draft, _ = _models(choice, settings)
         total = len(temperatures) * (len(gammas) + 1)
         # A new sweep replaces the shown one at once: a Stop click interrupts this script, and what
@@ -75,16 +75,7 @@ def _run(choice: str, gammas: list[int], temperatures: list[float], max_new: int
                 top_p=None if settings.top_p >= 1.0 else float(settings.top_p),
                 on_progress=progress, should_stop=lambda: bool(st.session_state.get("sweep_stop")),
             )  # fmt: skip
-    except SpecvizError as exc:
-        area.empty()
-        st.session_state["sweep_error"] = str(exc)
-        return
-    except Exception as exc:  # a bug, not a user error: say so without a traceback
-        area.empty()
-        st.session_state["sweep_error"] = (
-            f"Something unexpected went wrong ({type(exc).__name__}: {exc}). Try other settings; please report "
-            "this if it repeats."
-        )
+    if guard.failed:
         return
     area.empty()
     st.session_state["sweep_result"] = result

@@ -353,3 +353,62 @@ def marginal(result: LabResult, position: int = 0) -> dict[str, list]:
         "spec_counts": [rows[key][1] for key in keys],
         "target_counts": [rows[key][2] for key in keys],
     }
+
+
+def tokens_per_iteration(
+    prompt_ids, *, target, draft, rule: str, gamma: int, temperature: float, seed: int, runs: int, tokens: int
+) -> float:
+    """Mean tokens emitted per iteration under a rule over `runs` short decodes: what a rule costs."""
+    emitted = iterations = 0
+    for i in range(runs):
+        run = speculative_generate(
+            list(prompt_ids), target=target, draft=draft, gamma=gamma, temperature=temperature,
+            seed=seed + 10_000 + i, max_new_tokens=tokens, rule=rule, trace=False,
+        )  # fmt: skip
+        emitted += run.summary["new_tokens"]
+        iterations += run.summary["iterations"]
+    return emitted / max(iterations, 1)
+
+
+def compare_rules(
+    prompt_ids: Sequence[int],
+    *,
+    target: LoadedModel,
+    draft: Any,
+    rules: Sequence[str],
+    k: int,
+    n: int,
+    gamma: int,
+    temperature: float,
+    seed: int,
+    cost_runs: int,
+    cost_tokens: int,
+    on_progress: Callable[[int, str, int, int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> tuple[dict[str, dict], dict[str, float]]:
+    """The lab's whole run: every rule tested against one exact distribution, the target-alone
+    samples drawn once and shared, and each rule's tokens per iteration.
+
+    Returns ({rule: LabResult.to_dict()}, {rule: tokens per iteration}); stops after the rule
+    during which should_stop() became true. on_progress(rule_index, rule, done, total)."""
+    exact = exact_distribution(target, prompt_ids, k, SamplingConfig(temperature, None, None))
+    results: dict[str, dict] = {}
+    costs: dict[str, float] = {}
+    for j, rule in enumerate(rules):
+        progress = (lambda done, total, j=j, rule=rule: on_progress(j, rule, done, total)) if on_progress else None
+        result = run_lab(
+            prompt_ids, target=target, draft=draft, rule=rule, k=k, n=n, gamma=gamma, temperature=temperature,
+            seed=seed, exact=exact, with_target=j == 0, on_progress=progress, should_stop=should_stop,
+        ).to_dict()  # fmt: skip
+        if j > 0:  # the target-alone samples do not depend on the rule: share the first ones
+            first = results[rules[0]]
+            for key in ("target_counts", "n_target", "target_test", "impossible_target"):
+                result[key] = first[key]
+        results[rule] = result
+        if result["stopped"]:
+            break
+        costs[rule] = tokens_per_iteration(
+            prompt_ids, target=target, draft=draft, rule=rule, gamma=gamma, temperature=temperature, seed=seed,
+            runs=cost_runs, tokens=cost_tokens,
+        )  # fmt: skip
+    return results, costs

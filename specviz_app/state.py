@@ -20,7 +20,14 @@ from specviz.trace import Trace
 from specviz_app import params, render
 from specviz_app.params import Settings
 
-EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "assets" / "examples"
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+EXAMPLES_DIR = ASSETS / "examples"
+# The learned drafts' training records, by the name the Drafters page shows.
+TRAINING_RECORDS = {
+    "Draft head (reads the target's features)": ASSETS / "head_training.json",
+    "Distilled 3-layer draft": ASSETS / "draft_training.json",
+}
+RACE_RECORD = ASSETS / "race.json"  # the race of drafters recorded with the offline target
 # SPECVIZ_THREADS=n sets torch's CPU threads for the app's runs. On a shared CPU, one thread avoids
 # intra-op threads spinning against other programs (a verify pass measured ten times slower).
 THREADS_ENV = "SPECVIZ_THREADS"
@@ -43,6 +50,41 @@ def current() -> Loaded | None:
 def _store(loaded: Loaded) -> None:
     st.session_state["loaded"] = loaded
     st.session_state.pop("inspect_iter", None)  # a new trace starts the inspector at iteration 1
+
+
+# ----- the one error guard of every run a page starts ------------------------------------------
+
+
+class ErrorGuard:
+    """`with ErrorGuard("sweep_error", area) as guard: ...`, then `if guard.failed: return`.
+
+    A SpecvizError (the user can fix it) is stored under `key` word for word; anything else is a
+    bug, stored as one plain sentence, never a traceback. Either way `area` is cleared and nothing
+    already shown is lost."""
+
+    def __init__(self, key: str, area=None):
+        self.key, self.area, self.failed = key, area, False
+
+    def __enter__(self) -> ErrorGuard:
+        st.session_state.pop(self.key, None)
+        return self
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if exc is None:
+            return False
+        if not isinstance(exc, Exception):
+            return False  # Streamlit's own control flow (a rerun, a stop) passes through
+        self.failed = True
+        if self.area is not None:
+            self.area.empty()
+        if isinstance(exc, SpecvizError):
+            st.session_state[self.key] = str(exc)
+        else:
+            st.session_state[self.key] = (
+                f"Something unexpected went wrong ({type(exc).__name__}: {exc}). Try other settings; please report "
+                "this if it repeats."
+            )
+        return True
 
 
 # ----- models and runs --------------------------------------------------------------------------
@@ -107,62 +149,61 @@ def run(settings: Settings) -> None:
     from specviz.sameness import compare_runs
 
     area = st.empty()
-    with area.container(border=True):
-        try:
-            status = st.status("Loading the models…", expanded=True)
-            target_name, draft_name = settings.model_names()
-            if not target_name:
-                raise SpecvizError("Name a target model in the sidebar (custom pair), or pick another pair.")
-            target = get_model(target_name, settings.dtype)
-            draft = resolve_draft(target, draft_name)
-            status.update(label="Decoding speculatively…")
-            bar = st.progress(0.0, text="speculative decoding: starting")
-            stream = st.empty()
-            records: list[dict] = []
+    with area.container(border=True), ErrorGuard("_run_error", area) as guard:
+        status = st.status("Loading the models…", expanded=True)
+        target_name, draft_name = settings.model_names()
+        if not target_name:
+            raise SpecvizError("Name a target model in the sidebar (custom pair), or pick another pair.")
+        target = get_model(target_name, settings.dtype)
+        draft = resolve_draft(target, draft_name)
+        status.update(label="Decoding speculatively…")
+        bar = st.progress(0.0, text="speculative decoding: starting")
+        stream = st.empty()
+        records: list[dict] = []
 
-            def on_spec(pr) -> None:
-                records.append(pr.record)
+        def on_spec(pr) -> None:
+            records.append(pr.record)
+            bar.progress(
+                pr.new_tokens / pr.max_new_tokens,
+                text=f"speculative decoding: {pr.new_tokens}/{pr.max_new_tokens} tokens, iteration {pr.iteration}",
+            )
+            stream.html(render.token_stream_html(records, {"token_text": pr.token_text}))
+
+        def on_wait(ahead: int) -> None:  # one decode per device at a time (specviz.gate)
+            status.update(label=f"Waiting for the model: {ahead} run(s) from other sessions ahead of yours…")
+
+        kwargs = settings.decode_kwargs()
+        kwargs["on_wait"] = on_wait
+        trace = speculative_generate(settings.prompt, target=target, draft=draft, on_iteration=on_spec, **kwargs)
+        baseline = None
+        if settings.baseline:
+            status.update(label="Decoding with the target alone (baseline)…")
+
+            def on_base(pr) -> None:
                 bar.progress(
                     pr.new_tokens / pr.max_new_tokens,
-                    text=f"speculative decoding: {pr.new_tokens}/{pr.max_new_tokens} tokens, iteration {pr.iteration}",
+                    text=f"target alone (baseline): {pr.new_tokens}/{pr.max_new_tokens} tokens",
                 )
-                stream.html(render.token_stream_html(records, {"token_text": pr.token_text}))
 
-            def on_wait(ahead: int) -> None:  # one decode per device at a time (specviz.gate)
-                status.update(label=f"Waiting for the model: {ahead} run(s) from other sessions ahead of yours…")
-
-            kwargs = settings.decode_kwargs()
-            kwargs["on_wait"] = on_wait
-            trace = speculative_generate(settings.prompt, target=target, draft=draft, on_iteration=on_spec, **kwargs)
-            baseline = None
-            if settings.baseline:
-                status.update(label="Decoding with the target alone (baseline)…")
-
-                def on_base(pr) -> None:
-                    bar.progress(
-                        pr.new_tokens / pr.max_new_tokens,
-                        text=f"target alone (baseline): {pr.new_tokens}/{pr.max_new_tokens} tokens",
-                    )
-
-                kwargs.pop("gamma")
-                baseline = autoregressive_generate(settings.prompt, target=target, on_iteration=on_base, **kwargs)
-                exact = target if target.dtype == "float32" else get_model(target_name, "float32")
-                trace.extra["sameness"] = compare_runs(trace, baseline, exact).to_dict()
-            status.update(label="Done", state="complete")
-        except SpecvizError as exc:
-            area.empty()
-            st.session_state["_run_error"] = str(exc)
-            return
-        except Exception as exc:  # a bug, not a user error: say so without a traceback, keep the old trace
-            area.empty()
-            st.session_state["_run_error"] = (
-                f"Something unexpected went wrong ({type(exc).__name__}: {exc}). "
-                "Try other settings; please report this if it repeats."
-            )
-            return
+            kwargs.pop("gamma")
+            baseline = autoregressive_generate(settings.prompt, target=target, on_iteration=on_base, **kwargs)
+            exact = target if target.dtype == "float32" else get_model(target_name, "float32")
+            trace.extra["sameness"] = compare_runs(trace, baseline, exact).to_dict()
+        status.update(label="Done", state="complete")
+    if guard.failed:
+        return
     area.empty()
     st.session_state.pop("_run_error", None)
     _store(Loaded(trace, baseline, "run here", settings.run_key()))
+
+
+def shipped_race() -> dict | None:
+    """The recorded race of drafters, or None when this copy has none (or it cannot be read)."""
+    try:
+        data = json.loads(RACE_RECORD.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("schema") == "specviz.race/1" else None
 
 
 # ----- opening traces ---------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from specviz import sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
-THEORY, SWEEP, LAB, LESSON = (f"app_pages/{name}.py" for name in ("theory", "sweep", "lab", "lesson"))
+THEORY, SWEEP, LAB, LESSON, DRAFTS = (f"app_pages/{name}.py" for name in ("theory", "sweep", "lab", "lesson", "drafts"))
 LESSON_STEPS = len(json.loads((ROOT / "assets" / "lesson" / "lesson.en.json").read_text(encoding="utf-8"))["steps"])
 
 
@@ -56,7 +56,7 @@ def charts(at: AppTest, prefix: str = "") -> list:
 
 def test_app_routes_the_four_pages():
     source = (ROOT / "app.py").read_text(encoding="utf-8")
-    for page in (THEORY, SWEEP, LAB, LESSON):
+    for page in (THEORY, SWEEP, LAB, LESSON, DRAFTS):
         assert f'st.Page("{page}"' in source
 
 
@@ -254,15 +254,20 @@ def test_lab_compares_all_rules_with_their_cost():
     assert texts(at, "subheader")[-1] == "Correct but slower: skip the bonus token"
 
 
-def test_draft_quality_without_the_training_record(tmp_path):
-    at = open_page(LAB)
-    at.session_state["_draft_training_path"] = str(tmp_path / "missing.json")
-    at.run()
+def _records(monkeypatch, head, distilled):
+    from specviz_app import state
+
+    monkeypatch.setattr(state, "TRAINING_RECORDS", {"Draft head": head, "Distilled draft": distilled})
+
+
+def test_draft_quality_without_the_training_record(tmp_path, monkeypatch):
+    _records(monkeypatch, tmp_path / "missing-head.json", tmp_path / "missing.json")
+    at = open_page(DRAFTS)
     no_error(at)
-    assert any("No training record yet" in s for s in texts(at, "info"))
+    assert sum("No training record yet" in s for s in texts(at, "info")) == 2
 
 
-def test_draft_quality_from_a_hand_made_record(tmp_path):
+def test_draft_quality_from_hand_made_records(tmp_path, monkeypatch):
     record = {
         "schema": "specviz.draft_training/1",
         "draft": "offline:specviz-draft-smollm2",
@@ -274,34 +279,71 @@ def test_draft_quality_from_a_hand_made_record(tmp_path):
             {"step": 200, "alpha": 0.62, "greedy_agreement": 0.71, "loss": 1.5},
         ],
     }
-    path = tmp_path / "draft_training.json"
-    path.write_text(json.dumps(record), encoding="utf-8")
-    at = open_page(LAB)
-    at.session_state["_draft_training_path"] = str(path)
-    at.run()
+    head = {
+        "schema": "specviz.head_training/1",
+        "history": [
+            {"step": 0, "alpha_by_position": [0.0, 0.0, 0.0, 0.0], "greedy_agreement_by_position": [0, 0, 0, 0]},
+            {
+                "step": 50,
+                "alpha_by_position": [0.44, 0.31, 0.27, 0.25],
+                "greedy_agreement_by_position": [0.5, 0.4, 0.3, 0.2],
+            },
+        ],
+    }
+    (tmp_path / "d.json").write_text(json.dumps(record), encoding="utf-8")
+    (tmp_path / "h.json").write_text(json.dumps(head), encoding="utf-8")
+    _records(monkeypatch, tmp_path / "h.json", tmp_path / "d.json")
+    at = open_page(DRAFTS)
     no_error(at)
-    metrics = {m.label: m.value for m in at.metric}
-    assert metrics["α after training (T = 1)"] == "0.620"
-    assert metrics["Greedy agreement (T = 0)"] == "0.710"
-    assert any(fig.proto.spec and "along its training" in fig.proto.spec for fig in charts(at))
+    metrics = [(m.label, m.value) for m in at.metric]
+    assert ("α after training (T = 1)", "0.440") in metrics and ("α after training (T = 1)", "0.620") in metrics
+    assert ("Greedy agreement (T = 0)", "0.710") in metrics
+    assert ("α at draft positions 1..4", "0.44 · 0.31 · 0.27 · 0.25") in metrics
+    assert len(charts(at, "dq-")) == 2
 
 
-@pytest.mark.skipif(not (ROOT / "assets" / "draft_training.json").is_file(), reason="no shipped training record")
-def test_draft_quality_of_the_shipped_record():
-    at = open_page(LAB)
+def test_draft_quality_of_the_shipped_records():
+    at = open_page(DRAFTS)
     assert not texts(at, "error")
-    assert len(charts(at, "dq-")) == 1
+    assert len(charts(at, "dq-")) == 2
     assert "α after training (T = 1)" in [m.label for m in at.metric]
 
 
-def test_draft_quality_bad_record_gets_an_error(tmp_path):
+def test_draft_quality_bad_record_gets_an_error(tmp_path, monkeypatch):
     path = tmp_path / "draft_training.json"
     path.write_text(json.dumps({"history": [{"step": 0, "alpha": 7}]}), encoding="utf-8")
-    at = open_page(LAB)
-    at.session_state["_draft_training_path"] = str(path)
-    at.run()
+    _records(monkeypatch, tmp_path / "missing.json", path)
+    at = open_page(DRAFTS)
     no_error(at)
     assert any("alpha" in s for s in texts(at, "error"))
+
+
+def test_race_page_shows_a_race_and_exports_it(monkeypatch):
+    """A race (hand-made, in the shape run_race returns) is drawn, tabled and offered as JSON and CSV."""
+    from specviz import race
+    from specviz_app import state
+
+    rows = [
+        {"draft": d, "label": race.LABELS[d], "new_tokens": 32, "iterations": it, "tokens_per_iteration": 32 / it,
+         "acceptance_rate": 0.5, "alpha": a, "acceptance_by_position": [a, a / 2], "c": 0.05, "verify_cost": 1.1,
+         "speedup": sp, "predicted_speedup": 1.4, "identical_to_target": True}
+        for d, it, a, sp in (("ngram", 20, 0.4, 1.2), ("hybrid", 14, 0.6, 1.6))
+    ]  # fmt: skip
+    result = {
+        "schema": race.RACE_SCHEMA, "prompt": "Hi", "rows": rows,
+        "config": {"target": "t", "gamma": 2, "temperature": 0.0, "seed": 0, "max_new_tokens": 32,
+                   "dtype": "float32", "kernels": "packed"},
+        "baseline": {"new_tokens": 32, "tokens_per_s": 40.0, "step_ms": 25.0},
+    }  # fmt: skip
+    monkeypatch.setattr(state, "shipped_race", lambda: result)
+    at = open_page(DRAFTS)
+    no_error(at)
+    assert len(charts(at, "race-")) == 2
+    table = at.dataframe[0].value
+    assert list(table["drafter"]) == [race.LABELS["ngram"], race.LABELS["hybrid"]]
+    assert "recorded race" in " ".join(texts(at, "caption"))
+    csv_text = race.race_to_csv(result)
+    assert csv_text.splitlines()[0].startswith("draft,gamma") and "hybrid" in csv_text
 
 
 # ----- lesson ------------------------------------------------------------------------------------

@@ -179,3 +179,39 @@ def rules_figure(results: dict[str, dict[str, Any]], wrong_rules: Sequence[str])
     )
     fig.update_yaxes(range=[0, 18.5])
     return fig
+
+
+def verdict_messages(rule: str, result: dict[str, Any], wrong_rules: Sequence[str]) -> list[tuple[str, str]]:
+    """What the lab says about one rule's test, as (level, markdown) pairs; level is one of
+    "warning", "info", "error", "success" (the page shows each with that Streamlit call)."""
+    test = result["spec_test"]
+    p = test["p_value"]
+    out = []
+    if result["stopped"]:
+        out.append(
+            ("warning", f"Stopped after {result['n_spec']} of {result['n_requested']} samples; the test uses those.")
+        )
+    if p is None:
+        return out + [
+            ("info", "Not enough distinct outcomes to test: raise the temperature or the number of tokens k.")
+        ]
+    impossible = result.get("impossible_spec", 0)
+    stat = (
+        "no statistic: an impossible sample decides" if test["statistic"] is None else f"χ² = {test['statistic']:.1f}"
+    )
+    facts = f"{stat}, {test['dof']} degrees of freedom, p-value = {p:.3g} ({result['n_spec']} samples)"
+    if impossible:
+        facts += f"; {impossible} sample(s) had exact probability 0 under the target"
+    if p < SIGNIFICANCE:
+        kind = "as expected: this rule is wrong" if rule in wrong_rules else "unexpected for a correct rule"
+        return out + [("error", f"**Rejected** ({kind}): these samples are not distributed as p. {facts}.")]
+    extra = (
+        " This wrong rule was not caught at this sample size: raise n or k, or lower γ." if rule in wrong_rules else ""
+    )
+    return out + [
+        (
+            "success",
+            f"**Not rejected**: the samples are consistent with p. {facts}.{extra} "
+            "(A test never proves equality; it finds no evidence of a difference.)",
+        )
+    ]

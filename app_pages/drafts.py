@@ -1,0 +1,140 @@
+"""Drafters: what makes a draft good. The race of every offline drafter on one prompt, and the
+learned drafts' acceptance along their training."""
+
+import json
+
+import streamlit as st
+
+from specviz import glossary, race, theory
+from specviz.charts import race as race_charts
+from specviz.charts import theory as theory_charts
+from specviz.errors import SpecvizError
+from specviz.training_record import read_training_record
+from specviz_app import params, render, state
+
+
+def _start_race() -> None:
+    st.session_state["race_request"] = True
+
+
+def _run_race() -> None:
+    settings = st.session_state["settings"]
+    area = st.empty()
+    box = area.container(border=True)
+    bar = box.progress(0.0, text="Loading the target…")
+    with state.ErrorGuard("race_error", area) as guard:
+        target = state.get_model(params.DEFAULTS.model_names()[0], settings.dtype)
+
+        def progress(done: int, total: int, name: str) -> None:
+            bar.progress(done / total, text=f"Drafter {done + 1} of {total}: {race.LABELS.get(name, name)}")
+
+        result = race.run_race(
+            settings.prompt, target=target, gamma=settings.gamma, temperature=float(settings.temperature),
+            seed=settings.seed, max_new_tokens=settings.max_new, on_progress=progress,
+        )  # fmt: skip
+    if guard.failed:
+        return
+    area.empty()
+    st.session_state["race_result"] = result
+
+
+def _show_race(result: dict, source: str) -> None:
+    cfg = result["config"]
+    st.caption(
+        render.md_escape(
+            f"{source} · prompt: {result['prompt'][:90]} · γ {cfg['gamma']} · temperature {cfg['temperature']:g} · "
+            f"{cfg['max_new_tokens']} new tokens · {cfg['dtype']} ({cfg['kernels']}) · target alone "
+            f"{result['baseline']['tokens_per_s']:.1f} tokens/s"
+        )
+    )
+    st.plotly_chart(race_charts.race_speed_figure(result), key="race-speed")
+    st.plotly_chart(race_charts.race_position_figure(result), key="race-positions")
+    rows = [
+        {
+            "drafter": r["label"],
+            glossary.MEAN_ACCEPTED_LENGTH.label: r["tokens_per_iteration"],
+            glossary.ALPHA.label: r["alpha"],
+            glossary.C.label: r["c"],
+            glossary.VERIFY_COST.label: r["verify_cost"],
+            "measured speedup": r["speedup"],
+            "predicted speedup": r["predicted_speedup"],
+        }
+        for r in result["rows"]
+    ]
+    number = st.column_config.NumberColumn(format="%.2f")
+    st.dataframe(rows, hide_index=True, column_config={k: number for k in rows[0] if k != "drafter"} if rows else None)
+    st.caption(
+        f"{glossary.C.label}: {glossary.C.definition}. "
+        f"{glossary.VERIFY_COST.label}: {glossary.VERIFY_COST.definition}. "
+        "A draft pays when it is right often (high α, deep acceptance) and cheap (small c); the prediction is "
+        "above the measurement wherever verification costs more than one target step."
+    )
+    cols = st.columns(2)
+    cols[0].download_button("Download JSON", json.dumps(result, indent=1), "race.json", key="race_json")
+    cols[1].download_button("Download CSV", race.race_to_csv(result), "race.csv", key="race_csv")
+
+
+def _race_tab() -> None:
+    st.caption(
+        "One prompt, every offline drafter, the same target: how many tokens each iteration yields, how deep "
+        "the drafts hold, what drafting costs, and the speedup measured beside the one the formula predicts."
+    )
+    st.button("Race them on the sidebar's prompt", type="primary", on_click=_start_race, key="race_run")
+    st.caption("Uses the sidebar's prompt, γ, temperature, seed and max new tokens; about a minute on a CPU.")
+    if st.session_state.pop("race_request", False):
+        _run_race()
+    if error := st.session_state.pop("race_error", None):
+        st.error(f"{error}\n\nThe previous race, if any, is still shown.")
+    result, source = st.session_state.get("race_result"), "raced here"
+    if result is None:
+        result, source = state.shipped_race(), "recorded race (assets/race.json)"
+    if result is None:
+        st.info("No race yet: press the button above.")
+        return
+    _show_race(result, source)
+
+
+def _training_tab() -> None:
+    st.caption(
+        "The learned drafts measured along their training on held-out text: α at temperature 1 and greedy "
+        "agreement at temperature 0, and the speedup the paper's formula predicts from them."
+    )
+    c = st.slider(
+        "c (draft step ÷ target step) for the prediction", 0.0, 1.0, 0.1, step=0.01, key="dq_c",
+        help="the draft's cost on your hardware; the race above measures it",
+    )  # fmt: skip
+    for kind, path in state.TRAINING_RECORDS.items():
+        st.subheader(kind)
+        if not path.is_file():
+            st.info(f"No training record yet: `{path.name}` is not in this copy of specviz.")
+            continue
+        try:
+            data = read_training_record(path)
+        except SpecvizError as exc:
+            st.error(f"{exc} Re-run the recipe to write it again.")
+            continue
+        history = data["history"]
+        st.plotly_chart(theory_charts.draft_training_figure(history, c), key=f"dq-{path.stem}")
+        last = history[-1]
+        cols = st.columns(4)
+        cols[0].metric("α after training (T = 1)", f"{last['alpha']:.3f}", help=f"at step {last['step']}")
+        g1 = theory.best_gamma(last["alpha"], c)
+        cols[1].metric("Predicted speedup at T = 1", f"{theory.walltime_improvement(last['alpha'], g1, c):.2f}×")
+        if last.get("greedy_agreement") is not None:
+            cols[2].metric("Greedy agreement (T = 0)", f"{last['greedy_agreement']:.3f}")
+        if last.get("alpha_by_position"):
+            depth = " · ".join(f"{a:.2f}" for a in last["alpha_by_position"])
+            cols[3].metric("α at draft positions 1..4", depth, help="the head feeding on its own predicted features")
+
+
+def drafts_page() -> None:
+    st.title("Drafters")
+    st.caption("What makes a draft good: right often, right for several tokens in a row, and cheap.")
+    race_tab, training_tab = st.tabs(["Race of drafters", "Learned drafts along training"])
+    with race_tab:
+        _race_tab()
+    with training_tab:
+        _training_tab()
+
+
+drafts_page()

@@ -1,0 +1,113 @@
+"""The race of drafters: one prompt, every offline drafter side by side against the target alone.
+
+For each drafter: tokens per iteration, acceptance by draft position, α, c (its time per drafted
+token over the target's single-token step), the verify pass's cost in target steps, the measured
+speedup (tokens/s over the target alone's: a rate, so runs that stop at different lengths still
+compare on equal work) and the paper's prediction from α, γ and c, which assumes verification
+costs one step. Each drafter warms up on a few tokens first, so loading stays out of the timings.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from specviz.models import HEAD_DRAFT, HYBRID_DRAFT, NGRAM_DRAFT, SELF_DRAFT, TRAINED_DRAFT
+from specviz.theory import walltime_improvement
+from specviz.trace import acceptance_by_position
+
+RACE_SCHEMA = "specviz.race/1"
+OFFLINE_DRAFTS = (NGRAM_DRAFT, TRAINED_DRAFT, HEAD_DRAFT, HYBRID_DRAFT, SELF_DRAFT)
+LABELS = {
+    NGRAM_DRAFT: "n-gram (copies from the context)",
+    TRAINED_DRAFT: "distilled 3-layer draft",
+    HEAD_DRAFT: "draft head (reads the target's features)",
+    HYBRID_DRAFT: "hybrid (n-gram match, else the head)",
+    SELF_DRAFT: "the target itself",
+}
+CSV_COLUMNS = (
+    "draft", "gamma", "temperature", "new_tokens", "iterations", "tokens_per_iteration", "acceptance_rate", "alpha",
+    "c", "verify_cost", "speedup", "predicted_speedup", "acceptance_by_position",
+)  # fmt: skip
+
+
+def run_race(
+    prompt: str | list[int],
+    *,
+    target,
+    drafts: Sequence[str] = OFFLINE_DRAFTS,
+    gamma: int = 4,
+    temperature: float = 0.0,
+    seed: int = 0,
+    max_new_tokens: int = 48,
+    on_progress: Callable[[int, int, str], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> dict[str, Any]:
+    """Race `drafts` on one prompt with the loaded `target`; returns plain data (JSON-ready)."""
+    from specviz.decoder import autoregressive_generate, speculative_generate
+
+    common = {"target": target, "temperature": temperature, "seed": seed}
+    autoregressive_generate(prompt, max_new_tokens=4, **common)  # warm-up
+    base = autoregressive_generate(prompt, max_new_tokens=max_new_tokens, **common)
+    b = base.summary
+    step_ms = b["verify_ms"] / b["iterations"]
+    rows = []
+    for i, name in enumerate(drafts):
+        if should_stop is not None and should_stop():
+            break
+        if on_progress is not None:
+            on_progress(i, len(drafts), name)
+        speculative_generate(prompt, draft=name, gamma=gamma, max_new_tokens=4, **common)  # warm-up (loads it)
+        trace = speculative_generate(prompt, draft=name, gamma=gamma, max_new_tokens=max_new_tokens, **common)
+        s = trace.summary
+        c = (s["draft_ms"] / s["drafted"]) / step_ms if s["drafted"] else 0.0
+        alpha = s["alpha"]
+        rows.append(
+            {
+                "draft": name,
+                "label": LABELS.get(name, name),
+                "new_tokens": s["new_tokens"],
+                "iterations": s["iterations"],
+                "tokens_per_iteration": s["mean_accepted_length"],
+                "acceptance_rate": s["acceptance_rate"],
+                "alpha": alpha,
+                "acceptance_by_position": [r["acceptance"] for r in acceptance_by_position(trace.iterations, gamma)],
+                "c": c,
+                "verify_cost": (s["verify_ms"] / s["iterations"]) / step_ms,
+                "speedup": s["tokens_per_s"] / b["tokens_per_s"],
+                "predicted_speedup": walltime_improvement(alpha, gamma, c) if alpha is not None else None,
+                "identical_to_target": trace.output_token_ids == base.output_token_ids if temperature == 0 else None,
+            }
+        )
+    return {
+        "schema": RACE_SCHEMA,
+        "prompt": prompt if isinstance(prompt, str) else "",
+        "config": {
+            "target": target.name,
+            "gamma": gamma,
+            "temperature": temperature,
+            "seed": seed,
+            "max_new_tokens": max_new_tokens,
+            "dtype": target.dtype,
+            "kernels": target.kernels,
+        },  # fmt: skip
+        "baseline": {"new_tokens": b["new_tokens"], "tokens_per_s": b["tokens_per_s"], "step_ms": step_ms},
+        "rows": rows,
+    }
+
+
+def race_to_csv(result: dict[str, Any]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(CSV_COLUMNS)
+    cfg = result["config"]
+    for r in result["rows"]:
+        by_position = " ".join("" if a is None else f"{a:.4f}" for a in r["acceptance_by_position"])
+        writer.writerow(
+            [r["draft"], cfg["gamma"], cfg["temperature"], r["new_tokens"], r["iterations"], r["tokens_per_iteration"],
+             r["acceptance_rate"], r["alpha"], r["c"], r["verify_cost"], r["speedup"], r["predicted_speedup"],
+             by_position]
+        )  # fmt: skip
+    return out.getvalue()
