@@ -6,25 +6,14 @@ a toggle switches to a presenter view with large type (and no sidebar, for a pro
 """
 
 import html
-import json
-from pathlib import Path
 
 import streamlit as st
 
-from specviz import theory
-from specviz.charts import bonus_figure, draft_figure, residual_figure, timeline_figure
-from specviz.charts import lesson as lesson_charts
-from specviz.charts import theory as theory_charts
-from specviz.charts.tokens import decision_text, iteration_tokens, label_token
-from specviz.errors import SpecvizError, TraceError
-from specviz.trace import Trace
+from specviz import lesson as lesson_content
+from specviz.charts.tokens import label_token
+from specviz.errors import SpecvizError
+from specviz.lesson import LANGUAGES
 from specviz_app import render
-
-ROOT = Path(__file__).resolve().parent.parent
-LESSON_DIR = ROOT / "assets" / "lesson"
-LANGUAGES = {"en": "English", "zh": "中文 Chinese"}
-# The trace the lesson walks through: our own recording if present, else a gallery example.
-TRACE_CANDIDATES = [ROOT / "assets" / "lesson_trace.json", ROOT / "assets" / "examples" / "02-sampled.json"]
 
 PRESENTER_CSS = """<style>
 [data-testid="stMain"] [data-testid="stMarkdownContainer"] p,
@@ -40,52 +29,12 @@ PRESENTER_CSS = """<style>
 
 @st.cache_data(show_spinner=False)
 def _lesson(language: str, mtime: float) -> dict:
-    return json.loads((LESSON_DIR / f"lesson.{language}.json").read_text(encoding="utf-8"))
-
-
-def load_lesson(language: str) -> dict:
-    path = LESSON_DIR / f"lesson.{language}.json"
-    try:
-        data = _lesson(language, path.stat().st_mtime)
-    except (OSError, ValueError) as exc:
-        raise SpecvizError(f"The lesson text {path.name} cannot be read ({exc}).") from None
-    if not isinstance(data.get("steps"), list) or not data["steps"]:
-        raise SpecvizError(f"The lesson text {path.name} has no steps.")
-    return data
+    return lesson_content.load_lesson(language)
 
 
 @st.cache_data(show_spinner=False)
-def _trace_dict(path: str, mtime: float) -> dict:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
-
-
-def load_trace() -> tuple[Trace, Trace | None, str]:
-    """The lesson's trace, its baseline (when recorded) and the file name."""
-    for path in TRACE_CANDIDATES:
-        if path.is_file():
-            trace = Trace.from_dict(_trace_dict(str(path), path.stat().st_mtime))
-            base_path = path.with_name(path.stem + ".baseline.json")
-            baseline = None
-            if base_path.is_file():
-                baseline = Trace.from_dict(_trace_dict(str(base_path), base_path.stat().st_mtime))
-            return trace, baseline, path.name
-    raise TraceError("No lesson trace is shipped with this copy (assets/lesson_trace.json).")
-
-
-def parse_step(raw, count: int) -> tuple[int, str | None]:
-    """A ?step= value -> (step, message). Out of range is clamped; not a whole number keeps step 1."""
-    if raw is None:
-        return 1, None
-    if isinstance(raw, list):
-        raw = raw[-1] if raw else ""
-    text = str(raw).strip()
-    if not text.lstrip("-").isdigit():
-        return 1, f"step: {text[:20]!r} is not a step number; starting at step 1."
-    value = int(text)
-    if not 1 <= value <= count:
-        clamped = min(max(value, 1), count)
-        return clamped, f"step: the lesson has steps 1 to {count}; showing step {clamped}."
-    return value, None
+def _recordings(mtime: float) -> lesson_content.Recordings:
+    return lesson_content.load_recordings()
 
 
 def _url_value(key: str):
@@ -113,79 +62,16 @@ def _stream(it: dict, extra: dict, hide_decisions: bool = False) -> None:
     st.html(render.token_stream_html([it], extra))
 
 
-def _facts(row: dict) -> str:
-    r = "none (greedy)" if row["r"] is None else f"{row['r']:.3f}"
-    ratio = "∞" if row["q"] == 0 else f"{row['p'] / row['q']:.3f}"
-    return (
-        f"**{render.md_escape(label_token(row['token']))}**: q = {row['q']:.3f}, p = {row['p']:.3f}, p/q = {ratio}, "
-        f"min(1, p/q) = {row['accept_prob']:.3f}, r = {r} → {decision_text(row)}"
-    )
-
-
-def _figure(kind: str, trace: Trace, baseline: Trace | None, big: bool) -> None:
-    picks = lesson_charts.pick_iterations(trace.iterations)
-    extra = trace.extra
-    fig = None
-    if kind == "serial":
-        fig = timeline_figure(baseline if baseline is not None else trace)
-    elif kind == "timeline":
-        fig = timeline_figure(trace, baseline)
-    elif kind in ("draft", "verify", "decide", "resample", "unchanged"):
-        if picks["resample"] is None:
-            st.info("The lesson trace has no rejected draft to show.")
-            return
-        it = trace.iterations[picks["resample"]]
-        rows = iteration_tokens(it)
-        drafts = [r for r in rows if r["is_draft"]]
-        k = it["accepted_count"]
-        rejected, corr = drafts[k], next((r for r in rows if not r["is_draft"]), None)
-        st.caption(f"Iteration {it['index'] + 1} of the example: γ = {len(drafts)} drafts.")
-        _stream(it, extra, hide_decisions=kind in ("draft", "verify"))
-        if kind in ("draft", "verify") and drafts[0]["q"] >= 0.999:
-            st.caption(
-                f"This example's draft ({trace.config.get('draft')}) proposes its guess with certainty: q = 1 for "
-                "its token and 0 elsewhere. A model draft spreads q over many tokens."
-            )
-        if kind == "draft":
-            fig = draft_figure(drafts[0], "pending", extra, 1)
-            for t in fig.data:  # the target has not spoken yet: show q only
-                if t.name != "q (draft)":
-                    t.visible = "legendonly"
-            fig.layout.annotations = []
-        elif kind == "verify":
-            fig = draft_figure(drafts[0], drafts[0]["status"], extra, 1)
-            fig.layout.annotations = []
-        elif kind == "decide":
-            st.markdown("  \n".join(_facts(r) for r in drafts[: k + 1]))
-            fig = draft_figure(rejected, "rejected", extra, k + 1)
-        elif kind == "resample" and corr is not None:
-            fig = residual_figure(rejected, corr, extra)
-        elif kind == "unchanged":
-            fig = lesson_charts.composition_figure(rejected, extra)
-    elif kind == "bonus":
-        if picks["bonus"] is None:
-            st.info("The lesson trace has no iteration where every draft passed.")
-            return
-        it = trace.iterations[picks["bonus"]]
-        n = len(it["drafts"])
-        drafts_text = f"every one of its {n} drafts" if n > 1 else "its only draft"
-        st.caption(f"Iteration {it['index'] + 1} of the example: {drafts_text} accepted.")
-        _stream(it, extra)
-        corr = next(r for r in iteration_tokens(it) if not r["is_draft"])
-        fig = bonus_figure(corr, extra)
-    elif kind == "pays":
-        fig = theory_charts.walltime_curve_figure(0.8, 0.05, 4)
-    elif kind == "not":
-        alpha = theory.estimate_alpha(trace) or 0.25
-        fig = theory_charts.walltime_curve_figure(min(alpha, 1.0), 0.3, 4)
-        st.caption(
-            f"α = {alpha:.2f} is what the example trace measured (free text at temperature "
-            f"{trace.config['temperature']}); c = 0.3 stands for a draft a third as costly as the target."
-        )
-    if fig is not None:
+def _figure(kind: str, rec: lesson_content.Recordings, big: bool) -> None:
+    shown = lesson_content.shown_for(kind, rec)
+    for level, text in shown.notes:
+        getattr(st, level)(text)  # st.caption / st.markdown / st.info
+    if shown.stream is not None:
+        _stream(shown.stream[0], rec.trace.extra, hide_decisions=shown.stream[1])
+    if shown.figure is not None:
         if big:
-            fig.update_layout(font={"size": 18}, height=520)
-        st.plotly_chart(fig, key=f"lesson-{kind}")
+            shown.figure.update_layout(font={"size": 20}, height=440, title_font={"size": 22}, legend_font={"size": 18})
+        st.plotly_chart(shown.figure, key=f"lesson-{kind}")
 
 
 def lesson_page() -> None:
@@ -197,16 +83,17 @@ def lesson_page() -> None:
     if st.session_state.get("lesson_lang") not in LANGUAGES:  # a segmented control can be cleared
         st.session_state["lesson_lang"] = "en"
     try:
-        lesson = load_lesson(st.session_state["lesson_lang"])
-        trace, baseline, trace_name = load_trace()
-    except SpecvizError as exc:
+        language = st.session_state["lesson_lang"]
+        lesson = _lesson(language, (lesson_content.LESSON_DIR / f"lesson.{language}.json").stat().st_mtime)
+        rec = _recordings(lesson_content.MAIN_TRACE.stat().st_mtime if lesson_content.MAIN_TRACE.is_file() else 0.0)
+    except (SpecvizError, OSError) as exc:
         st.error(f"{exc} Reinstall specviz or restore the assets folder.")
         return
     steps = lesson["steps"]
     count = len(steps)
     ui = lesson.get("ui", {})
     if "lesson_step" not in st.session_state:
-        step, message = parse_step(_url_value("step"), count)
+        step, message = lesson_content.parse_step(_url_value("step"), count)
         st.session_state["lesson_step"] = step
         if message:
             st.session_state["_lesson_message"] = message
@@ -247,7 +134,7 @@ def lesson_page() -> None:
         if step.get("takeaway"):
             st.info(step["takeaway"], icon=":material/lightbulb:")
     with figure:
-        _figure(step.get("figure", ""), trace, baseline, big)
+        _figure(step.get("figure", ""), rec, big)
 
     with st.expander(ui.get("contents", "Steps")):
         st.selectbox(
@@ -255,7 +142,7 @@ def lesson_page() -> None:
             format_func=lambda n: f"{n}. {steps[n - 1]['title']}", label_visibility="collapsed",
         )  # fmt: skip
         st.caption(f"{ui.get('link', 'Link to this step')}: `?step={i}&lang={st.session_state['lesson_lang']}`")
-        st.caption(render.md_escape(f"{ui.get('trace', 'Example used')}: {trace_name} · {trace.prompt[:80]}"))
+        st.caption(render.md_escape(f"{ui.get('trace', 'Example used')}: {rec.name} · {rec.trace.prompt[:80]}"))
 
 
 lesson_page()

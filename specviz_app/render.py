@@ -13,7 +13,7 @@ import streamlit as st
 
 from specviz import glossary
 from specviz.charts.style import STATUS_BACKGROUNDS, STATUS_COLORS, STATUS_LABELS
-from specviz.charts.tokens import display_token, hover_card, token_rows
+from specviz.charts.tokens import display_token, hover_card, md_escape, token_rows
 
 _CSS = (
     "<style>"
@@ -80,11 +80,6 @@ def legend_html(statuses: tuple[str, ...] = MAIN_STATUSES) -> str:
         f'<span><span class="sv-key sv-{s}">{s}</span> {html.escape(STATUS_LABELS[s])}</span>' for s in statuses
     )
     return f'{_CSS}<div class="sv-legend">{keys}</div>'
-
-
-def md_escape(text: str) -> str:
-    """Text from a file or a user, shown through markdown without turning into links or emphasis."""
-    return "".join("\\" + ch if ch in "\\`*_[]<>#|~$" else ch for ch in text)
 
 
 def escaped_text(text: str) -> str:

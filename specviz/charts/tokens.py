@@ -110,3 +110,8 @@ def hover_card(row: dict[str, Any], extra: dict[str, Any] | None = None, markup:
         alts = ", ".join(f"{tok(token_text(extra, tid))} {prob:.2f}" for tid, prob in top[:5])
         lines.append(f"{name}: {alts}")
     return ("<br>" if markup else "\n").join(lines)
+
+
+def md_escape(text: str) -> str:
+    """Text from a file or a user, shown through markdown without turning into links or emphasis."""
+    return "".join("\\" + ch if ch in "\\`*_[]<>#|~$" else ch for ch in text)

@@ -1,0 +1,217 @@
+"""The lesson's content outside the page: its text, its recorded traces, and what each step shows.
+
+Each step names a figure kind; `FIGURES` maps the kind to a small builder that takes the lesson's
+recordings and returns a `Shown`: notes to print, optionally one iteration's token stream, and a
+Plotly figure. The page (app_pages/lesson.py) only lays them out. No torch, no streamlit.
+
+Recordings (assets/): `lesson_trace.json` is the main example, recorded with a pair that is faster
+than the target alone on this machine, with its target-alone baseline beside it;
+`lesson_contrast.json` (optional) is the same prompt with a weak draft, shown where the lesson
+explains when drafting does not pay.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import plotly.graph_objects as go
+
+from specviz import theory
+from specviz.charts import bonus_figure, draft_figure, residual_figure, timeline_figure
+from specviz.charts import lesson as lesson_charts
+from specviz.charts import theory as theory_charts
+from specviz.charts.timeline import time_to_tokens_ms, tokens_in_common
+from specviz.charts.tokens import decision_text, iteration_tokens, label_token, md_escape
+from specviz.errors import SpecvizError, TraceError
+from specviz.trace import Trace
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+LESSON_DIR = ASSETS / "lesson"
+LANGUAGES = {"en": "English", "zh": "中文 Chinese"}
+MAIN_TRACE = ASSETS / "lesson_trace.json"
+CONTRAST_TRACE = ASSETS / "lesson_contrast.json"
+
+
+@dataclass
+class Recordings:
+    trace: Trace  # the main example (speculative)
+    baseline: Trace | None  # the target alone on the same prompt and settings
+    contrast: Trace | None = None  # a weak draft on the same prompt
+    contrast_baseline: Trace | None = None
+    name: str = ""
+
+
+@dataclass
+class Shown:
+    notes: list[tuple[str, str]] = field(default_factory=list)  # (level: caption/markdown/info, text)
+    stream: tuple[dict, bool] | None = None  # (iteration, hide the decisions) for the token stream
+    figure: go.Figure | None = None
+
+
+def load_lesson(language: str) -> dict:
+    path = LESSON_DIR / f"lesson.{language}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SpecvizError(f"The lesson text {path.name} cannot be read ({exc}).") from None
+    if not isinstance(data.get("steps"), list) or not data["steps"]:
+        raise SpecvizError(f"The lesson text {path.name} has no steps.")
+    return data
+
+
+def _read(path: Path) -> Trace | None:
+    return Trace.from_json(path.read_bytes()) if path.is_file() else None
+
+
+def load_recordings() -> Recordings:
+    trace = _read(MAIN_TRACE)
+    if trace is None:
+        raise TraceError("No lesson trace is shipped with this copy (assets/lesson_trace.json).")
+    baseline = _read(MAIN_TRACE.with_name(MAIN_TRACE.stem + ".baseline.json"))
+    contrast = _read(CONTRAST_TRACE)
+    contrast_baseline = _read(CONTRAST_TRACE.with_name(CONTRAST_TRACE.stem + ".baseline.json"))
+    return Recordings(trace, baseline, contrast, contrast_baseline, MAIN_TRACE.name)
+
+
+def parse_step(raw, count: int) -> tuple[int, str | None]:
+    """A ?step= value -> (step, message). Out of range is clamped; not a whole number keeps step 1."""
+    if raw is None:
+        return 1, None
+    if isinstance(raw, list):
+        raw = raw[-1] if raw else ""
+    text = str(raw).strip()
+    if not text.lstrip("-").isdigit():
+        return 1, f"step: {text[:20]!r} is not a step number; starting at step 1."
+    value = int(text)
+    if not 1 <= value <= count:
+        clamped = min(max(value, 1), count)
+        return clamped, f"step: the lesson has steps 1 to {count}; showing step {clamped}."
+    return value, None
+
+
+def race_numbers(trace: Trace, baseline: Trace | None) -> dict[str, Any] | None:
+    """Equal-work comparison of a recording with its baseline: time to the tokens both wrote."""
+    if baseline is None:
+        return None
+    n = tokens_in_common(trace, baseline)
+    spec_ms, base_ms = time_to_tokens_ms(trace, n), time_to_tokens_ms(baseline, n)
+    return {"tokens": n, "speculative_ms": spec_ms, "target_ms": base_ms, "speedup": base_ms / spec_ms}
+
+
+# ----- one small builder per figure kind -----------------------------------------------------------
+
+
+def _teaching_iteration(rec: Recordings, kind: str) -> tuple[dict | None, Shown]:
+    picks = lesson_charts.pick_iterations(rec.trace.iterations)
+    index = picks["bonus" if kind == "bonus" else "resample"]
+    if index is None:
+        missing = "every draft passed" if kind == "bonus" else "a draft was rejected"
+        return None, Shown([("info", f"The lesson trace has no iteration where {missing}.")])
+    return rec.trace.iterations[index], Shown()
+
+
+def _decisions(it: dict) -> tuple[list[dict], dict | None]:
+    rows = iteration_tokens(it)
+    return [r for r in rows if r["is_draft"]], next((r for r in rows if not r["is_draft"]), None)
+
+
+def facts(row: dict) -> str:
+    r = "none (greedy)" if row["r"] is None else f"{row['r']:.3f}"
+    ratio = "∞" if row["q"] == 0 else f"{row['p'] / row['q']:.3f}"
+    return (
+        f"**{md_escape(label_token(row['token']))}**: q = {row['q']:.3f}, p = {row['p']:.3f}, p/q = {ratio}, "
+        f"min(1, p/q) = {row['accept_prob']:.3f}, r = {r} → {decision_text(row)}"
+    )
+
+
+def _race_note(trace: Trace, baseline: Trace | None, who: str) -> tuple[str, str]:
+    race = race_numbers(trace, baseline)
+    if race is None:
+        return ("caption", "No target-alone recording to race against.")
+    faster = "faster" if race["speedup"] >= 1 else "slower"
+    return (
+        "markdown",
+        f"{who}: **{race['speculative_ms']:.0f} ms** for the first {race['tokens']} tokens, against "
+        f"**{race['target_ms']:.0f} ms** for the target alone: **{race['speedup']:.2f}×** ({faster}).",
+    )
+
+
+def _serial(rec: Recordings) -> Shown:
+    return Shown(figure=timeline_figure(rec.baseline if rec.baseline is not None else rec.trace))
+
+
+def _timeline(rec: Recordings) -> Shown:
+    draft = md_escape(str(rec.trace.config.get("draft")))
+    return Shown([_race_note(rec.trace, rec.baseline, f"With the draft {draft}")], None,
+                 timeline_figure(rec.trace, rec.baseline))  # fmt: skip
+
+
+def _iteration_part(kind: str) -> Callable[[Recordings], Shown]:
+    def build(rec: Recordings) -> Shown:
+        it, shown = _teaching_iteration(rec, kind)
+        if it is None:
+            return shown
+        drafts, corr = _decisions(it)
+        k = it["accepted_count"]
+        rejected = drafts[k] if k < len(drafts) else None
+        shown.notes.append(("caption", f"Iteration {it['index'] + 1} of the example: γ = {len(drafts)} drafts."))
+        shown.stream = (it, kind in ("draft", "verify"))
+        extra = rec.trace.extra
+        if kind in ("draft", "verify") and drafts[0]["q"] >= 0.999:
+            shown.notes.append(("caption", "This draft proposes its guess with certainty: q = 1 for its token."))
+        if kind == "draft":
+            shown.figure = draft_figure(drafts[0], "pending", extra, 1)
+            for t in shown.figure.data:  # the target has not spoken yet: show q only
+                if t.name != "q (draft)":
+                    t.visible = "legendonly"
+            shown.figure.layout.annotations = []
+        elif kind == "verify":
+            shown.figure = draft_figure(drafts[0], drafts[0]["status"], extra, 1)
+            shown.figure.layout.annotations = []
+        elif kind == "decide":
+            shown.notes.append(("markdown", "  \n".join(facts(r) for r in drafts[: k + 1])))
+            shown.figure = draft_figure(rejected, "rejected", extra, k + 1)
+        elif kind == "resample" and corr is not None:
+            shown.figure = residual_figure(rejected, corr, extra)
+        elif kind == "unchanged":
+            shown.figure = lesson_charts.composition_figure(rejected, extra)
+        elif kind == "bonus" and corr is not None:
+            shown.figure = bonus_figure(corr, extra)
+        return shown
+
+    return build
+
+
+def _pays(rec: Recordings) -> Shown:
+    alpha = theory.estimate_alpha(rec.trace) or 0.8
+    return Shown(
+        [("caption", f"α = {alpha:.2f} is what the example measured; c = 0.05 is a draft 20 times cheaper.")],
+        None,
+        theory_charts.walltime_curve_figure(min(alpha, 0.99), 0.05, rec.trace.config.get("gamma") or 4),
+    )
+
+
+def _not(rec: Recordings) -> Shown:
+    if rec.contrast is None:
+        return Shown(figure=theory_charts.walltime_curve_figure(0.25, 0.3, 4))
+    draft = md_escape(str(rec.contrast.config.get("draft")))
+    notes = [_race_note(rec.contrast, rec.contrast_baseline, f"The same prompt with the weak draft {draft}")]
+    return Shown(notes, None, timeline_figure(rec.contrast, rec.contrast_baseline))
+
+
+FIGURES: dict[str, Callable[[Recordings], Shown]] = {
+    "serial": _serial,
+    "timeline": _timeline,
+    **{kind: _iteration_part(kind) for kind in ("draft", "verify", "decide", "resample", "bonus", "unchanged")},
+    "pays": _pays,
+    "not": _not,
+}
+
+
+def shown_for(kind: str, rec: Recordings) -> Shown:
+    builder = FIGURES.get(kind)
+    return builder(rec) if builder is not None else Shown()
