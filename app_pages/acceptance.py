@@ -7,11 +7,7 @@ from specviz_app import state
 
 
 def acceptance() -> None:
-    loaded = state.open_trace_page(
-        "Acceptance",
-        "β is the chance a draft at one position passes: Σ min(p, q). α, its mean, predicts the rest: "
-        "if each draft passes with probability α, tokens per iteration follow a truncated geometric law.",
-    )
+    loaded = state.open_trace_page("acceptance")
     if loaded is None:
         return
     trace = loaded.trace

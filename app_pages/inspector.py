@@ -5,7 +5,7 @@ import time
 import streamlit as st
 
 from specviz import charts
-from specviz.charts.tokens import decision_text, iteration_tokens, label_token
+from specviz.charts.tokens import draft_facts, iteration_tokens, label_token
 from specviz_app import render, state
 
 PLAY_SECONDS = 1.5  # pause between iterations while playing
@@ -17,16 +17,6 @@ def _step(delta: int, last: int) -> None:
 
 def _toggle_play() -> None:
     st.session_state["playing"] = not st.session_state.get("playing", False)
-
-
-def _draft_facts(row: dict) -> str:
-    r = "none (greedy: accept iff it is the target's top token)" if row["r"] is None else f"{row['r']:.4f}"
-    ratio = "∞" if row["q"] == 0 else f"{row['p'] / row['q']:.3f}"
-    return (
-        f"q (draft) **{row['q']:.4f}** · p (target) **{row['p']:.4f}** · p/q {ratio}  \n"
-        f"accept probability min(1, p/q) **{row['accept_prob']:.4f}** · r **{r}** · β {row['beta']:.3f}  \n"
-        f"decision: **{decision_text(row)}**"
-    )
 
 
 def inspector() -> None:
@@ -79,7 +69,7 @@ def inspector() -> None:
         with st.container(border=True):
             left, right = st.columns([2, 3])
             left.markdown(f"**Draft {row['slot']}: `{label_token(row['token'])}`** ({row['status']})")
-            left.markdown(_draft_facts(row))
+            left.markdown(draft_facts(row))
             right.plotly_chart(
                 charts.draft_figure(row, row["status"], trace.extra, row["slot"]),
                 key=f"draft-{i}-{row['slot']}",

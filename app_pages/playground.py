@@ -6,11 +6,7 @@ from specviz_app import render, state
 
 
 def playground() -> None:
-    loaded = state.open_trace_page(
-        "Playground",
-        "A cheap draft model q proposes γ tokens; the target p checks them all in one pass and keeps a prefix. "
-        "The output follows p exactly, only faster. Hover a token to see why it was kept.",
-    )
+    loaded = state.open_trace_page("playground")
     if loaded is None:
         return
     trace, baseline = loaded.trace, loaded.baseline

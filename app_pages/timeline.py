@@ -8,11 +8,7 @@ from specviz_app import state
 
 
 def timeline() -> None:
-    loaded = state.open_trace_page(
-        "Timeline",
-        "Each iteration drafts γ tokens (cheap) and runs the target once over all of them (expensive). "
-        "The target alone needs one pass per token: fewer, fuller passes are where the time goes away.",
-    )
+    loaded = state.open_trace_page("timeline")
     if loaded is None:
         return
     trace, baseline = loaded.trace, loaded.baseline

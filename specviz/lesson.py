@@ -25,7 +25,7 @@ from specviz.charts import bonus_figure, draft_figure, residual_figure, timeline
 from specviz.charts import lesson as lesson_charts
 from specviz.charts import theory as theory_charts
 from specviz.charts.timeline import time_to_tokens_ms, tokens_in_common
-from specviz.charts.tokens import decision_text, iteration_tokens, label_token, md_escape
+from specviz.charts.tokens import draft_facts, iteration_tokens, md_escape
 from specviz.errors import SpecvizError, TraceError
 from specviz.trace import Trace
 
@@ -119,15 +119,6 @@ def _decisions(it: dict) -> tuple[list[dict], dict | None]:
     return [r for r in rows if r["is_draft"]], next((r for r in rows if not r["is_draft"]), None)
 
 
-def facts(row: dict) -> str:
-    r = "none (greedy)" if row["r"] is None else f"{row['r']:.3f}"
-    ratio = "∞" if row["q"] == 0 else f"{row['p'] / row['q']:.3f}"
-    return (
-        f"**{md_escape(label_token(row['token']))}**: q = {row['q']:.3f}, p = {row['p']:.3f}, p/q = {ratio}, "
-        f"min(1, p/q) = {row['accept_prob']:.3f}, r = {r} → {decision_text(row)}"
-    )
-
-
 def _race_note(trace: Trace, baseline: Trace | None, who: str) -> tuple[str, str]:
     race = race_numbers(trace, baseline)
     if race is None:
@@ -173,7 +164,7 @@ def _iteration_part(kind: str) -> Callable[[Recordings], Shown]:
             shown.figure = draft_figure(drafts[0], drafts[0]["status"], extra, 1)
             shown.figure.layout.annotations = []
         elif kind == "decide":
-            shown.notes.append(("markdown", "  \n".join(facts(r) for r in drafts[: k + 1])))
+            shown.notes.append(("markdown", "  \n".join(draft_facts(r, one_line=True) for r in drafts[: k + 1])))
             shown.figure = draft_figure(rejected, "rejected", extra, k + 1)
         elif kind == "resample" and corr is not None:
             shown.figure = residual_figure(rejected, corr, extra)

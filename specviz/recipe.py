@@ -79,6 +79,29 @@ def versions() -> dict:
     return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__}
 
 
+def machine(device: str) -> dict:
+    """Where a recipe ran: CPU, torch threads, device and the load average (a shared CPU is slower)."""
+    return {"cpu": cpu_name(), "threads": torch.get_num_threads(), "device": device, "load": load_average()}
+
+
+def write_record(path: Path | None, record: dict) -> None:
+    """A recipe's JSON record (its history for the app), when a path is given."""
+    import json
+
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+
+
+def recipe_parser(prog: str, description: str, out: Path, history: Path, defaults) -> argparse.ArgumentParser:
+    """--out (the trained weights), --history (the JSON record) and one flag per config field."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--out", type=Path, default=out, help="folder to write the trained draft to")
+    parser.add_argument("--history", type=Path, default=history, help="JSON record of alpha against step")
+    config_cli(parser, defaults)
+    return parser
+
+
 def config_cli(parser: argparse.ArgumentParser, defaults) -> None:
     """Add --field-name for every field of the dataclass instance `defaults`, typed like its default."""
     for name, value in asdict(defaults).items():

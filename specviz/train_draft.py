@@ -24,8 +24,6 @@ Seeds are fixed; the same flags give the same draft on the same machine and libr
 
 from __future__ import annotations
 
-import argparse
-import json
 import random
 import sys
 import time
@@ -36,7 +34,15 @@ import torch
 
 from specviz.prompt_pool import build_prompts
 from specviz.prompting import prompt_token_ids
-from specviz.recipe import config_cli, cpu_name, generation_config, left_padded, load_average, lr_scale, versions
+from specviz.recipe import (
+    generation_config,
+    left_padded,
+    lr_scale,
+    machine,
+    recipe_parser,
+    versions,
+    write_record,
+)
 
 DEFAULT_OUT = Path(__file__).parent / "weights" / "specviz-draft-smollm2"
 DEFAULT_HISTORY = Path("assets") / "draft_training.json"
@@ -359,27 +365,24 @@ def train(cfg: TrainConfig, out: Path, history_path: Path | None, log=print, dat
         "training_seconds": round(train_seconds, 1),
         "total_seconds": round(time.perf_counter() - wall0, 1),
         "folder_mb": round(size_mb, 1),
-        "hardware": {"cpu": cpu_name(), "threads": torch.get_num_threads(), "device": "cpu", "load": load_average()},
+        "hardware": machine("cpu"),
         "versions": versions(),
         "measure": "alpha: mean over held-out positions of beta = sum_x min(p(x), q(x)) at temperature 1, on "
         "text the target sampled at temperature 1; greedy_agreement: share of held-out positions of the "
         "target's greedy text where argmax q == argmax p (the greedy acceptance rate).",
         "history": history,
     }
-    if history_path is not None:
-        history_path.parent.mkdir(parents=True, exist_ok=True)
-        history_path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    write_record(history_path, result)
     log(f"saved {out} ({size_mb:.1f} MB); total {result['total_seconds']:.0f} s")
     return result
 
 
 def main(argv: list[str] | None = None) -> int:
     defaults = TrainConfig()
-    parser = argparse.ArgumentParser(prog="python -m specviz train-draft", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder to write the draft to")
-    parser.add_argument("--history", type=Path, default=DEFAULT_HISTORY, help="JSON of alpha against step")
+    parser = recipe_parser(
+        "python -m specviz train-draft", __doc__.splitlines()[0], DEFAULT_OUT, DEFAULT_HISTORY, defaults
+    )
     parser.add_argument("--data", type=Path, default=None, help="cache the target's text here (reused if present)")
-    config_cli(parser, defaults)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     cfg = TrainConfig(**{k: getattr(args, k) for k in asdict(defaults)})
 

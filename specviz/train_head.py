@@ -23,8 +23,6 @@ The recipe, with fixed seeds (the same flags give the same head on the same mach
 
 from __future__ import annotations
 
-import argparse
-import json
 import random
 import sys
 import time
@@ -37,7 +35,7 @@ from torch import nn
 from specviz.head import DraftHead, HeadCache, head_config_for, init_from_target
 from specviz.head_data import Sequence, write_answers
 from specviz.prompt_pool import head_prompts
-from specviz.recipe import config_cli, cpu_name, load_average, lr_scale, versions
+from specviz.recipe import lr_scale, machine, recipe_parser, versions, write_record
 
 DEFAULT_OUT = Path(__file__).parent / "weights" / "specviz-head-smollm2"
 DEFAULT_HISTORY = Path("assets") / "head_training.json"
@@ -432,12 +430,7 @@ def train(cfg: HeadTrainConfig, data: Path, out: Path, history_path: Path | None
         "generation_seconds": round(gen_seconds, 1),
         "training_seconds": round(train_seconds, 1),
         "total_seconds": round(time.perf_counter() - wall0, 1),
-        "hardware": {
-            "cpu": cpu_name(),
-            "threads": torch.get_num_threads(),
-            "device": cfg.device,
-            "load": load_average(),
-        },
+        "hardware": machine(cfg.device),
         "versions": versions(),
         "measure": "alpha_by_position[k]: mean over held-out answer positions of beta = sum_x min(p(x), q(x)) "
         "at T=1 on text the target sampled at T=1, with the head k+1 steps deep on its own predicted features "
@@ -448,9 +441,7 @@ def train(cfg: HeadTrainConfig, data: Path, out: Path, history_path: Path | None
     }
     head.eval()
     head.save(out, {"training": {k: result[k] for k in ("data", "subset", "training_seconds")}, "final": history[-1]})
-    if history_path is not None:
-        history_path.parent.mkdir(parents=True, exist_ok=True)
-        history_path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    write_record(history_path, result)
     log(f"saved {out}; total {result['total_seconds']:.0f} s")
     return result
 
@@ -459,11 +450,10 @@ def main(argv: list[str] | None = None) -> int:
     from specviz.models import cache_dir
 
     defaults = HeadTrainConfig()
-    parser = argparse.ArgumentParser(prog="python -m specviz train-head", description=__doc__.splitlines()[0])
+    parser = recipe_parser(
+        "python -m specviz train-head", __doc__.splitlines()[0], DEFAULT_OUT, DEFAULT_HISTORY, defaults
+    )
     parser.add_argument("--data", type=Path, default=cache_dir() / "head-data", help="folder for the written text")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder to write the head to")
-    parser.add_argument("--history", type=Path, default=DEFAULT_HISTORY, help="JSON of alpha against step")
-    config_cli(parser, defaults)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     cfg = HeadTrainConfig(**{k: getattr(args, k) for k in asdict(defaults)})
 

@@ -90,9 +90,31 @@ class ErrorGuard:
 # ----- models and runs --------------------------------------------------------------------------
 
 
-def open_trace_page(title: str, caption: str):
-    """Title, one-line explanation and the trace notice every trace page opens with.
+# The title and one-line explanation each trace page opens with, by page file name.
+PAGE_INTROS = {
+    "playground": (
+        "Playground",
+        "A cheap draft model q proposes γ tokens; the target p checks them all in one pass and keeps a prefix. "
+        "The output follows p exactly; the speedup below says whether this draft made it faster. "
+        "Hover a token to see why it was kept.",
+    ),
+    "timeline": (
+        "Timeline",
+        "Each iteration drafts γ tokens (cheap) and runs the target once over all of them (expensive). "
+        "The target alone needs one pass per token: fewer, fuller passes are where the time goes away.",
+    ),
+    "acceptance": (
+        "Acceptance",
+        "β is the chance a draft at one position passes: Σ min(p, q). α, its mean, predicts the rest: "
+        "if each draft passes with probability α, tokens per iteration follow a truncated geometric law.",
+    ),
+}
+
+
+def open_trace_page(page: str):
+    """Title, one-line explanation (PAGE_INTROS) and the trace notice every trace page opens with.
     Returns the loaded trace (with its baseline), or None when there is none to show."""
+    title, caption = PAGE_INTROS[page]
     st.title(title)
     st.caption(caption)
     loaded = current()

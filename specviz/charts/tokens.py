@@ -115,3 +115,21 @@ def hover_card(row: dict[str, Any], extra: dict[str, Any] | None = None, markup:
 def md_escape(text: str) -> str:
     """Text from a file or a user, shown through markdown without turning into links or emphasis."""
     return "".join("\\" + ch if ch in "\\`*_[]<>#|~$" else ch for ch in text)
+
+
+def draft_facts(row: dict, one_line: bool = False) -> str:
+    """Markdown: one draft's q, p, p/q, min(1, p/q), r and the decision (the inspector's detail, or
+    one line with the token for the lesson)."""
+    r = "none (greedy: accept iff it is the target's top token)" if row["r"] is None else f"{row['r']:.4f}"
+    ratio = "∞" if row["q"] == 0 else f"{row['p'] / row['q']:.3f}"
+    if one_line:
+        r = "none (greedy)" if row["r"] is None else f"{row['r']:.3f}"
+        return (
+            f"**{md_escape(label_token(row['token']))}**: q = {row['q']:.3f}, p = {row['p']:.3f}, p/q = {ratio}, "
+            f"min(1, p/q) = {row['accept_prob']:.3f}, r = {r} → {decision_text(row)}"
+        )
+    return (
+        f"q (draft) **{row['q']:.4f}** · p (target) **{row['p']:.4f}** · p/q {ratio}  \n"
+        f"accept probability min(1, p/q) **{row['accept_prob']:.4f}** · r **{r}** · β {row['beta']:.3f}  \n"
+        f"decision: **{decision_text(row)}**"
+    )
