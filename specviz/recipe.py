@@ -93,13 +93,26 @@ def write_record(path: Path | None, record: dict) -> None:
         path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 
 
-def recipe_parser(prog: str, description: str, out: Path, history: Path, defaults) -> argparse.ArgumentParser:
-    """--out (the trained weights), --history (the JSON record) and one flag per config field."""
+def run_recipe(argv, prog: str, description: str, defaults, out: Path, history: Path, data: Path | None, train) -> int:
+    """The command line of a recipe: --out (the trained weights), --history (its JSON record), --data
+    (the target's text, reused when present) and one flag per field of the config dataclass
+    `defaults`; then train(cfg, data, out, history, log) with a timestamped log."""
+    import sys
+    import time
+
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--out", type=Path, default=out, help="folder to write the trained draft to")
     parser.add_argument("--history", type=Path, default=history, help="JSON record of alpha against step")
+    parser.add_argument("--data", type=Path, default=data, help="where the target's text is written and reused")
     config_cli(parser, defaults)
-    return parser
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    cfg = type(defaults)(**{k: getattr(args, k) for k in asdict(defaults)})
+
+    def log(message: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+    train(cfg, args.data, args.out, args.history, log)
+    return 0
 
 
 def config_cli(parser: argparse.ArgumentParser, defaults) -> None:

@@ -25,7 +25,6 @@ Seeds are fixed; the same flags give the same draft on the same machine and libr
 from __future__ import annotations
 
 import random
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -39,7 +38,7 @@ from specviz.recipe import (
     left_padded,
     lr_scale,
     machine,
-    recipe_parser,
+    run_recipe,
     versions,
     write_record,
 )
@@ -378,16 +377,10 @@ def train(cfg: TrainConfig, out: Path, history_path: Path | None, log=print, dat
 
 
 def main(argv: list[str] | None = None) -> int:
-    defaults = TrainConfig()
-    parser = recipe_parser(
-        "python -m specviz train-draft", __doc__.splitlines()[0], DEFAULT_OUT, DEFAULT_HISTORY, defaults
+    def run(cfg, data, out, history, log):
+        return train(cfg, out, history, log, data)
+
+    doc = __doc__.splitlines()[0]
+    return run_recipe(
+        argv, "python -m specviz train-draft", doc, TrainConfig(), DEFAULT_OUT, DEFAULT_HISTORY, None, run
     )
-    parser.add_argument("--data", type=Path, default=None, help="cache the target's text here (reused if present)")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    cfg = TrainConfig(**{k: getattr(args, k) for k in asdict(defaults)})
-
-    def log(message: str) -> None:
-        print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-    train(cfg, args.out, args.history, log, args.data)
-    return 0

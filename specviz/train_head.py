@@ -24,7 +24,6 @@ The recipe, with fixed seeds (the same flags give the same head on the same mach
 from __future__ import annotations
 
 import random
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,7 +34,7 @@ from torch import nn
 from specviz.head import DraftHead, HeadCache, head_config_for, init_from_target
 from specviz.head_data import Sequence, write_answers
 from specviz.prompt_pool import head_prompts
-from specviz.recipe import lr_scale, machine, recipe_parser, versions, write_record
+from specviz.recipe import lr_scale, machine, run_recipe, versions, write_record
 
 DEFAULT_OUT = Path(__file__).parent / "weights" / "specviz-head-smollm2"
 DEFAULT_HISTORY = Path("assets") / "head_training.json"
@@ -449,16 +448,8 @@ def train(cfg: HeadTrainConfig, data: Path, out: Path, history_path: Path | None
 def main(argv: list[str] | None = None) -> int:
     from specviz.models import cache_dir
 
-    defaults = HeadTrainConfig()
-    parser = recipe_parser(
-        "python -m specviz train-head", __doc__.splitlines()[0], DEFAULT_OUT, DEFAULT_HISTORY, defaults
+    doc = __doc__.splitlines()[0]
+    data = cache_dir() / "head-data"
+    return run_recipe(
+        argv, "python -m specviz train-head", doc, HeadTrainConfig(), DEFAULT_OUT, DEFAULT_HISTORY, data, train
     )
-    parser.add_argument("--data", type=Path, default=cache_dir() / "head-data", help="folder for the written text")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    cfg = HeadTrainConfig(**{k: getattr(args, k) for k in asdict(defaults)})
-
-    def log(message: str) -> None:
-        print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-    train(cfg, args.data, args.out, args.history, log)
-    return 0

@@ -72,23 +72,19 @@ def distribution_figure(result: dict[str, Any], labels: Sequence[str], top: int 
     x = [html.escape(r["outcome"]) for r in rows]
     n = max(result["n_spec"], 1)
     fig = go.Figure()
-    if result["n_target"]:
+    samplers = [("target-alone", "target alone", result["n_target"], TARGET_SAMPLE_COLOR)]
+    samplers.append(("speculative", f"speculative, rule '{result['rule']}'", result["n_spec"], SPEC_COLOR))
+    for key, name, count, color in samplers:
+        if not count:
+            continue  # the target alone was not sampled in this run
         fig.add_bar(
             x=x,
-            y=[r["target-alone frequency"] for r in rows],
-            name=f"target alone ({result['n_target']} samples)",
-            marker_color=TARGET_SAMPLE_COLOR,
-            customdata=[r["target-alone count"] for r in rows],
-            hovertemplate="%{x}<br>target alone: %{y:.3f} (%{customdata} samples)<extra></extra>",
+            y=[r[f"{key} frequency"] for r in rows],
+            name=f"{name} ({count} samples)",
+            marker_color=color,
+            customdata=[r[f"{key} count"] for r in rows],
+            hovertemplate=f"%{{x}}<br>{name}: %{{y:.3f}} (%{{customdata}} samples)<extra></extra>",
         )
-    fig.add_bar(
-        x=x,
-        y=[r["speculative frequency"] for r in rows],
-        name=f"speculative, rule '{result['rule']}' ({result['n_spec']} samples)",
-        marker_color=SPEC_COLOR,
-        customdata=[r["speculative count"] for r in rows],
-        hovertemplate="%{x}<br>speculative: %{y:.3f} (%{customdata} samples)<extra></extra>",
-    )
     errors = [2 * math.sqrt(max(r["exact p"] * (1 - r["exact p"]), 0.0) / n) for r in rows]
     fig.add_scatter(
         x=x,

@@ -59,38 +59,21 @@ def timeline_figure(trace: Trace, baseline: Trace | None = None) -> go.Figure:
             customdata=[[it["index"] + 1, len(it["drafts"])] for it in its],
             hovertemplate="iteration %{customdata[0]}<br>draft %{customdata[1]} tokens: %{x:.1f} ms<extra></extra>",
         )
-    fig.add_bar(
-        y=[row] * len(its),
-        x=[it["verify_ms"] for it in its],
-        base=[it["start_ms"] + it["draft_ms"] for it in its],
-        orientation="h",
-        name="verify: one target pass (p)" if spec else "target step (p)",
-        marker_color=P_COLOR,
-        marker_line={"color": "white", "width": 1},
+    _target_passes(
+        fig, row, its, "verify: one target pass (p)" if spec else "target step (p)", 1.0,
         text=[_emitted_label(it) for it in its] if spec else None,
-        textposition="inside",
-        textangle=0,
-        insidetextanchor="middle",
-        textfont={"color": "white"},
         customdata=[[it["index"] + 1, it["accepted_count"], len(it["drafts"])] for it in its],
         hovertemplate="iteration %{customdata[0]}<br>verify: %{x:.1f} ms<br>accepted %{customdata[1]} of "
         "%{customdata[2]} drafts<extra></extra>",
-    )
+    )  # fmt: skip
     rows = [row]
     if baseline is not None and baseline.iterations and baseline is not trace:
         b = iterations_for(baseline, common)
-        fig.add_bar(
-            y=[BASE_ROW] * len(b),
-            x=[it["verify_ms"] for it in b],
-            base=[it["start_ms"] for it in b],
-            orientation="h",
-            name="target-only step (p), one token each",
-            marker_color=P_COLOR,
-            opacity=0.55,
-            marker_line={"color": "white", "width": 1},
+        _target_passes(
+            fig, BASE_ROW, b, "target-only step (p), one token each", 0.55,
             customdata=[[it["index"] + 1] for it in b],
             hovertemplate="token %{customdata[0]}: %{x:.1f} ms<extra></extra>",
-        )
+        )  # fmt: skip
         rows.append(BASE_ROW)
     for name, t in ((row, trace), (BASE_ROW, baseline)):
         if t is None or not t.iterations or (name == BASE_ROW and t is trace and spec):
@@ -120,6 +103,25 @@ def timeline_figure(trace: Trace, baseline: Trace | None = None) -> go.Figure:
     fig.update_xaxes(title="time since the first iteration started (ms)", tickformat=",d")
     fig.update_yaxes(title="", categoryorder="array", categoryarray=list(reversed(rows)))
     return fig
+
+
+def _target_passes(fig: go.Figure, row: str, its: list[dict], name: str, opacity: float, **hover) -> None:
+    """One horizontal bar per target pass of `its` on `row`, starting after its draft phase."""
+    fig.add_bar(
+        y=[row] * len(its),
+        x=[it["verify_ms"] for it in its],
+        base=[it["start_ms"] + it["draft_ms"] for it in its],
+        orientation="h",
+        name=name,
+        marker_color=P_COLOR,
+        opacity=opacity,
+        marker_line={"color": "white", "width": 1},
+        textposition="inside",
+        textangle=0,
+        insidetextanchor="middle",
+        textfont={"color": "white"},
+        **hover,
+    )
 
 
 def _emitted_label(it: dict) -> str:
