@@ -25,7 +25,7 @@ page = st.navigation(PAGES)
 
 settings = sidebar.render()
 st.session_state["settings"] = settings
-state.open_first_visit(settings)
+state.open_first_visit(settings, may_decode=page.url_path != "lesson")  # a lesson link never decodes
 if st.session_state.pop("_run_requested", False):
     state.run(settings)
 if error := st.session_state.pop("_run_error", None):

@@ -70,7 +70,7 @@ def _figure(kind: str, rec: lesson_content.Recordings, big: bool) -> None:
         _stream(shown.stream[0], rec.trace.extra, hide_decisions=shown.stream[1])
     if shown.figure is not None:
         if big:
-            shown.figure.update_layout(font={"size": 20}, height=440, title_font={"size": 22}, legend_font={"size": 18})
+            shown.figure.update_layout(font={"size": 20}, height=420, title_font={"size": 22}, legend_font={"size": 18})
         st.plotly_chart(shown.figure, key=f"lesson-{kind}")
 
 
@@ -105,6 +105,9 @@ def lesson_page() -> None:
         ui.get("language", "Language"), list(LANGUAGES), format_func=LANGUAGES.get, key="lesson_lang",
         label_visibility="collapsed",
     )  # fmt: skip
+    if "lesson_presenter" not in st.session_state:  # a link can open the presenter view: ?presenter=1
+        raw = _url_value("presenter")
+        st.session_state["lesson_presenter"] = (raw[-1] if isinstance(raw, list) and raw else raw) == "1"
     big = top[2].toggle(ui.get("presenter", "Presenter view (large type)"), key="lesson_presenter")
     if message := st.session_state.pop("_lesson_message", None):
         st.warning(f"From the link: {message}")
@@ -115,6 +118,7 @@ def lesson_page() -> None:
     step = steps[i - 1]
     st.query_params["step"] = str(i)  # the URL opens this step (the sidebar rewrites the rest)
     st.query_params["lang"] = st.session_state["lesson_lang"]
+    st.query_params["presenter"] = "1" if big else "0"
     st.progress(i / count, text=f"{ui.get('step', 'Step')} {i} {ui.get('of', 'of')} {count}")
     st.title(f"{i}. {step['title']}")
 
@@ -128,7 +132,11 @@ def lesson_page() -> None:
         disabled=i == count, type="primary", width="stretch", key="lesson_next",
     )  # fmt: skip
 
-    text, figure = st.columns([2, 3]) if not big else (st.container(), st.container())
+    # Presenter view: the figure first, so it fits a 1280x720 projector without scrolling.
+    if big:
+        figure, text = st.container(), st.container()  # created top to bottom: the figure above the text
+    else:
+        text, figure = st.columns([2, 3])
     with text:
         st.markdown(step["body"])
         if step.get("takeaway"):
@@ -141,7 +149,8 @@ def lesson_page() -> None:
             ui.get("contents", "Steps"), list(range(1, count + 1)), key="lesson_step",
             format_func=lambda n: f"{n}. {steps[n - 1]['title']}", label_visibility="collapsed",
         )  # fmt: skip
-        st.caption(f"{ui.get('link', 'Link to this step')}: `?step={i}&lang={st.session_state['lesson_lang']}`")
+        link = f"?step={i}&lang={st.session_state['lesson_lang']}&presenter={int(big)}"
+        st.caption(f"{ui.get('link', 'Link to this step')}: `{link}`")
         st.caption(render.md_escape(f"{ui.get('trace', 'Example used')}: {rec.name} · {rec.trace.prompt[:80]}"))
 
 

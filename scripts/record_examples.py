@@ -1,8 +1,10 @@
-"""Record the example traces of the app's gallery (assets/examples/) with the offline pair.
+"""Record the app's shipped recordings with the offline target: the gallery's example traces
+(assets/examples/), the lesson's main example and its weak-draft contrast (assets/lesson_*.json)
+and the race of drafters (assets/race.json).
 
 Re-run it when the default draft or the trace schema changes:
 
-    PYTHONPATH=. HF_HUB_OFFLINE=1 python scripts/record_examples.py [--threads 1]
+    PYTHONPATH=. HF_HUB_OFFLINE=1 python scripts/record_examples.py [--threads 1] [--only NAME]
 
 Each example is a speculative trace <name>.json and its target-only baseline <name>.baseline.json
 on the same settings. The first example uses the app's default settings, so the app opens on it.
@@ -77,6 +79,41 @@ EXAMPLES = [
 ]
 
 
+# The lesson: a free-text prompt none of the drafts was trained on, greedy, so the speculative text
+# equals the target's own; the main example with the offline default draft, the contrast with the
+# distilled 3-layer draft on the same prompt.
+LESSON_PROMPT = "Explain why the sky is blue to a curious child."
+LESSON_SETTINGS = {"gamma": 3, "temperature": 0.0, "seed": 0, "max_new_tokens": 48}
+RACE_PROMPT = "Write a short story about a fox who wants to fly."
+
+
+def record_lesson(target) -> None:
+    from specviz.lesson import CONTRAST_TRACE, MAIN_TRACE, race_numbers
+
+    for path, draft in ((MAIN_TRACE, None), (CONTRAST_TRACE, models.TRAINED_DRAFT)):
+        speculative_generate(LESSON_PROMPT, target=target, draft=draft, **{**LESSON_SETTINGS, "max_new_tokens": 4})
+        spec = speculative_generate(LESSON_PROMPT, target=target, draft=draft, **LESSON_SETTINGS)
+        base = autoregressive_generate(
+            LESSON_PROMPT, target=target, **{k: v for k, v in LESSON_SETTINGS.items() if k != "gamma"}
+        )
+        spec.extra["recorded_with"] = f"{spec.config['device']}, {torch_threads()} torch thread(s)"
+        path.write_text(spec.to_json(indent=None), encoding="utf-8")
+        path.with_name(path.stem + ".baseline.json").write_text(base.to_json(indent=None), encoding="utf-8")
+        race = race_numbers(spec, base)
+        print(f"{path.name}: draft {spec.config['draft']}, {race['speedup']:.2f}x on {race['tokens']} tokens")
+
+
+def record_race(target) -> None:
+    import json
+
+    from specviz.race import run_race
+
+    result = run_race(RACE_PROMPT, target=target, gamma=3, temperature=0.0, max_new_tokens=48)
+    (ROOT / "assets" / "race.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    for r in result["rows"]:
+        print(f"race {r['draft']}: {r['speedup']:.2f}x, {r['tokens_per_iteration']:.2f} tokens per iteration")
+
+
 def torch_threads() -> int:
     import torch
 
@@ -85,7 +122,7 @@ def torch_threads() -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", help="record only the example with this name")
+    parser.add_argument("--only", help="record only this: an example's name, 'lesson' or 'race'")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch's default)")
     args = parser.parse_args()
     if args.threads:
@@ -94,6 +131,10 @@ def main() -> int:
         torch.set_num_threads(args.threads)
     OUT.mkdir(parents=True, exist_ok=True)
     target = models.load_model(models.OFFLINE_TARGET)
+    if args.only in (None, "lesson"):
+        record_lesson(target)
+    if args.only in (None, "race"):
+        record_race(target)
     for name, title, note, draft, prompt, gamma, temperature, seed, max_new in EXAMPLES:
         if args.only and name != args.only:
             continue

@@ -313,8 +313,9 @@ def open_example(example: Example) -> list[str]:
     return open_trace(trace, baseline, f"example: {example.title}")
 
 
-def open_first_visit(settings: Settings) -> None:
-    """First visit of a session: show the gallery example the settings describe, else run them."""
+def open_first_visit(settings: Settings, may_decode: bool = True) -> None:
+    """First visit of a session: show the gallery example the settings describe, else run them
+    (unless may_decode is False: a lesson link opens its step at once, whatever settings it holds)."""
     if st.session_state.get("_first_visit_done"):
         return
     st.session_state["_first_visit_done"] = True
@@ -330,7 +331,7 @@ def open_first_visit(settings: Settings) -> None:
             except TraceError:
                 break
             return
-    if st.session_state.get("_url_given"):
+    if st.session_state.get("_url_given") and may_decode:
         st.session_state["_run_requested"] = True  # a shared link: reproduce its demo
     elif examples():
         try:

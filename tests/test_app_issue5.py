@@ -446,3 +446,26 @@ def test_a_lesson_link_opens_instantly_without_decoding():
     assert at.session_state["_url_given"] is False
     loaded = at.session_state["loaded"] if "loaded" in at.session_state else None
     assert loaded is None or loaded.source != "run here"
+
+
+def test_a_lesson_link_with_run_settings_opens_at_once_and_never_decodes(monkeypatch):
+    import specviz.decoder
+
+    calls = []
+
+    def refuse(*args, **kwargs):
+        calls.append(args)
+        raise AssertionError("a lesson link started a decode")
+
+    monkeypatch.setattr(specviz.decoder, "speculative_generate", refuse)
+    monkeypatch.setattr(specviz.decoder, "autoregressive_generate", refuse)
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params.update(
+        {"step": "4", "gamma": "2", "temperature": "0.7", "prompt": "Tell me a joke.", "presenter": "1"}
+    )
+    at.switch_page(LESSON).run()
+    no_error(at)
+    assert calls == [] and not texts(at, "error")
+    assert texts(at, "title")[0].startswith("4. ")
+    assert at.toggle(key="lesson_presenter").value is True  # the presenter view lives in the link
+    assert at.query_params["presenter"] in ("1", ["1"])
