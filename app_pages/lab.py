@@ -80,7 +80,10 @@ def _run(rules: list[str], choice: str, k: int, n: int, gamma: int, temperature:
         def progress(rule_index: int, rule: str, done: int, total: int) -> None:
             if done % max(1, total // 50) and done != total:
                 return  # about 50 updates per rule: each one is a message to the browser
-            what = "measuring tokens per iteration" if done == total else f"sample {done} of {total}"
+            # The first rule also samples the target alone, one after each speculative sample: count pairs.
+            pairs = 2 if rule_index == 0 else 1
+            sample, per = (done + pairs - 1) // pairs, total // pairs
+            what = "measuring tokens per iteration" if done == total else f"sample {sample} of {per}"
             bar.progress(
                 (rule_index + done / total) / len(rules), text=f"Rule {rule_index + 1} of {len(rules)} ({rule}): {what}"
             )

@@ -75,7 +75,7 @@ def draft_figure(draft: dict[str, Any], status: str, extra: dict[str, Any], slot
         marker_color=ACCEPTED_MASS_COLOR,
         offset=-0.43,
         width=0.86,
-        hovertemplate="%{x}<br>min(p, q) %{y:.4f}<extra></extra>",
+        hovertemplate="%{x}<br>min(p, q) %{y:.3g}<extra></extra>",
     )
     fig.add_bar(
         x=labels,
@@ -84,7 +84,7 @@ def draft_figure(draft: dict[str, Any], status: str, extra: dict[str, Any], slot
         marker={"color": Q_COLOR, "line": {"width": outline, "color": "#000"}},
         offset=-0.4,
         width=0.4,
-        hovertemplate="%{x}<br>q (draft) %{y:.4f}<extra></extra>",
+        hovertemplate="%{x}<br>q (draft) %{y:.3g}<extra></extra>",
     )
     fig.add_bar(
         x=labels,
@@ -93,7 +93,7 @@ def draft_figure(draft: dict[str, Any], status: str, extra: dict[str, Any], slot
         marker={"color": P_COLOR, "line": {"width": outline, "color": "#000"}},
         offset=0.0,
         width=0.4,
-        hovertemplate="%{x}<br>p (target) %{y:.4f}<extra></extra>",
+        hovertemplate="%{x}<br>p (target) %{y:.3g}<extra></extra>",
     )
     where = f"draft {slot}" if slot else "draft"
     fig.add_annotation(
@@ -138,14 +138,14 @@ def residual_figure(rejected: dict[str, Any], correction: dict[str, Any], extra:
         y=raw,
         name="max(0, p − q)",
         marker={"color": RESIDUAL_COLOR, "opacity": 0.45},
-        hovertemplate="%{x}<br>max(0, p − q) %{y:.4f}<extra></extra>",
+        hovertemplate="%{x}<br>max(0, p − q) %{y:.3g}<extra></extra>",
     )
     fig.add_bar(
         x=labels,
         y=normalised,
         name="norm(max(0, p − q)): what the resample draws from",
         marker={"color": RESIDUAL_COLOR, "line": {"width": outline, "color": "#000"}},
-        hovertemplate="%{x}<br>normalised residual %{y:.4f}<extra></extra>",
+        hovertemplate="%{x}<br>normalised residual %{y:.3g}<extra></extra>",
     )
     fig.add_annotation(
         x=labels[0],
@@ -185,7 +185,7 @@ def bonus_figure(correction: dict[str, Any], extra: dict[str, Any], no_draft: bo
         y=values,
         name="p (target)",
         marker={"color": P_COLOR, "line": {"width": outline, "color": "#000"}},
-        hovertemplate="%{x}<br>p (target) %{y:.4f}<extra></extra>",
+        hovertemplate="%{x}<br>p (target) %{y:.3g}<extra></extra>",
     )
     fig.add_annotation(
         x=labels[0],

@@ -93,7 +93,7 @@ def distribution_figure(result: dict[str, Any], labels: Sequence[str], top: int 
         marker={"color": P_COLOR, "size": 11, "symbol": "diamond"},
         error_y={"type": "data", "array": errors, "color": P_COLOR, "thickness": 1.5, "width": 6},
         name="exact p (target) ± 2 standard errors",
-        hovertemplate="%{x}<br>exact p %{y:.4f}<extra></extra>",
+        hovertemplate="%{x}<br>exact p %{y:.3g}<extra></extra>",
     )
     k = result["k"]
     fig.update_layout(

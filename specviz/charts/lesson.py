@@ -60,14 +60,14 @@ def composition_figure(draft: dict[str, Any], extra: dict[str, Any]) -> go.Figur
         y=accepted,
         name="drafted and accepted: min(p, q)",
         marker_color=STATUS_COLORS["accepted"],
-        hovertemplate="%{x}<br>min(p, q) %{y:.4f}<extra></extra>",
+        hovertemplate="%{x}<br>min(p, q) %{y:.3g}<extra></extra>",
     )
     fig.add_bar(
         x=labels,
         y=resampled,
         name="rejected, then resampled: max(0, p − q)",
         marker_color=RESIDUAL_COLOR,
-        hovertemplate="%{x}<br>max(0, p − q) %{y:.4f}<extra></extra>",
+        hovertemplate="%{x}<br>max(0, p − q) %{y:.3g}<extra></extra>",
     )
     fig.add_scatter(
         x=labels,
@@ -75,7 +75,7 @@ def composition_figure(draft: dict[str, Any], extra: dict[str, Any]) -> go.Figur
         mode="markers",
         marker={"color": P_COLOR, "size": 13, "symbol": "diamond", "line": {"color": "white", "width": 1}},
         name="p (target): where the stack ends",
-        hovertemplate="%{x}<br>p %{y:.4f}<extra></extra>",
+        hovertemplate="%{x}<br>p %{y:.3g}<extra></extra>",
     )
     fig.update_layout(
         **LAYOUT,

@@ -96,11 +96,14 @@ def hover_card(row: dict[str, Any], extra: dict[str, Any] | None = None, markup:
     if row["is_draft"]:
         q, p = row["q"], row["p"]
         ratio = "∞" if q == 0 else f"{p / q:.3f}"
-        lines.append(f"q (draft) {q:.4f} · p (target) {p:.4f} · p/q {ratio}")
-        r = "none (greedy)" if row.get("r") is None else f"{row['r']:.4f}"
-        lines.append(f"accept prob min(1, p/q) {row['accept_prob']:.4f} · r {r}")
+        lines.append(f"q (draft) {q:.3g} · p (target) {p:.3g} · p/q {ratio}")
+        if row["status"] == "discarded":  # after the first rejection: never compared with any r
+            r = "not drawn (never checked)"
+        else:
+            r = "none (greedy)" if row.get("r") is None else f"{row['r']:.3g}"
+        lines.append(f"accept prob min(1, p/q) {row['accept_prob']:.3g} · r {r}")
     else:
-        lines.append(f"its probability where it was drawn: {row.get('p', 0.0):.4f}")
+        lines.append(f"its probability where it was drawn: {row.get('p', 0.0):.3g}")
     lines.append(html.escape(decision_text(row)) if markup else decision_text(row))
     if row["status"] == "resampled" and row.get("residual_top"):
         top, name = row["residual_top"], "residual's top"
