@@ -13,6 +13,8 @@ __all__ = [
     "SamplingConfig",
     "Trace",
     "autoregressive_generate",
+    "compare_runs",
+    "load_model",
     "speculative_generate",
 ]
 __version__ = "0.1.0"
@@ -23,6 +25,8 @@ _LAZY = {
     "Trace": "specviz.trace",
     "DecodeConfig": "specviz.config",
     "SamplingConfig": "specviz.config",
+    "load_model": "specviz.models",
+    "compare_runs": "specviz.sameness",
 }
 
 
