@@ -71,6 +71,7 @@ def _figure(kind: str, rec: lesson_content.Recordings, big: bool) -> None:
     if shown.figure is not None:
         if big:
             shown.figure.update_layout(font={"size": 20}, height=420, title_font={"size": 22}, legend_font={"size": 18})
+            shown.figure.update_annotations(font_size=18)  # no chart text under 18 px on a projector
         st.plotly_chart(shown.figure, key=f"lesson-{kind}")
 
 

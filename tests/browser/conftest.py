@@ -103,8 +103,14 @@ def new_page(browser, request):
     """new_page(query, path=...) -> a fresh browser context (its own Streamlit session) showing the app."""
     contexts = []
 
-    def make(query: dict | None = None, wait: bool = True, timeout_ms: int = RUN_TIMEOUT_MS, path: str = ""):
-        ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    def make(
+        query: dict | None = None,
+        wait: bool = True,
+        timeout_ms: int = RUN_TIMEOUT_MS,
+        path: str = "",
+        viewport: tuple[int, int] = (1400, 1000),
+    ):
+        ctx = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]}, accept_downloads=True)
         contexts.append(ctx)
         page = ctx.new_page()
         page.set_default_timeout(60_000)

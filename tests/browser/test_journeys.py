@@ -98,6 +98,11 @@ def test_playground_run_every_page_download_and_upload(new_page, greedy_referenc
     assert any("/s" in x for x in labels + values), labels  # throughput carries its unit
     assert values[labels.index(next(x for x in labels if "Speedup" in x))].endswith("×"), values
 
+    # the target-alone text beside the speculative one, and the verdict at temperature 0
+    main = main_text(page)
+    assert "Is the output unchanged?" in main and "Target alone" in main, main[:2000]
+    assert "Identical token for token" in main or "First difference at token" in main, main[:2000]
+
     # every page, with a screenshot
     for title in nav_titles(page):
         goto_page(page, title)
@@ -175,10 +180,7 @@ def test_a_shared_link_reproduces_the_settings_and_the_trace(new_page):
 
 def test_the_lesson_can_be_followed(new_page):
     page = new_page()
-    lesson = [t for t in nav_titles(page) if "lesson" in t.lower()]
-    if not lesson:
-        pytest.skip("the app has no lesson page yet (issue 5)")
-    goto_page(page, lesson[0])
+    goto_page(page, "Lesson")
     assert page.locator("h1").first.inner_text().startswith("1.")
     shot(page, "lesson-step-1")
     step = 1
@@ -197,9 +199,6 @@ def test_the_lesson_can_be_followed(new_page):
 
 
 def test_a_lesson_link_with_a_step_out_of_range_opens_a_real_step(new_page):
-    page = new_page()
-    if not any("lesson" in t.lower() for t in nav_titles(page)):
-        pytest.skip("the app has no lesson page yet (issue 5)")
     page = new_page({"step": "999"}, path="lesson")
     heading = page.locator("h1").first.inner_text()
     count = int(heading.split(".")[0])
@@ -207,3 +206,28 @@ def test_a_lesson_link_with_a_step_out_of_range_opens_a_real_step(new_page):
     page = new_page({"step": "<b>x</b>"}, path="lesson")
     assert page.locator("h1").first.inner_text().startswith("1.")
     assert any("is not a step number; starting at step 1." in w for w in warnings(page)), warnings(page)
+
+
+def test_a_lesson_link_with_run_settings_opens_its_step_fast_without_decoding(new_page):
+    import time
+
+    t0 = time.perf_counter()
+    page = new_page({"step": "3", "gamma": "2", "max_new": "64", "prompt": "Tell me a long story."}, path="lesson")
+    page.locator("h1", has_text="3.").first.wait_for(timeout=8_000)
+    assert time.perf_counter() - t0 < 8.0
+    goto_page(page, "Playground")
+    assert not showing(page).startswith("Showing: run here"), showing(page)  # nothing was decoded
+
+
+def test_the_presenter_view_is_restored_from_its_link_and_fits_a_projector(new_page):
+    page = new_page({"step": "2", "presenter": "1", "lang": "zh"}, path="lesson", viewport=(1280, 720))
+    toggle = page.get_by_role("switch").first
+    assert toggle.is_checked()
+    chart = page.locator('[data-testid="stMain"] .js-plotly-plot').first
+    chart.wait_for()
+    box = chart.bounding_box()
+    assert box["y"] >= 0 and box["y"] + box["height"] <= 720, box  # visible without scrolling
+    script = "() => [...document.querySelectorAll('.js-plotly-plot text')]"
+    sizes = page.evaluate(script + ".map(t => parseFloat(getComputedStyle(t).fontSize))")
+    assert sizes and min(sizes) >= 18, sizes
+    shot(page, "lesson-presenter-1280x720")
