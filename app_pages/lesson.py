@@ -19,7 +19,9 @@ PRESENTER_CSS = """<style>
 [data-testid="stMain"] [data-testid="stMarkdownContainer"] p,
 [data-testid="stMain"] [data-testid="stMarkdownContainer"] li
 {font-size: 1.6rem !important; line-height: 1.55 !important}
-[data-testid="stMain"] h1 {font-size: 3.2rem !important}
+[data-testid="stMain"] h1 {font-size: 2.6rem !important; padding: 0.2rem 0 !important}
+[data-testid="stMainBlockContainer"] {padding-top: 1rem !important}
+header[data-testid="stHeader"] {display: none !important}
 [data-testid="stMain"] h2 {font-size: 2.4rem !important}
 [data-testid="stMain"] .sv-stream {font-size: 26px !important}
 [data-testid="stMain"] [data-testid="stWidgetLabel"] p {font-size: 1rem !important}
@@ -64,15 +66,21 @@ def _stream(it: dict, extra: dict, hide_decisions: bool = False) -> None:
 
 def _figure(kind: str, rec: lesson_content.Recordings, big: bool) -> None:
     shown = lesson_content.shown_for(kind, rec)
-    for level, text in shown.notes:
-        getattr(st, level)(text)  # st.caption / st.markdown / st.info
-    if shown.stream is not None:
+    notes = st.container() if not big else None  # presenter view: the figure first, its notes after it
+    if shown.stream is not None and not big:
         _stream(shown.stream[0], rec.trace.extra, hide_decisions=shown.stream[1])
     if shown.figure is not None:
         if big:
             shown.figure.update_layout(font={"size": 20}, height=420, title_font={"size": 22}, legend_font={"size": 18})
             shown.figure.update_annotations(font_size=18)  # no chart text under 18 px on a projector
+            shown.figure.update_xaxes(tickfont_size=18, title_font_size=20)
+            shown.figure.update_yaxes(tickfont_size=18, title_font_size=20)
         st.plotly_chart(shown.figure, key=f"lesson-{kind}")
+    if big and shown.stream is not None:
+        _stream(shown.stream[0], rec.trace.extra, hide_decisions=shown.stream[1])
+    with notes if notes is not None else st.container():
+        for level, text in shown.notes:
+            getattr(st, level)(text)  # st.caption / st.markdown / st.info
 
 
 def lesson_page() -> None:
@@ -120,7 +128,8 @@ def lesson_page() -> None:
     st.query_params["step"] = str(i)  # the URL opens this step (the sidebar rewrites the rest)
     st.query_params["lang"] = st.session_state["lesson_lang"]
     st.query_params["presenter"] = "1" if big else "0"
-    st.progress(i / count, text=f"{ui.get('step', 'Step')} {i} {ui.get('of', 'of')} {count}")
+    if not big:  # on a projector the title's number says where we are; the space goes to the figure
+        st.progress(i / count, text=f"{ui.get('step', 'Step')} {i} {ui.get('of', 'of')} {count}")
     st.title(f"{i}. {step['title']}")
 
     nav = st.columns([1, 1, 4])
