@@ -52,7 +52,7 @@ class HeadTrainConfig:
     gen_dtype: str = "bfloat16"
     subset: int = 0  # draft vocabulary size; 0: choose among SUBSET_CANDIDATES by measurement
     unroll: int = 3  # training-time-test steps
-    steps: int = 900
+    steps: int = 1000
     batch: int = 12  # answers per optimiser step
     lr: float = 1e-3
     warmup: int = 50
