@@ -84,15 +84,17 @@ EXAMPLES = [
 # distilled 3-layer draft on the same prompt.
 LESSON_PROMPT = "Explain why the sky is blue to a curious child."
 LESSON_SETTINGS = {"gamma": 3, "temperature": 0.0, "seed": 0, "max_new_tokens": 48}
+CONTRAST_GAMMA = 6  # a weak draft asked for many guesses: most are wasted, each one costs a draft step
 RACE_PROMPT = "Write a short story about a fox who wants to fly."
 
 
 def record_lesson(target) -> None:
     from specviz.lesson import CONTRAST_TRACE, MAIN_TRACE, race_numbers
 
-    for path, draft in ((MAIN_TRACE, None), (CONTRAST_TRACE, models.TRAINED_DRAFT)):
-        speculative_generate(LESSON_PROMPT, target=target, draft=draft, **{**LESSON_SETTINGS, "max_new_tokens": 4})
-        spec = speculative_generate(LESSON_PROMPT, target=target, draft=draft, **LESSON_SETTINGS)
+    for path, draft, gamma in ((MAIN_TRACE, None, 3), (CONTRAST_TRACE, models.TRAINED_DRAFT, CONTRAST_GAMMA)):
+        settings = {**LESSON_SETTINGS, "gamma": gamma}
+        speculative_generate(LESSON_PROMPT, target=target, draft=draft, **{**settings, "max_new_tokens": 4})
+        spec = speculative_generate(LESSON_PROMPT, target=target, draft=draft, **settings)
         base = autoregressive_generate(
             LESSON_PROMPT, target=target, **{k: v for k, v in LESSON_SETTINGS.items() if k != "gamma"}
         )
