@@ -77,14 +77,18 @@ def _edited(path: tuple, value) -> dict:
     return data
 
 
+# The example's first iteration may draft nothing (the default draft needs the target's features).
+FIRST_DRAFTED = next(n for n, it in enumerate(good()["iterations"]) if it["drafts"])
+
+
 @pytest.mark.parametrize(
     ("path", "value", "words"),
     [
         (("schema",), "specviz.trace/2", "Unsupported trace schema 'specviz.trace/2'"),
         (("schema",), KeyError, "Unsupported trace schema None"),
-        (("iterations", 0, "drafts", 0, "q"), 1e308, "expected a number from 0 to 1"),
-        (("iterations", 0, "drafts", 0, "q"), float("inf"), "expected a finite number"),
-        (("iterations", 0, "drafts", 0, "token_id"), 10**30, "expected a whole number"),
+        (("iterations", FIRST_DRAFTED, "drafts", 0, "q"), 1e308, "expected a number from 0 to 1"),
+        (("iterations", FIRST_DRAFTED, "drafts", 0, "q"), float("inf"), "expected a finite number"),
+        (("iterations", FIRST_DRAFTED, "drafts", 0, "token_id"), 10**30, "expected a whole number"),
         (("config", "gamma"), 10**9, "config.gamma"),
         (("summary", "wall_ms"), 1e300, "summary.wall_ms"),
         (("mode",), "pickle", "mode"),
@@ -111,10 +115,12 @@ def test_fuzzed_fields_either_fail_validation_or_are_harmless():
     base = good()
     junk = [None, "x", [], {}, 1e300, -1, True, float("nan")]
     paths = [(sec, k) for sec in ("summary", "config", "extra") for k in base[sec]]
-    it = base["iterations"][0]
-    paths += [("iterations", 0, k) for k in it]
-    paths += [("iterations", 0, "drafts", 0, k) for k in it["drafts"][0]]
-    paths += [("iterations", 0, "correction", k) for k in it["correction"]]
+    # The first iteration may draft nothing (the default draft needs the target's features first).
+    i = next(n for n, it in enumerate(base["iterations"]) if it["drafts"])
+    it = base["iterations"][i]
+    paths += [("iterations", i, k) for k in it]
+    paths += [("iterations", i, "drafts", 0, k) for k in it["drafts"][0]]
+    paths += [("iterations", i, "correction", k) for k in it["correction"]]
     for path in paths:
         for value in [KeyError, *junk]:
             data = _edited(path, copy.deepcopy(value)) if value is not KeyError else _edited(path, KeyError)

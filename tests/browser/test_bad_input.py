@@ -45,7 +45,8 @@ def bad_traces() -> dict[str, tuple[bytes, str]]:
     data = json.loads(good)
     nan = json.dumps(dict(data, config=dict(data["config"], temperature="@NAN@"))).replace('"@NAN@"', "NaN").encode()
     huge = json.loads(good)
-    huge["iterations"][0]["drafts"][0]["q"] = 1e308
+    drafted = next(it for it in huge["iterations"] if it["drafts"])  # the first iteration may draft nothing
+    drafted["drafts"][0]["q"] = 1e308
     inf = json.dumps(dict(data, summary=dict(data["summary"], wall_ms="@INF@"))).replace('"@INF@"', "1e999").encode()
     wrong_schema = dict(data, schema="specviz.trace/99")
     return {
