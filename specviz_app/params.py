@@ -23,7 +23,7 @@ TOP_P_RANGE = (0.05, 1.0)  # 1.0 means off
 MAX_NEW_RANGE = (1, 256)
 SEED_RANGE = (0, 2**31 - 1)
 PROMPT_MAX_CHARS = 2000
-DTYPE_CHOICES = ("float32", "bfloat16")  # the app's precisions (float32: greedy output bit-exact)
+DTYPE_CHOICES = ("float32", "bfloat16")  # the app's precisions (float32: greedy output identical to the target alone)
 
 EXAMPLE_PROMPTS = (
     "Repeat this text exactly: To be, or not to be, that is the question.",

@@ -117,7 +117,7 @@ def render() -> Settings:
     sb.caption("The same seed and settings give the same trace, token for token.")
     sb.selectbox("Precision", params.DTYPE_CHOICES, key=KEY + "dtype")
     sb.caption(
-        "float32: greedy output identical to the target alone, bit for bit. bfloat16: faster where the "
+        "float32: greedy output identical to the target alone, token for token. bfloat16: faster where the "
         "hardware has it, but where the two best tokens nearly tie it may pick the other one (the run says where)."
     )
     sb.checkbox("Also run the target alone (baseline)", key=KEY + "baseline")
