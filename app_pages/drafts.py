@@ -52,6 +52,7 @@ def _show_race(result: dict, source: str) -> None:
     rows = [
         {
             "drafter": r["label"],
+            "what it is": race.EXPLAINED.get(r["draft"], ""),
             glossary.MEAN_ACCEPTED_LENGTH.label: r["tokens_per_iteration"],
             glossary.ALPHA.label: r["alpha"],
             glossary.C.label: r["c"],
@@ -62,7 +63,11 @@ def _show_race(result: dict, source: str) -> None:
         for r in result["rows"]
     ]
     number = st.column_config.NumberColumn(format="%.2f")
-    st.dataframe(rows, hide_index=True, column_config={k: number for k in rows[0] if k != "drafter"} if rows else None)
+    st.dataframe(
+        rows,
+        hide_index=True,
+        column_config={k: number for k in rows[0] if k not in ("drafter", "what it is")} if rows else None,
+    )
     st.caption(
         f"{glossary.C.label}: {glossary.C.definition}. "
         f"{glossary.VERIFY_COST.label}: {glossary.VERIFY_COST.definition}. "

@@ -21,11 +21,18 @@ from specviz.trace import acceptance_by_position
 RACE_SCHEMA = "specviz.race/1"
 OFFLINE_DRAFTS = (NGRAM_DRAFT, TRAINED_DRAFT, HEAD_DRAFT, HYBRID_DRAFT, SELF_DRAFT)
 LABELS = {
-    NGRAM_DRAFT: "n-gram (copies from the context)",
-    TRAINED_DRAFT: "distilled 3-layer draft",
-    HEAD_DRAFT: "draft head (reads the target's features)",
-    HYBRID_DRAFT: "hybrid (n-gram match, else the head)",
-    SELF_DRAFT: "the target itself",
+    NGRAM_DRAFT: "n-gram",
+    TRAINED_DRAFT: "distilled 3-layer",
+    HEAD_DRAFT: "draft head",
+    HYBRID_DRAFT: "hybrid",
+    SELF_DRAFT: "target itself",
+}
+EXPLAINED = {
+    NGRAM_DRAFT: "copies what followed the last match in the context",
+    TRAINED_DRAFT: "a separate small model distilled from the target",
+    HEAD_DRAFT: "one layer reading the target's own features",
+    HYBRID_DRAFT: "the n-gram draft when the context matches, else the head",
+    SELF_DRAFT: "the target drafting for itself: always right, as slow as the target",
 }
 CSV_COLUMNS = (
     "draft", "gamma", "temperature", "new_tokens", "iterations", "tokens_per_iteration", "acceptance_rate", "alpha",

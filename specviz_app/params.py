@@ -51,17 +51,17 @@ def pairs() -> dict[str, Pair]:
     """The model pairs offered in the sidebar, by URL key. Reads models.DEFAULT_DRAFT at call time."""
     default = models.DEFAULT_DRAFT
     short = default.removeprefix("offline:")
-    out = [Pair("offline", f"Offline: 135M + default draft ({short})", models.OFFLINE_TARGET, None)]
+    out = [Pair("offline", f"135M + {short} (default)", models.OFFLINE_TARGET, None)]
     offered = [
-        ("offline-head", "Offline: 135M + draft head (reads the target's features)", models.HEAD_DRAFT),
-        ("offline-hybrid", "Offline: 135M + hybrid (n-gram match, else the head)", models.HYBRID_DRAFT),
-        ("offline-ngram", "Offline: 135M + n-gram draft", models.NGRAM_DRAFT),
-        ("offline-trained", "Offline: 135M + distilled 3-layer draft (a separate small model)", models.TRAINED_DRAFT),
+        ("offline-head", "135M + draft head", models.HEAD_DRAFT),
+        ("offline-hybrid", "135M + hybrid", models.HYBRID_DRAFT),
+        ("offline-ngram", "135M + n-gram", models.NGRAM_DRAFT),
+        ("offline-trained", "135M + distilled 3-layer", models.TRAINED_DRAFT),
     ]
     for key, label, draft in offered:
         if draft != default:
             out.append(Pair(key, label, models.OFFLINE_TARGET, draft))
-    out.append(Pair("offline-self", "Offline: 135M drafts for itself", models.OFFLINE_TARGET, "self"))
+    out.append(Pair("offline-self", "135M drafts for itself", models.OFFLINE_TARGET, "self"))
     for label, (target, draft) in models.HUB_PAIRS.items():
         out.append(Pair(_slug(label), f"Online: {label}", target, draft, online=True))
     out.append(Pair("custom", "Custom pair (type model names)", None, None))

@@ -60,7 +60,7 @@ def timeline_figure(trace: Trace, baseline: Trace | None = None) -> go.Figure:
             hovertemplate="iteration %{customdata[0]}<br>draft %{customdata[1]} tokens: %{x:.1f} ms<extra></extra>",
         )
     _target_passes(
-        fig, row, its, "verify: one target pass (p)" if spec else "target step (p)", 1.0,
+        fig, row, its, "verify: one target pass (p), labelled accepted/drafted" if spec else "target step (p)", 1.0,
         text=[_emitted_label(it) for it in its] if spec else None,
         customdata=[[it["index"] + 1, it["accepted_count"], len(it["drafts"])] for it in its],
         hovertemplate="iteration %{customdata[0]}<br>verify: %{x:.1f} ms<br>accepted %{customdata[1]} of "
@@ -98,7 +98,7 @@ def timeline_figure(trace: Trace, baseline: Trace | None = None) -> go.Figure:
         bargap=0.35,
         uniformtext={"minsize": 10, "mode": "hide"},  # counts that do not fit a bar are left to the hover
         height=260 + 40 * len(rows),
-        title=titled("Timeline: where the time goes (numbers on verify bars: drafts accepted / drafted)"),
+        title=titled("Timeline: where the time goes"),
     )
     fig.update_xaxes(title="time since the first iteration started (ms)", tickformat=",d")
     fig.update_yaxes(title="", categoryorder="array", categoryarray=list(reversed(rows)))
