@@ -100,9 +100,7 @@ def _show(result: sweep.SweepResult) -> None:
     )
     cols[1].metric("at", f"γ {best['gamma']}, T {best['temperature']:g}")
     cols[2].metric(
-        "Measured c",
-        "n/a" if c is None else f"{c:.3f}",
-        help="median over the runs of (draft time per drafted token) ÷ (verify time per iteration)",
+        glossary.C.label, "n/a" if c is None else f"{c:.3f}", help=f"median over the runs: {glossary.C.definition}"
     )
     base = ", ".join(
         f"T {float(t):g}: {v:.1f}" for t, v in sorted(result.baselines.items(), key=lambda kv: float(kv[0]))
@@ -120,24 +118,10 @@ def _show(result: sweep.SweepResult) -> None:
         "the dashed lines there (a GPU comes closer). "
         f"Baseline tokens/s per temperature: {base}."
     )
-    fraction = st.column_config.NumberColumn(format="%.3f")
-    st.dataframe(
-        sweep_charts.sweep_table(result),
-        hide_index=True,
-        column_config={
-            k: fraction
-            for k in (
-                "speedup (×)",
-                "predicted speedup (×)",
-                "tokens per iteration",
-                "formula tokens per iteration",
-                "α",
-                "c",
-                glossary.ACCEPTANCE_RATE.label,
-            )
-        }
-        | {k: st.column_config.NumberColumn(format="%.1f") for k in ("tokens/s", "target alone tokens/s")},
-    )
+    table = sweep_charts.sweep_table(result)
+    fraction, rate = st.column_config.NumberColumn(format="%.3f"), st.column_config.NumberColumn(format="%.1f")
+    formats = {k: rate if "tokens/s" in k else fraction for k in table[0] if k not in ("γ", "temperature")}
+    st.dataframe(table, hide_index=True, column_config=formats)
 
 
 def _export_and_load(result: sweep.SweepResult | None) -> None:
@@ -190,13 +174,9 @@ def sweep_page() -> None:
     else:
         st.caption(f"Prompt: token ids {sweep.TOY_PROMPT} · seed {settings.seed}. {runs} runs of {max_new} tokens.")
     st.button(
-        "Run the sweep",
-        icon=":material/play_arrow:",
-        type="primary",
-        on_click=_start,
-        disabled=not temperatures,
+        "Run the sweep", icon=":material/play_arrow:", type="primary", on_click=_start, disabled=not temperatures,
         key="sweep_run",
-    )
+    )  # fmt: skip
     if not temperatures:
         st.info("Pick at least one temperature.")
     if st.session_state.get("sweep_running"):

@@ -116,10 +116,9 @@ def theory_page() -> None:
         measured_point = m
         speed = "" if m["speedup"] is None else f", measured speedup {m['speedup']:.2f}×"
         st.caption(
-            f"Current trace ({m['source']}): α = {m['alpha']:.3f}, c = {m['c']:.3f}, γ = {m['gamma']}, "
-            f"{m['tokens']:.2f} tokens per iteration{speed}. c is the draft time per drafted token ÷ the verify "
-            "time per iteration; on a CPU one verify pass over γ + 1 tokens costs more than one step, so the "
-            "predicted speedup there is optimistic."
+            f"Current trace ({m['source']}): α = {m['alpha']:.3f}, {glossary.C_PER_VERIFY.label} = {m['c']:.3f}, "
+            f"γ = {m['gamma']}, {m['tokens']:.2f} tokens per iteration{speed}. Here c is the "
+            f"{glossary.C_PER_VERIFY.label}: {glossary.C_PER_VERIFY.definition}."
         )
 
     left, right = st.columns(2)

@@ -17,6 +17,7 @@ import importlib
 import sys
 from pathlib import Path
 
+from specviz.charts.tokens import iteration_tokens
 from specviz.errors import SpecvizError
 
 # Subcommands that own their arguments live in their own modules, each with main(argv) -> int.
@@ -26,7 +27,8 @@ DELEGATED = {"bench": "specviz.bench", "train-draft": "specviz.train_draft", "tr
 ANSI = {
     "accepted": "\033[32m",
     "rejected": "\033[31;9m",
-    "resample": "\033[33m",
+    "discarded": "\033[90;9m",
+    "resampled": "\033[33m",
     "bonus": "\033[34m",
     "target": "",
     "reset": "\033[0m",
@@ -126,15 +128,12 @@ def _validate(path: Path) -> int:
 
 
 def render_tokens(trace, color: bool = True) -> str:
-    """The generated text, each token marked by how it was produced (rejected drafts struck out)."""
+    """The generated text, each token marked by how it was produced, with the app's words: accepted,
+    rejected (the first refused draft), discarded (drafts after it, never checked), resampled, bonus."""
     parts = []
     for it in trace.iterations:
-        for d in it["drafts"]:
-            status = "accepted" if d["accepted"] else "rejected"
-            parts.append(_paint(d["token"], status, color))
-        corr = it["correction"]
-        if corr is not None:
-            parts.append(_paint(corr["token"], corr["kind"], color))
+        for row in iteration_tokens(it):
+            parts.append(_paint(row["token"], row["status"], color))
     if not trace.iterations:
         return trace.output_text
     legend = "legend: " + " ".join(
@@ -142,7 +141,8 @@ def render_tokens(trace, color: bool = True) -> str:
         for name, status in (
             ("accepted", "accepted"),
             ("rejected", "rejected"),
-            ("resampled", "resample"),
+            ("discarded", "discarded"),
+            ("resampled", "resampled"),
             ("bonus", "bonus"),
         )
     )
@@ -152,7 +152,7 @@ def render_tokens(trace, color: bool = True) -> str:
 def _paint(text: str, status: str, color: bool) -> str:
     if color:
         return f"{ANSI[status]}{text}{ANSI['reset']}"
-    if status == "rejected":
+    if status in ("rejected", "discarded"):
         return f"[-{text}-]"
     return text
 

@@ -126,10 +126,14 @@ class SweepResult:
 
 
 def _cell(gamma: int, temperature: float, summary: dict[str, Any], baseline_tps: float) -> dict[str, Any]:
-    from specviz.theory import estimate_alpha, estimate_c
+    from specviz.theory import estimate_alpha
 
-    alpha, c = estimate_alpha({"summary": summary}), estimate_c({"summary": summary})
+    alpha = estimate_alpha({"summary": summary})
     tps = float(summary["tokens_per_s"])
+    # c as the glossary defines it: the draft's time per drafted token over one target-alone step.
+    drafted = summary.get("drafted") or 0
+    step_ms = 1000.0 / baseline_tps if baseline_tps > 0 else 0.0
+    c = (float(summary.get("draft_ms") or 0.0) / drafted) / step_ms if drafted and step_ms else None
     return {
         "gamma": gamma,
         "temperature": temperature,

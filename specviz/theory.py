@@ -131,7 +131,10 @@ def estimate_alpha(trace: Any) -> float | None:
 
 
 def estimate_c(trace: Any) -> float | None:
-    """Measured cost coefficient c = (draft time per drafted token) / (target verify time per iteration).
+    """c per verify pass (specviz.glossary.C_PER_VERIFY) = (draft time per drafted token) / (target
+    verify time per iteration): what one speculative trace can measure without a baseline. Where a
+    baseline was run, c proper (glossary.C) divides by the single-token step instead (the bench,
+    the sweep and the race do).
 
     Why this choice: Thm. 3.8 prices one iteration at gamma c T + T, where T is one target pass
     (the paper assumes the gamma + 1 verified positions run in parallel at the cost of one step).

@@ -358,8 +358,3 @@ def open_first_visit(settings: Settings, may_decode: bool = True) -> None:
         except TraceError:
             return
         st.rerun()  # draw the sidebar again, now with the example's settings
-
-
-def is_stale(settings: Settings) -> bool:
-    loaded = current()
-    return loaded is not None and loaded.run_key != settings.run_key()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz import sweep
+from specviz import glossary, sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -114,7 +114,7 @@ def test_sweep_runs_on_the_toy_pair_and_shows_every_view():
     assert len(result.cells) == 4 and not result.stopped
     assert len(charts(at)) == 3  # heatmap, tokens per iteration, speedup
     labels = [m.label for m in at.metric]
-    assert "Best measured speedup" in labels and "Measured c" in labels
+    assert "Best measured speedup" in labels and glossary.C.label in labels
     assert not any("Stopped" in s for s in texts(at, "warning"))
     assert len(at.get("download_button")) == 2
 

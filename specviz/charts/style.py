@@ -39,7 +39,6 @@ STATUS_LABELS = {
     "bonus": "bonus (all drafts accepted)",
     "target": "target alone (no draft proposed)",
 }
-STATUS_ORDER = ("accepted", "rejected", "discarded", "resampled", "bonus", "target")
 
 P_COLOR = "#6a1b9a"  # target p: purple
 Q_COLOR = "#00897b"  # draft q: teal
