@@ -44,7 +44,7 @@ def race_speed_figure(result: dict[str, Any]) -> go.Figure:
         height=430,
         title=titled(f"Which draft wins? γ {cfg['gamma']}, temperature {cfg['temperature']:g}"),
     )
-    fig.update_yaxes(title="speedup over the target alone (×)", rangemode="tozero")
+    fig.update_yaxes(title="speedup over the target alone (×; dashed: 1× = no gain)", rangemode="tozero")
     fig.update_xaxes(title="drafter")
     return fig
 
