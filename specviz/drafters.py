@@ -288,7 +288,7 @@ def is_head(name: str) -> bool:
     return name == HEAD_DRAFT or (Path(name) / "head.json").is_file()
 
 
-_heads: dict[tuple, object] = {}
+_heads: dict[tuple, tuple] = {}  # (name, id(target model)) -> (weak reference to that model, head)
 
 
 def load_draft_head(name: str, target: LoadedModel):
@@ -307,11 +307,16 @@ def load_draft_head(name: str, target: LoadedModel):
         )
     if not hasattr(target.model, "model") or not hasattr(target.model, "lm_head"):
         raise ModelError(f"A draft head needs a Llama-family target (body + LM head); {target.name!r} is not one.")
+    import weakref
+
     key = (name, id(target.model))
-    if key not in _heads:
+    cached = _heads.get(key)
+    if cached is None or cached[0]() is not target.model:  # an id can be reused once a model is freed
         folder = offline_path(name) if name.startswith("offline:") else Path(name)
         head = load_head(folder, target.model)
         if target.kernels == PACKED:
             pack_linears(head)
-        _heads[key] = head
-    return _heads[key]
+        for stale in [k for k, (ref, _) in _heads.items() if ref() is None]:
+            del _heads[stale]
+        _heads[key] = (weakref.ref(target.model), head)
+    return _heads[key][1]
