@@ -23,6 +23,7 @@ One small interface (like transformers' candidate generators), three kinds:
 from __future__ import annotations
 
 import inspect
+import weakref
 from typing import Protocol
 
 import torch
@@ -307,8 +308,6 @@ def load_draft_head(name: str, target: LoadedModel):
         )
     if not hasattr(target.model, "model") or not hasattr(target.model, "lm_head"):
         raise ModelError(f"A draft head needs a Llama-family target (body + LM head); {target.name!r} is not one.")
-    import weakref
-
     key = (name, id(target.model))
     cached = _heads.get(key)
     if cached is None or cached[0]() is not target.model:  # an id can be reused once a model is freed
