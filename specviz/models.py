@@ -170,7 +170,12 @@ def _load(name: str, device: str, dtype: str, device_map: Any, trust_remote_code
     if device_map is None:
         model.to(device)
     model.eval()
-    kernels = pack_linears(model) if pack else "eager: packing turned off"
+    if not pack:
+        kernels = "eager: packing turned off"
+    elif device_map is not None:  # accelerate's dispatch hooks wrap the modules: leave them as they are
+        kernels = "eager: loaded with a device_map"
+    else:
+        kernels = pack_linears(model)
     return LoadedModel(
         name=name, model=model, tokenizer=tokenizer, device=str(model.device), dtype=dtype, kernels=kernels
     )
