@@ -34,7 +34,7 @@ setup_chromium() {
 case "${1:-}" in
     app)
         setup_python
-        exec "$VENV/bin/streamlit" run app.py --server.headless true "${@:2}"
+        exec "$VENV/bin/python" -m specviz_app "${@:2}"  # = `specviz app` of an installed copy
         ;;
     test)
         setup_python

@@ -25,9 +25,10 @@ sys.path.insert(0, str(ROOT))
 
 from specviz import models  # noqa: E402
 from specviz.decoder import autoregressive_generate, speculative_generate  # noqa: E402
+from specviz.shipped import ASSETS  # noqa: E402
 from specviz_app.params import DEFAULTS, EXAMPLE_PROMPTS  # noqa: E402
 
-OUT = ROOT / "assets" / "examples"
+OUT = ASSETS / "examples"
 
 # name, title, note, draft (None: the default draft), prompt, gamma, temperature, seed, max new tokens
 EXAMPLES = [
@@ -111,7 +112,7 @@ def record_race(target) -> None:
     from specviz.race import run_race
 
     result = run_race(RACE_PROMPT, target=target, gamma=3, temperature=0.0, max_new_tokens=48)
-    (ROOT / "assets" / "race.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    (ASSETS / "race.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     for r in result["rows"]:
         print(f"race {r['draft']}: {r['speedup']:.2f}x, {r['tokens_per_iteration']:.2f} tokens per iteration")
 

@@ -36,7 +36,7 @@ ANSI = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m specviz", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="specviz", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     gen = sub.add_parser("generate", help="decode one prompt speculatively and write its trace")

@@ -27,9 +27,9 @@ from specviz.charts import theory as theory_charts
 from specviz.charts.timeline import time_to_tokens_ms, tokens_in_common
 from specviz.charts.tokens import draft_facts, iteration_tokens, md_escape
 from specviz.errors import SpecvizError, TraceError
+from specviz.shipped import ASSETS
 from specviz.trace import Trace
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
 LESSON_DIR = ASSETS / "lesson"
 LANGUAGES = {"en": "English", "zh": "中文 Chinese"}
 MAIN_TRACE = ASSETS / "lesson_trace.json"

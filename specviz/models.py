@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from specviz.errors import ModelError, ModelUnavailableError, VocabularyMismatchError
+from specviz.shipped import WEIGHTS
 
 OFFLINE_TARGET = "offline:smollm2-135m-instruct"
 NGRAM_DRAFT = "ngram"  # prompt-lookup draft: continues the latest matching n-gram of the context
@@ -213,7 +214,7 @@ def default_draft(target_name: str) -> str:
 
 def offline_path(name: str) -> Path:
     """Offline models other than the default target ship inside the specviz package."""
-    path = Path(__file__).parent / "weights" / name.removeprefix("offline:")
+    path = WEIGHTS / name.removeprefix("offline:")
     if not path.is_dir():
         raise ModelUnavailableError(f"The offline model {name!r} is not shipped with this copy of specviz.")
     return path

@@ -42,9 +42,10 @@ from specviz.recipe import (
     versions,
     write_record,
 )
+from specviz.shipped import ASSETS, WEIGHTS
 
-DEFAULT_OUT = Path(__file__).parent / "weights" / "specviz-draft-smollm2"
-DEFAULT_HISTORY = Path("assets") / "draft_training.json"
+DEFAULT_OUT = WEIGHTS / "specviz-draft-smollm2"
+DEFAULT_HISTORY = ASSETS / "draft_training.json"
 
 
 @dataclass(frozen=True)

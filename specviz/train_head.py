@@ -35,9 +35,10 @@ from specviz.head import DraftHead, HeadCache, head_config_for, init_from_target
 from specviz.head_data import Sequence, write_answers
 from specviz.prompt_pool import head_prompts
 from specviz.recipe import lr_scale, machine, run_recipe, versions, write_record
+from specviz.shipped import ASSETS, WEIGHTS
 
-DEFAULT_OUT = Path(__file__).parent / "weights" / "specviz-head-smollm2"
-DEFAULT_HISTORY = Path("assets") / "head_training.json"
+DEFAULT_OUT = WEIGHTS / "specviz-head-smollm2"
+DEFAULT_HISTORY = ASSETS / "head_training.json"
 SUBSET_CANDIDATES = (4096, 8192, 16384)
 
 

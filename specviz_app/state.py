@@ -16,11 +16,11 @@ import streamlit as st
 
 from specviz import models
 from specviz.errors import SpecvizError, TraceError
+from specviz.shipped import ASSETS
 from specviz.trace import Trace
 from specviz_app import params, render
 from specviz_app.params import Settings
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
 EXAMPLES_DIR = ASSETS / "examples"
 # The learned drafts' training records, by the name the Drafters page shows.
 TRAINING_RECORDS = {

@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 from test_charts import make_baseline, make_trace
 
 ROOT = Path(__file__).resolve().parent.parent
-APP = str(ROOT / "app.py")
+APP = str(ROOT / "specviz_app" / "app.py")
 PAGES = [
     "app_pages/playground.py",
     "app_pages/inspector.py",

@@ -14,11 +14,12 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from specviz import glossary, sweep
+from specviz.shipped import ASSETS
 
 ROOT = Path(__file__).resolve().parent.parent
-APP = str(ROOT / "app.py")
+APP = str(ROOT / "specviz_app" / "app.py")
 THEORY, SWEEP, LAB, LESSON, DRAFTS = (f"app_pages/{name}.py" for name in ("theory", "sweep", "lab", "lesson", "drafts"))
-LESSON_STEPS = len(json.loads((ROOT / "assets" / "lesson" / "lesson.en.json").read_text(encoding="utf-8"))["steps"])
+LESSON_STEPS = len(json.loads((ASSETS / "lesson" / "lesson.en.json").read_text(encoding="utf-8"))["steps"])
 
 
 @pytest.fixture(autouse=True)
@@ -55,7 +56,7 @@ def charts(at: AppTest, prefix: str = "") -> list:
 
 
 def test_app_routes_the_four_pages():
-    source = (ROOT / "app.py").read_text(encoding="utf-8")
+    source = (ROOT / "specviz_app" / "app.py").read_text(encoding="utf-8")
     for page in (THEORY, SWEEP, LAB, LESSON, DRAFTS):
         assert f'st.Page("{page}"' in source
 

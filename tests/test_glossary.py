@@ -10,7 +10,7 @@ from specviz import glossary
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = [
-    *(ROOT / "app_pages").glob("*.py"),
+    *(ROOT / "specviz_app" / "app_pages").glob("*.py"),
     *(ROOT / "specviz_app").glob("*.py"),
     *(ROOT / "specviz" / "charts").glob("*.py"),
 ]

@@ -7,7 +7,6 @@ import ast
 import copy
 import json
 import pickle
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -16,18 +15,18 @@ from test_charts import EVIL, make_baseline, make_trace
 from specviz import config, models
 from specviz.errors import ConfigError, ModelError, TraceError
 from specviz.trace import MAX_TRACE_BYTES, Trace, parse_json, validate
+from specviz_app.launch import SERVER_SETTINGS, app_command
 
 ROOT = Path(__file__).resolve().parent.parent
 APP_SOURCES = [
-    ROOT / "app.py",
-    *sorted((ROOT / "app_pages").glob("*.py")),
+    *sorted((ROOT / "specviz_app" / "app_pages").glob("*.py")),
     *sorted((ROOT / "specviz_app").glob("*.py")),
 ]
 # train_draft.py is left out: an offline training script that reloads its own cache file (weights_only=True).
 # The training recipes reload their own data caches and checkpoints, always with weights_only=True.
 RECIPES = ("train_draft.py", "train_head.py", "head_data.py")
 ALL_SOURCES = APP_SOURCES + sorted(p for p in (ROOT / "specviz").rglob("*.py") if p.name not in RECIPES)
-EXAMPLE = ROOT / "assets" / "examples" / "01-default.json"
+EXAMPLE = ROOT / "specviz" / "assets" / "examples" / "01-default.json"
 
 
 def good() -> dict:
@@ -323,10 +322,11 @@ def test_token_and_prompt_text_is_escaped_in_every_html_piece():
 
 
 def test_uploads_are_size_limited_by_the_server_and_the_widget():
-    cfg = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
-    server_mb = cfg["server"]["maxUploadSize"]
+    server_mb = int(SERVER_SETTINGS["server.maxUploadSize"])
+    cmd = app_command()  # what `specviz app` and the browser tests run
+    assert cmd[cmd.index("--server.maxUploadSize") + 1] == str(server_mb)
     assert server_mb * 1024 * 1024 <= MAX_TRACE_BYTES  # the server stops anything the reader would refuse
-    tree = ast.parse((ROOT / "app_pages" / "traces.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT / "specviz_app" / "app_pages" / "traces.py").read_text(encoding="utf-8"))
     limits = [
         kw.value.value
         for node in ast.walk(tree)

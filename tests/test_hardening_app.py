@@ -13,8 +13,8 @@ from streamlit.testing.v1 import AppTest
 from specviz.trace import MAX_TRACE_BYTES
 
 ROOT = Path(__file__).resolve().parent.parent
-APP = str(ROOT / "app.py")
-EXAMPLE = ROOT / "assets" / "examples" / "01-default.json"
+APP = str(ROOT / "specviz_app" / "app.py")
+EXAMPLE = ROOT / "specviz" / "assets" / "examples" / "01-default.json"
 
 
 def _with(section: str, key: str, raw: str) -> bytes:

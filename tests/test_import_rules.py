@@ -84,7 +84,7 @@ def test_no_import_circles():
 
 
 def test_pages_call_no_private_function_of_another_module():
-    assert private_calls_across_modules("app_pages") == []
+    assert private_calls_across_modules("specviz_app/app_pages") == []
 
 
 def test_charts_theory_and_trace_import_without_torch():

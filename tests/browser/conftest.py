@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
 import pytest
+
+from specviz_app.launch import app_command
 
 from .helpers import APP_LOG, CHROMIUM, CHROMIUM_ARGS, RUN_TIMEOUT_MS, SCREENSHOTS, assert_no_traceback, wait_idle
 
@@ -40,7 +41,7 @@ def _healthy(url: str) -> bool:
 
 @pytest.fixture(scope="session")
 def app_url():
-    """Start `streamlit run app.py` on a free port, offline; stop it after the last browser test."""
+    """Start the app as `specviz app` does, on a free port, offline; stop it after the last browser test."""
     if not Path(CHROMIUM).is_file():
         pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (./dev.sh test does)")
     pytest.importorskip("playwright")
@@ -49,9 +50,7 @@ def app_url():
     url = f"http://127.0.0.1:{port}"
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONPATH=str(ROOT))
     log = APP_LOG.open("w")
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true"]
-    cmd += ["--server.port", str(port), "--server.address", "127.0.0.1", "--server.fileWatcherType", "none"]
-    cmd += ["--browser.gatherUsageStats", "false"]
+    cmd = app_command(["--server.port", str(port), "--server.address", "127.0.0.1"])
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 90

@@ -36,7 +36,7 @@ EXAMPLE = "01-default.json"
 def _example_bytes() -> bytes:
     from .helpers import ROOT
 
-    return (ROOT / "assets" / "examples" / EXAMPLE).read_bytes()
+    return (ROOT / "specviz" / "assets" / "examples" / EXAMPLE).read_bytes()
 
 
 def bad_traces() -> dict[str, tuple[bytes, str]]:

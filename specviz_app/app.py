@@ -1,6 +1,7 @@
 """specviz: the Streamlit app. Routes the pages and draws the frame they share; no logic here.
 
-Run with:  streamlit run app.py
+Run with `specviz app` (installed) or `./dev.sh app` (a checkout): specviz_app/launch.py holds
+the server settings.
 """
 
 import streamlit as st

@@ -1,0 +1,83 @@
+"""The headline numbers of a run, as labelled values with a one-line help: speedup, tokens/s of both
+runs, target calls saved, acceptance rate, mean accepted length, α and iterations.
+
+One home for their wording and rounding: the app shows them as metrics, the notebook view as an
+HTML grid, so a number reads the same in both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specviz import glossary
+from specviz.trace import Trace
+
+
+@dataclass(frozen=True)
+class Metric:
+    label: str
+    value: str
+    help: str = ""
+
+
+def speedup(trace: Trace, baseline: Trace | None) -> float | None:
+    """tokens/s of the run ÷ tokens/s of its target-alone baseline (None: no usable baseline)."""
+    if baseline is None or baseline is trace or baseline.summary["tokens_per_s"] <= 0:
+        return None
+    return trace.summary["tokens_per_s"] / baseline.summary["tokens_per_s"]
+
+
+def headline_metrics(trace: Trace, baseline: Trace | None) -> list[list[Metric]]:
+    """Two rows of four: speed (against the baseline when there is one), then acceptance."""
+    s = trace.summary
+    ratio = speedup(trace, baseline)
+    if ratio is not None:
+        b = baseline.summary
+        speed = [
+            Metric("Speedup", f"{ratio:.2f}×", "tokens/s of speculative decoding ÷ tokens/s of the target alone"),
+            Metric(
+                "Speculative tok/s",
+                f"{s['tokens_per_s']:.1f}",
+                f"tokens per second: {s['new_tokens']} tokens in {s['wall_ms']:.0f} ms",
+            ),
+            Metric(
+                "Target-only tok/s",
+                f"{b['tokens_per_s']:.1f}",
+                f"tokens per second: {b['new_tokens']} tokens in {b['wall_ms']:.0f} ms",
+            ),
+            Metric(
+                "Target calls saved",
+                f"{s['new_tokens'] - s['target_calls']} of {s['new_tokens']}",
+                f"the target alone needs one pass per token; speculative decoding needed {s['target_calls']} "
+                f"passes for {s['new_tokens']} tokens",
+            ),
+        ]
+    else:
+        spec = trace.mode == "speculative"
+        speed = [
+            Metric("Speedup", "n/a", "no baseline recorded: run the target alone on the same settings"),
+            Metric(f"{'Speculative' if spec else 'Target-only'} tok/s", f"{s['tokens_per_s']:.1f}"),
+            Metric("Target calls", f"{s['target_calls']}", f"for {s['new_tokens']} tokens"),
+            Metric("Wall time (ms)", f"{s['wall_ms']:.0f}"),
+        ]
+    rate, alpha = s.get("acceptance_rate"), s.get("alpha")
+    acceptance = [
+        Metric(
+            glossary.ACCEPTANCE_RATE.label,
+            "n/a" if rate is None else f"{rate:.0%}",
+            f"{glossary.ACCEPTANCE_RATE.definition} ({s['accepted']} of {s['drafted']}). "
+            f"{glossary.WHY_RATE_AND_ALPHA_DIFFER}",
+        ),
+        Metric(
+            glossary.MEAN_ACCEPTED_LENGTH.label,
+            f"{s['mean_accepted_length']:.2f}",
+            glossary.MEAN_ACCEPTED_LENGTH.definition,
+        ),
+        Metric(
+            glossary.ALPHA.label,
+            "n/a" if alpha is None else f"{alpha:.3f}",
+            f"{glossary.ALPHA.definition}. {glossary.WHY_RATE_AND_ALPHA_DIFFER}",
+        ),
+        Metric("Iterations", f"{s['iterations']}", "one target pass each"),
+    ]
+    return [speed, acceptance]

@@ -1,0 +1,80 @@
+"""Step inspector: one iteration at a time, each draft's q and p, the decision, and the correction."""
+
+import time
+
+import streamlit as st
+
+from specviz.charts.step import step_view
+from specviz.charts.tokens import draft_facts
+from specviz_app import render, state
+
+PLAY_SECONDS = 1.5  # pause between iterations while playing
+
+
+def _step(delta: int, last: int) -> None:
+    st.session_state["inspect_iter"] = min(max(1, st.session_state.get("inspect_iter", 1) + delta), last)
+
+
+def _toggle_play() -> None:
+    st.session_state["playing"] = not st.session_state.get("playing", False)
+
+
+def inspector() -> None:
+    st.title("Step inspector")
+    st.caption("Pick an iteration: see what the draft proposed, how the target judged each token, and why.")
+    loaded = state.current()
+    if not render.trace_notice(loaded, st.session_state["settings"]):
+        return
+    trace = loaded.trace
+    n = len(trace.iterations)
+    if n == 0:
+        st.info("This trace has no recorded iterations (it was made with tracing off).")
+        return
+    if "_inspect_next" in st.session_state:  # set by play at the end of the previous run
+        st.session_state["inspect_iter"] = st.session_state.pop("_inspect_next")
+    st.session_state["inspect_iter"] = min(max(1, st.session_state.get("inspect_iter", 1)), n)
+
+    cols = st.columns([5, 1.3, 1.2, 1.2], vertical_alignment="bottom")
+    if n > 1:
+        cols[0].slider("Iteration", 1, n, key="inspect_iter", help="one iteration = draft γ, verify once, correct")
+    cols[1].button("Previous", icon=":material/chevron_left:", on_click=_step, args=(-1, n), width="stretch")
+    cols[2].button("Next", icon=":material/chevron_right:", on_click=_step, args=(1, n), width="stretch")
+    playing = st.session_state.get("playing", False)
+    cols[3].button(
+        "Pause" if playing else "Play",
+        icon=":material/pause:" if playing else ":material/play_arrow:",
+        on_click=_toggle_play,
+        width="stretch",
+    )
+
+    i = st.session_state["inspect_iter"]
+    view = step_view(trace, i)
+    st.subheader(view.summary)
+    st.html(render.legend_html(render.statuses_in([view.iteration])))
+    st.html(render.token_stream_html([view.iteration], trace.extra))
+
+    for panel in view.drafts:
+        with st.container(border=True):
+            left, right = st.columns([2, 3])
+            left.markdown(f"**{render.md_escape(panel.title)}**")
+            left.markdown(draft_facts(panel.row))
+            right.plotly_chart(panel.figure, key=f"draft-{i}-{panel.row['slot']}")
+    if view.discarded_note:
+        st.caption(render.md_escape(view.discarded_note))
+    corr = view.correction
+    if corr.figure is None:
+        st.caption(f"{corr.title} {corr.text}")
+    else:
+        st.markdown(f"**{corr.title}** {corr.text}")
+        st.plotly_chart(corr.figure, key=f"{corr.kind}-{i}")
+
+    if playing:
+        if i >= n:
+            st.session_state["playing"] = False
+        else:
+            time.sleep(PLAY_SECONDS)
+            st.session_state["_inspect_next"] = i + 1
+            st.rerun()
+
+
+inspector()

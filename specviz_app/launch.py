@@ -1,0 +1,72 @@
+"""Starting the app: the `specviz` console command and `python -m specviz_app`.
+
+`specviz app [streamlit options]` starts the Streamlit app from any folder, with the app's server
+settings (this module is their one home: an installed package has no `.streamlit/config.toml`
+beside it). Every other `specviz` subcommand (generate, validate, bench, train-draft, train-head)
+is the library's command line, `specviz.cli`. Nothing here imports streamlit: the app runs in a
+child process, so a notebook install without the `app` extra still gets the other commands.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+APP_SCRIPT = Path(__file__).resolve().parent / "app.py"
+SOURCE_ROOT = APP_SCRIPT.parents[1]  # a source checkout, when it holds pyproject.toml
+
+SERVER_SETTINGS = {
+    "browser.gatherUsageStats": "false",  # no telemetry: the app must work offline
+    "theme.base": "light",  # the token colours are chosen for a light background
+    "client.toolbarMode": "minimal",
+    # Watching files for edits floods the log from a virtual environment ("Inotify queue
+    # overflowed": 13,870 lines in 20 minutes); the app is run, not edited.
+    "server.fileWatcherType": "none",
+    "server.maxUploadSize": "20",  # MB, for every upload (the trace reader refuses > 20 MiB too)
+    "server.headless": "true",  # print the address instead of trying to open a browser
+}
+
+USAGE = """usage: specviz app [streamlit options, e.g. --server.port 8502]
+       specviz generate|validate|bench|train-draft|train-head ...   (specviz <command> --help)"""
+
+
+def app_command(extra: list[str] | None = None) -> list[str]:
+    """The command that serves the app; options in `extra` override the defaults above."""
+    cmd = [sys.executable, "-m", "streamlit", "run", str(APP_SCRIPT)]
+    for key, value in SERVER_SETTINGS.items():
+        cmd += [f"--{key}", value]
+    return cmd + list(extra or [])
+
+
+def app_environment() -> dict[str, str]:
+    """The child's environment: from a source checkout, the checkout must be importable."""
+    env = dict(os.environ)
+    if (SOURCE_ROOT / "pyproject.toml").is_file():
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SOURCE_ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+def start_app(extra: list[str]) -> int:
+    if importlib.util.find_spec("streamlit") is None:
+        print("specviz app needs Streamlit, which this install lacks: pip install 'specviz[app]'", file=sys.stderr)
+        return 2
+    try:
+        return subprocess.call(app_command(extra), env=app_environment())
+    except KeyboardInterrupt:  # Ctrl-C stops the server; no traceback for the user
+        return 130
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The `specviz` console command."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0 if argv else 2
+    if argv[0] == "app":
+        return start_app(argv[1:])
+    from specviz.cli import main as cli_main
+
+    return cli_main(argv)
