@@ -56,6 +56,14 @@ class Sameness:
         return f"{where}, with a float32 logit gap of {self.logit_gap:.3f}: not a near-tie. This is a mismatch."
 
 
+def sameness_of(speculative, target_alone) -> Sameness:
+    """The verdict for a run and its baseline: the one measured at run time (with the logit gap of a
+    near-tie) when the trace holds it, else compared now without the gap."""
+    if "sameness" in speculative.extra:
+        return Sameness(**speculative.extra["sameness"])
+    return compare_runs(speculative, target_alone)
+
+
 def compare_runs(speculative, target_alone, target_fp32=None) -> Sameness:
     """Two Traces of the same prompt and settings -> their Sameness. `target_fp32` (the target
     loaded in float32) measures the gap at a greedy difference; without it the gap stays unknown."""

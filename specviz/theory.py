@@ -157,6 +157,22 @@ def estimate_c(trace: Any) -> float | None:
     return draft_per_token / verify_per_iteration
 
 
+def measured_point(trace: Any, baseline: Any = None) -> dict[str, Any] | None:
+    """What a speculative trace measured, for the theory charts' point: α, c per verify pass, γ,
+    tokens per iteration and (with a baseline) the measured speedup. None for a target-alone run."""
+    if trace.mode != "speculative":
+        return None
+    from specviz.trace import speedup  # trace imports nothing heavy; kept local so theory stays standalone
+
+    return {
+        "alpha": estimate_alpha(trace),
+        "c": estimate_c(trace),
+        "gamma": trace.config.get("gamma"),
+        "tokens": trace.summary.get("mean_accepted_length"),
+        "speedup": speedup(trace, baseline),
+    }
+
+
 def _summary(trace: Any) -> dict:
     summary = trace.get("summary") if isinstance(trace, dict) else getattr(trace, "summary", None)
     if not isinstance(summary, dict):

@@ -148,6 +148,25 @@ class Trace:
     def traced(self) -> bool:
         return bool(self.config.get("traced", True))
 
+    def _repr_html_(self) -> str:
+        """Inline in a notebook: settings, headline numbers, legend and the coloured token stream."""
+        from specviz.notebook import trace_html
+
+        return trace_html(self)
+
+    def show(self, view: str = "tokens", *, baseline: Trace | None = None, iteration: int = 1):
+        """A notebook view: "tokens", "step", "timeline", "acceptance" or "theory" (specviz.notebook)."""
+        from specviz.notebook import show
+
+        return show(self, view, baseline=baseline, iteration=iteration)
+
+
+def speedup(trace: Trace, baseline: Trace | None) -> float | None:
+    """tokens/s of a run ÷ tokens/s of its target-alone baseline (None: no usable baseline)."""
+    if baseline is None or baseline is trace or baseline.summary["tokens_per_s"] <= 0:
+        return None
+    return trace.summary["tokens_per_s"] / baseline.summary["tokens_per_s"]
+
 
 def reached_betas(iterations: list[dict]) -> list[float]:
     """beta of every position the text reached: each iteration's accepted drafts and its first

@@ -12,6 +12,7 @@ import streamlit as st
 from specviz.charts.headline import headline_metrics
 from specviz.charts.stream import escaped_text, legend_html, statuses_in, token_stream_html
 from specviz.charts.tokens import md_escape
+from specviz.sameness import sameness_of
 
 __all__ = ["escaped_text", "legend_html", "md_escape", "statuses_in", "token_stream_html"]  # for the pages
 
@@ -24,15 +25,6 @@ def headline(trace, baseline) -> None:
     for row in headline_metrics(trace, baseline):
         for col, m in zip(st.columns(len(row)), row, strict=True):
             col.metric(m.label, m.value, help=m.help or None)
-
-
-def sameness_of(trace, baseline):
-    """The Sameness of a run and its baseline: measured at run time, else compared without the gap."""
-    from specviz.sameness import Sameness, compare_runs
-
-    if "sameness" in trace.extra:
-        return Sameness(**trace.extra["sameness"])
-    return compare_runs(trace, baseline)
 
 
 def side_by_side(trace, baseline) -> None:

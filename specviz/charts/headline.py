@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specviz import glossary
-from specviz.trace import Trace
+from specviz.trace import Trace, speedup
 
 
 @dataclass(frozen=True)
@@ -18,13 +18,6 @@ class Metric:
     label: str
     value: str
     help: str = ""
-
-
-def speedup(trace: Trace, baseline: Trace | None) -> float | None:
-    """tokens/s of the run ÷ tokens/s of its target-alone baseline (None: no usable baseline)."""
-    if baseline is None or baseline is trace or baseline.summary["tokens_per_s"] <= 0:
-        return None
-    return trace.summary["tokens_per_s"] / baseline.summary["tokens_per_s"]
 
 
 def headline_metrics(trace: Trace, baseline: Trace | None) -> list[list[Metric]]:

@@ -5,9 +5,8 @@ import streamlit as st
 
 from specviz import glossary, theory
 from specviz.charts import theory as theory_charts
+from specviz.config import GAMMA_MAX
 from specviz_app import state
-
-GAMMA_MAX = 16
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -19,20 +18,8 @@ def _plane(alpha: float, c: float, measured_alpha: float | None, measured_c: flo
 def _measured() -> dict | None:
     """α, c, γ, tokens per iteration and the measured speedup of the trace on show (None: none to use)."""
     loaded = state.current()
-    if loaded is None or loaded.trace.mode != "speculative":
-        return None
-    trace = loaded.trace
-    speedup = None
-    if loaded.baseline is not None and loaded.baseline is not trace and loaded.baseline.summary["tokens_per_s"] > 0:
-        speedup = trace.summary["tokens_per_s"] / loaded.baseline.summary["tokens_per_s"]
-    return {
-        "source": loaded.source,
-        "alpha": theory.estimate_alpha(trace),
-        "c": theory.estimate_c(trace),
-        "gamma": trace.config.get("gamma"),
-        "tokens": trace.summary.get("mean_accepted_length"),
-        "speedup": speedup,
-    }
+    point = None if loaded is None else theory.measured_point(loaded.trace, loaded.baseline)
+    return None if point is None else {"source": loaded.source, **point}
 
 
 def _use_measured(m: dict) -> None:

