@@ -6,7 +6,7 @@ the server settings.
 
 import streamlit as st
 
-from specviz_app import sidebar, state
+from specviz_app import keys, sidebar, state
 
 st.set_page_config(page_title="specviz: speculative decoding, made visible", page_icon="🔎", layout="wide")
 
@@ -25,11 +25,11 @@ PAGES = [
 page = st.navigation(PAGES)
 
 settings = sidebar.render()
-st.session_state["settings"] = settings
+st.session_state[keys.SETTINGS] = settings
 state.open_first_visit(settings, may_decode=page.url_path != "lesson")  # a lesson link never decodes
-if st.session_state.pop("_run_requested", False):
+if st.session_state.pop(keys.RUN_REQUESTED, False):
     state.run(settings)
-if error := st.session_state.pop("_run_error", None):
+if error := st.session_state.pop(keys.RUN_ERROR, None):
     st.error(f"{error}\n\nNothing was lost: the pages still show the previous trace, if there was one.")
 
 page.run()

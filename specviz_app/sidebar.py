@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specviz_app import params
+from specviz_app import keys, params
 from specviz_app.params import Settings
 
-KEY = "s_"  # prefix of the widget keys
+KEY = keys.SETTING_PREFIX  # + a Settings field name: the widget holding that setting
 
 
 def _write_widget_state(settings: Settings) -> None:
@@ -25,14 +25,14 @@ def _current() -> Settings:
 
 
 def _use_example_prompt() -> None:
-    choice = st.session_state.get("example_prompt")
+    choice = st.session_state.get(keys.EXAMPLE_PROMPT)
     if choice:
         st.session_state[KEY + "prompt"] = choice
-    st.session_state["example_prompt"] = None
+    st.session_state[keys.EXAMPLE_PROMPT] = None
 
 
 def _request_run() -> None:
-    st.session_state["_run_requested"] = True
+    st.session_state[keys.RUN_REQUESTED] = True
 
 
 def _check_pair(where, target: str, draft: str) -> None:
@@ -59,29 +59,29 @@ def _check_pair(where, target: str, draft: str) -> None:
 
 def init_from_url() -> None:
     """On the first run of a session: settings from the URL (validated), messages for what was refused."""
-    if "_initialised" in st.session_state:
+    if keys.INITIALISED in st.session_state:
         return
-    st.session_state["_initialised"] = True
+    st.session_state[keys.INITIALISED] = True
     query = {k: st.query_params.get_all(k) for k in st.query_params.keys()}
-    st.session_state["_url_query"] = query  # the link as opened: pages with their own parameters read it (lesson)
+    st.session_state[keys.URL_QUERY] = query  # the link as opened: pages with their own parameters read it (lesson)
     settings, messages = params.from_query(query)
     # Only run settings make a link "a demo to reproduce"; a page's own parameters (the lesson's
     # ?step=) must not start a decode on the first visit.
-    st.session_state["_url_given"] = bool(set(query) & set(params.field_names()))
-    st.session_state["_url_messages"] = messages
+    st.session_state[keys.URL_GIVEN] = bool(set(query) & set(params.field_names()))
+    st.session_state[keys.URL_MESSAGES] = messages
     _write_widget_state(settings)
 
 
 def render() -> Settings:
-    """Draw the settings; return them. Clicking Run sets st.session_state['_run_requested']."""
+    """Draw the settings; return them. Clicking Run sets st.session_state[keys.RUN_REQUESTED]."""
     init_from_url()
-    if "_apply_settings" in st.session_state:
-        _write_widget_state(st.session_state.pop("_apply_settings"))
+    if keys.APPLY_SETTINGS in st.session_state:
+        _write_widget_state(st.session_state.pop(keys.APPLY_SETTINGS))
     for name in params.field_names():  # a page switch may drop widget state: restore the defaults
         st.session_state.setdefault(KEY + name, getattr(params.DEFAULTS, name))
 
     sb = st.sidebar
-    for msg in st.session_state.get("_url_messages", []):
+    for msg in st.session_state.get(keys.URL_MESSAGES, []):
         sb.warning(f"From the link: {msg}")
 
     sb.header("Run settings")
@@ -128,7 +128,7 @@ def render() -> Settings:
         params.EXAMPLE_PROMPTS,
         index=None,
         placeholder="Pick one to copy it into the prompt",
-        key="example_prompt",
+        key=keys.EXAMPLE_PROMPT,
         on_change=_use_example_prompt,
     )
     sb.text_area("Prompt", key=KEY + "prompt", max_chars=params.PROMPT_MAX_CHARS, height=100)

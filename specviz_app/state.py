@@ -18,7 +18,7 @@ from specviz import models
 from specviz.errors import SpecvizError, TraceError
 from specviz.shipped import ASSETS
 from specviz.trace import Trace
-from specviz_app import params, render
+from specviz_app import keys, params, render
 from specviz_app.params import Settings
 
 EXAMPLES_DIR = ASSETS / "examples"
@@ -44,19 +44,19 @@ class Loaded:
 
 
 def current() -> Loaded | None:
-    return st.session_state.get("loaded")
+    return st.session_state.get(keys.LOADED)
 
 
 def _store(loaded: Loaded) -> None:
-    st.session_state["loaded"] = loaded
-    st.session_state.pop("inspect_iter", None)  # a new trace starts the inspector at iteration 1
+    st.session_state[keys.LOADED] = loaded
+    st.session_state.pop(keys.INSPECT_ITER, None)  # a new trace starts the inspector at iteration 1
 
 
 # ----- the one error guard of every run a page starts ------------------------------------------
 
 
 class ErrorGuard:
-    """`with ErrorGuard("sweep_error", area) as guard: ...`, then `if guard.failed: return`.
+    """`with ErrorGuard(keys.SWEEP_ERROR, area) as guard: ...`, then `if guard.failed: return`.
 
     A SpecvizError (the user can fix it) is stored under `key` word for word; anything else is a
     bug, stored as one plain sentence, never a traceback. Either way `area` is cleared and nothing
@@ -118,12 +118,12 @@ def open_trace_page(page: str):
     st.title(title)
     st.caption(caption)
     loaded = current()
-    return loaded if render.trace_notice(loaded, st.session_state["settings"]) else None
+    return loaded if render.trace_notice(loaded, st.session_state[keys.SETTINGS]) else None
 
 
 def apply_settings(settings: Settings) -> None:
     """Ask the sidebar's next run to put these values into its widgets (they cannot change once drawn)."""
-    st.session_state["_apply_settings"] = settings
+    st.session_state[keys.APPLY_SETTINGS] = settings
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
@@ -160,12 +160,12 @@ def _warm_up_head(target: models.LoadedModel, name: str) -> None:
     from specviz.head import HeadCache
 
     head = load_draft_head(name, target)
-    if not st.session_state.get(f"_warm_{name}"):
+    if not st.session_state.get(keys.warm(name)):
         with torch.inference_mode():
             dim = head.cfg.hidden
             device = head.embed.device
             head.step(torch.zeros(3, dim, device=device), torch.tensor([0, 1, 2], device=device), 1, HeadCache())
-        st.session_state[f"_warm_{name}"] = True
+        st.session_state[keys.warm(name)] = True
 
 
 def resolve_draft(target: models.LoadedModel, draft: str | None):
@@ -190,7 +190,7 @@ def run(settings: Settings) -> None:
     from specviz.sameness import compare_runs
 
     area = st.empty()
-    with area.container(border=True), ErrorGuard("_run_error", area) as guard:
+    with area.container(border=True), ErrorGuard(keys.RUN_ERROR, area) as guard:
         status = st.status("Loading the models…", expanded=True)
         target_name, draft_name = settings.model_names()
         if not target_name:
@@ -234,7 +234,7 @@ def run(settings: Settings) -> None:
     if guard.failed:
         return
     area.empty()
-    st.session_state.pop("_run_error", None)
+    st.session_state.pop(keys.RUN_ERROR, None)
     _store(Loaded(trace, baseline, "run here", settings.run_key()))
 
 
@@ -335,9 +335,9 @@ def open_example(example: Example) -> list[str]:
 def open_first_visit(settings: Settings, may_decode: bool = True) -> None:
     """First visit of a session: show the gallery example the settings describe, else run them
     (unless may_decode is False: a lesson link opens its step at once, whatever settings it holds)."""
-    if st.session_state.get("_first_visit_done"):
+    if st.session_state.get(keys.FIRST_VISIT_DONE):
         return
-    st.session_state["_first_visit_done"] = True
+    st.session_state[keys.FIRST_VISIT_DONE] = True
     key = settings.run_key()
     for ex in examples():
         meta = _read_example(ex.path, ex.path.stat().st_mtime)
@@ -346,12 +346,12 @@ def open_first_visit(settings: Settings, may_decode: bool = True) -> None:
         if ex_settings.run_key() == key:
             try:
                 open_example(ex)
-                st.session_state.pop("_apply_settings", None)  # the sidebar already shows these settings
+                st.session_state.pop(keys.APPLY_SETTINGS, None)  # the sidebar already shows these settings
             except TraceError:
                 break
             return
-    if st.session_state.get("_url_given") and may_decode:
-        st.session_state["_run_requested"] = True  # a shared link: reproduce its demo
+    if st.session_state.get(keys.URL_GIVEN) and may_decode:
+        st.session_state[keys.RUN_REQUESTED] = True  # a shared link: reproduce its demo
     elif examples():
         try:
             open_example(examples()[0])  # settings moved on since the examples were recorded: show the first

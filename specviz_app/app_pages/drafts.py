@@ -10,19 +10,19 @@ from specviz.charts import race as race_charts
 from specviz.charts import theory as theory_charts
 from specviz.errors import SpecvizError
 from specviz.training_record import read_training_record
-from specviz_app import params, render, state
+from specviz_app import keys, params, render, state
 
 
 def _start_race() -> None:
-    st.session_state["race_request"] = True
+    st.session_state[keys.RACE_REQUEST] = True
 
 
 def _run_race() -> None:
-    settings = st.session_state["settings"]
+    settings = st.session_state[keys.SETTINGS]
     area = st.empty()
     box = area.container(border=True)
     bar = box.progress(0.0, text="Loading the target…")
-    with state.ErrorGuard("race_error", area) as guard:
+    with state.ErrorGuard(keys.RACE_ERROR, area) as guard:
         target = state.get_model(params.DEFAULTS.model_names()[0], settings.dtype)
 
         def progress(done: int, total: int, name: str) -> None:
@@ -35,7 +35,7 @@ def _run_race() -> None:
     if guard.failed:
         return
     area.empty()
-    st.session_state["race_result"] = result
+    st.session_state[keys.RACE_RESULT] = result
 
 
 def _show_race(result: dict, source: str) -> None:
@@ -86,11 +86,11 @@ def _race_tab() -> None:
     )
     st.button("Race them on the sidebar's prompt", type="primary", on_click=_start_race, key="race_run")
     st.caption("Uses the sidebar's prompt, γ, temperature, seed and max new tokens; about a minute on a CPU.")
-    if st.session_state.pop("race_request", False):
+    if st.session_state.pop(keys.RACE_REQUEST, False):
         _run_race()
-    if error := st.session_state.pop("race_error", None):
+    if error := st.session_state.pop(keys.RACE_ERROR, None):
         st.error(f"{error}\n\nThe previous race, if any, is still shown.")
-    result, source = st.session_state.get("race_result"), "raced here"
+    result, source = st.session_state.get(keys.RACE_RESULT), "raced here"
     if result is None:
         result, source = state.shipped_race(), "recorded race (assets/race.json)"
     if result is None:

@@ -6,40 +6,40 @@ import streamlit as st
 
 from specviz.charts.step import step_view
 from specviz.charts.tokens import draft_facts
-from specviz_app import render, state
+from specviz_app import keys, render, state
 
 PLAY_SECONDS = 1.5  # pause between iterations while playing
 
 
 def _step(delta: int, last: int) -> None:
-    st.session_state["inspect_iter"] = min(max(1, st.session_state.get("inspect_iter", 1) + delta), last)
+    st.session_state[keys.INSPECT_ITER] = min(max(1, st.session_state.get(keys.INSPECT_ITER, 1) + delta), last)
 
 
 def _toggle_play() -> None:
-    st.session_state["playing"] = not st.session_state.get("playing", False)
+    st.session_state[keys.PLAYING] = not st.session_state.get(keys.PLAYING, False)
 
 
 def inspector() -> None:
     st.title("Step inspector")
     st.caption("Pick an iteration: see what the draft proposed, how the target judged each token, and why.")
     loaded = state.current()
-    if not render.trace_notice(loaded, st.session_state["settings"]):
+    if not render.trace_notice(loaded, st.session_state[keys.SETTINGS]):
         return
     trace = loaded.trace
     n = len(trace.iterations)
     if n == 0:
         st.info("This trace has no recorded iterations (it was made with tracing off).")
         return
-    if "_inspect_next" in st.session_state:  # set by play at the end of the previous run
-        st.session_state["inspect_iter"] = st.session_state.pop("_inspect_next")
-    st.session_state["inspect_iter"] = min(max(1, st.session_state.get("inspect_iter", 1)), n)
+    if keys.INSPECT_NEXT in st.session_state:  # set by play at the end of the previous run
+        st.session_state[keys.INSPECT_ITER] = st.session_state.pop(keys.INSPECT_NEXT)
+    st.session_state[keys.INSPECT_ITER] = min(max(1, st.session_state.get(keys.INSPECT_ITER, 1)), n)
 
     cols = st.columns([5, 1.3, 1.2, 1.2], vertical_alignment="bottom")
     if n > 1:
-        cols[0].slider("Iteration", 1, n, key="inspect_iter", help="one iteration = draft γ, verify once, correct")
+        cols[0].slider("Iteration", 1, n, key=keys.INSPECT_ITER, help="one iteration = draft γ, verify once, correct")
     cols[1].button("Previous", icon=":material/chevron_left:", on_click=_step, args=(-1, n), width="stretch")
     cols[2].button("Next", icon=":material/chevron_right:", on_click=_step, args=(1, n), width="stretch")
-    playing = st.session_state.get("playing", False)
+    playing = st.session_state.get(keys.PLAYING, False)
     cols[3].button(
         "Pause" if playing else "Play",
         icon=":material/pause:" if playing else ":material/play_arrow:",
@@ -47,7 +47,7 @@ def inspector() -> None:
         width="stretch",
     )
 
-    i = st.session_state["inspect_iter"]
+    i = st.session_state[keys.INSPECT_ITER]
     view = step_view(trace, i)
     st.subheader(view.summary)
     st.html(render.legend_html(render.statuses_in([view.iteration])))
@@ -70,10 +70,10 @@ def inspector() -> None:
 
     if playing:
         if i >= n:
-            st.session_state["playing"] = False
+            st.session_state[keys.PLAYING] = False
         else:
             time.sleep(PLAY_SECONDS)
-            st.session_state["_inspect_next"] = i + 1
+            st.session_state[keys.INSPECT_NEXT] = i + 1
             st.rerun()
 
 

@@ -12,7 +12,7 @@ from specviz.charts.tokens import display_token
 from specviz.errors import SpecvizError
 from specviz.prompting import prompt_token_ids
 from specviz.verify import RULE_LABELS, RULES, WRONG_RULES
-from specviz_app import params, render, state
+from specviz_app import keys, params, render, state
 
 MODELS = {
     "toy": "Toy pair: two tiny random models (seconds; tokens shown as #id)",
@@ -37,7 +37,7 @@ def _models(choice: str):
     if choice == "toy":
         target, draft = _toy_pair()
         return sweep.LAB_TOY_PROMPT, target, draft
-    settings = st.session_state["settings"]
+    settings = st.session_state[keys.SETTINGS]
     target_name, draft_name = settings.model_names()
     if not target_name:
         raise SpecvizError("Name a target model in the sidebar (custom pair), or pick another pair.")
@@ -58,13 +58,13 @@ def _labels(result: dict, target) -> list[str]:
 
 
 def _start(which: str) -> None:
-    st.session_state["lab_request"] = which
-    st.session_state["lab_stop"] = False
+    st.session_state[keys.LAB_REQUEST] = which
+    st.session_state[keys.LAB_STOP] = False
 
 
 def _stop() -> None:
-    st.session_state["lab_stop"] = True
-    st.session_state.pop("lab_request", None)
+    st.session_state[keys.LAB_STOP] = True
+    st.session_state.pop(keys.LAB_REQUEST, None)
 
 
 def _run(rules: list[str], choice: str, k: int, n: int, gamma: int, temperature: float, seed: int) -> None:
@@ -74,7 +74,7 @@ def _run(rules: list[str], choice: str, k: int, n: int, gamma: int, temperature:
     box = area.container(border=True)
     box.button("Stop", icon=":material/stop:", on_click=_stop, key="lab_stop_button")
     bar = box.progress(0.0, text="Loading the models…")
-    with state.ErrorGuard("lab_error", area) as guard:
+    with state.ErrorGuard(keys.LAB_ERROR, area) as guard:
         prompt_ids, target, draft = _models(choice)
 
         def progress(rule_index: int, rule: str, done: int, total: int) -> None:
@@ -93,13 +93,13 @@ def _run(rules: list[str], choice: str, k: int, n: int, gamma: int, temperature:
             results, costs = compare_rules(
                 prompt_ids, target=target, draft=draft, rules=rules, k=k, n=n, gamma=gamma, temperature=temperature,
                 seed=seed, cost_runs=COST_RUNS[choice], cost_tokens=COST_TOKENS[choice], on_progress=progress,
-                should_stop=lambda: bool(st.session_state.get("lab_stop")),
+                should_stop=lambda: bool(st.session_state.get(keys.LAB_STOP)),
             )  # fmt: skip
     if guard.failed:
         return
     area.empty()
     labels = _labels(next(iter(results.values())), None if choice == "toy" else target) if results else []
-    st.session_state["lab_results"] = {"results": results, "costs": costs, "labels": labels, "models": choice}
+    st.session_state[keys.LAB_RESULTS] = {"results": results, "costs": costs, "labels": labels, "models": choice}
 
 
 def _show_results(stored: dict) -> None:
@@ -174,7 +174,7 @@ def lab_page() -> None:
     temperature = cols[3].number_input("Temperature", 0.1, 2.0, 1.0, step=0.1, key="lab_temperature")
     seed = cols[4].number_input("Seed", 0, 2**31 - 1, 0, key="lab_seed")
     if real:
-        settings = st.session_state["settings"]
+        settings = st.session_state[keys.SETTINGS]
         st.caption(
             render.md_escape(
                 f"Pair: {params.pairs()[settings.pair].label} · prompt: {settings.prompt[:80]} (from the sidebar). "
@@ -184,13 +184,13 @@ def lab_page() -> None:
     b = st.columns([1, 1, 3])
     b[0].button("Run this rule", type="primary", on_click=_start, args=("one",), key="lab_run_one")
     b[1].button("Compare all four rules", on_click=_start, args=("all",), key="lab_run_all")
-    request = st.session_state.pop("lab_request", None)
+    request = st.session_state.pop(keys.LAB_REQUEST, None)
     if request:
         rules = [rule] if request == "one" else list(RULES)
         _run(rules, choice, int(k), int(n), int(gamma), float(temperature), int(seed))
-    if error := st.session_state.pop("lab_error", None):
+    if error := st.session_state.pop(keys.LAB_ERROR, None):
         st.error(f"{error}\n\nThe previous result, if any, is still shown.")
-    stored = st.session_state.get("lab_results")
+    stored = st.session_state.get(keys.LAB_RESULTS)
     if stored is None:
         st.info("Press **Run this rule** (or compare all four). With the toy pair it takes a few seconds.")
     else:

@@ -6,7 +6,7 @@ import re
 import streamlit as st
 
 from specviz.errors import TraceError
-from specviz_app import state
+from specviz_app import keys, state
 
 
 def _file_stem(trace) -> str:
@@ -15,7 +15,7 @@ def _file_stem(trace) -> str:
 
 
 def _opened(messages: list[str], what: str) -> None:
-    st.session_state["_traces_notice"] = (what, messages)
+    st.session_state[keys.TRACES_NOTICE] = (what, messages)
     st.rerun()  # redraw the sidebar with the trace's settings
 
 
@@ -25,7 +25,7 @@ def traces() -> None:
         "A trace is the whole run as plain JSON: every draft, p, q, r and decision. "
         "Every page works from a trace alone, so an uploaded file needs no model."
     )
-    if notice := st.session_state.pop("_traces_notice", None):
+    if notice := st.session_state.pop(keys.TRACES_NOTICE, None):
         what, messages = notice
         st.success(f"Opened {what}. The sidebar now holds its settings; every page shows it.")
         for msg in messages:

@@ -1,0 +1,49 @@
+"""Every session-state key of the app, named once (a typo is then a NameError, not a silent miss).
+
+Keys starting with an underscore in their value are one-shot messages between two parts of a
+script run (set, then popped); the others hold state across reruns. Widget keys that hold a
+setting are SETTING_PREFIX + the Settings field name (specviz_app/sidebar.py).
+"""
+
+# ---- the run and the trace on show (state.py, app.py, sidebar.py) ----------------------------
+SETTINGS = "settings"  # the sidebar's Settings of this script run
+LOADED = "loaded"  # the Loaded trace on show (trace, baseline, source, run key)
+RUN_REQUESTED = "_run_requested"  # Run was clicked: app.py decodes before drawing the page
+RUN_ERROR = "_run_error"  # the message of a run that failed, shown once above the page
+APPLY_SETTINGS = "_apply_settings"  # settings to copy into the sidebar widgets on the next run
+FIRST_VISIT_DONE = "_first_visit_done"  # the first visit's example or decode has happened
+INITIALISED = "_initialised"  # the sidebar widgets hold their defaults or the link's values
+URL_QUERY = "_url_query"  # the query string last written, to write the URL only on change
+URL_GIVEN = "_url_given"  # the settings a link asked for
+URL_MESSAGES = "_url_messages"  # what the link asked for that was out of range, said once
+EXAMPLE_PROMPT = "example_prompt"  # the example-prompt picker of the sidebar
+SETTING_PREFIX = "s_"  # + a Settings field name: the sidebar widget holding that setting
+
+
+def warm(model_name: str) -> str:
+    """Set once a model's first use (loading, converting) has been announced in this session."""
+    return f"_warm_{model_name}"
+
+
+# ---- pages ------------------------------------------------------------------------------------
+INSPECT_ITER = "inspect_iter"  # Step inspector: the iteration on show (its slider)
+INSPECT_NEXT = "_inspect_next"  # Step inspector: the iteration play moves to on the next rerun
+PLAYING = "playing"  # Step inspector: play is on
+TRACES_NOTICE = "_traces_notice"  # Traces: what an upload or example opening did, said once
+THEORY_ALPHA, THEORY_GAMMA, THEORY_C = "th_alpha", "th_gamma", "th_c"  # Theory: its sliders
+SWEEP_RESULT = "sweep_result"  # Sweep: the result on show
+SWEEP_SOURCE = "sweep_source"  # Sweep: where it came from (run here, or a file)
+SWEEP_RUNNING = "sweep_running"  # Sweep: a sweep is running (Stop is offered)
+SWEEP_STOP = "sweep_stop"  # Sweep: Stop was clicked
+SWEEP_ERROR = "sweep_error"  # Sweep: the message of a sweep that failed
+LAB_REQUEST = "lab_request"  # Distribution lab: the experiment to run on this rerun
+LAB_RESULTS = "lab_results"  # Distribution lab: results by rule
+LAB_STOP = "lab_stop"  # Distribution lab: Stop was clicked
+LAB_ERROR = "lab_error"  # Distribution lab: the message of an experiment that failed
+RACE_REQUEST = "race_request"  # Drafters: the race to run on this rerun
+RACE_RESULT = "race_result"  # Drafters: the race on show
+RACE_ERROR = "race_error"  # Drafters: the message of a race that failed
+LESSON_STEP = "lesson_step"  # Lesson: the step on show
+LESSON_LANG = "lesson_lang"  # Lesson: en or zh
+LESSON_PRESENTER = "lesson_presenter"  # Lesson: large type
+LESSON_MESSAGE = "_lesson_message"  # Lesson: what the link asked for that was invalid, said once
