@@ -46,17 +46,27 @@ RESIDUAL_COLOR = "#ef6c00"  # max(0, p - q): the same orange as the resampled to
 ACCEPTED_MASS_COLOR = "rgba(46, 125, 50, 0.18)"  # min(p, q) shading
 PREDICTION_COLOR = "#37474f"  # closed-form predictions drawn over measurements
 
-# The title sits at the top of the figure and the legend in its own band below it, so a legend
-# that wraps onto two lines never runs into the title.
+# The title sits at the top of the figure and the legend in its own band at the bottom, below the
+# x axis (a container-anchored legend reserves its own margin on top of the axis's), so a legend
+# that wraps onto several lines in a narrow column never runs into the title or the axis title.
 LAYOUT = {
     "template": "plotly_white",
     "font": {"size": 13},
-    "margin": {"l": 60, "r": 20, "t": 92, "b": 50},
-    "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "left", "x": 0, "font": {"size": 12}},
+    "margin": {"l": 60, "r": 20, "t": 56, "b": 50},
+    "legend": {
+        "orientation": "h",
+        "yref": "container",
+        "y": 0,
+        "yanchor": "bottom",
+        "xanchor": "left",
+        "x": 0,
+        "font": {"size": 12},
+    },
+    "xaxis": {"automargin": True},  # tick labels and the axis title push the plot up, above the legend band
     "hoverlabel": {"align": "left"},
 }
 
 
 def titled(text: str) -> dict:
-    """A title pinned to the top-left of the figure (above the legend band)."""
+    """A title pinned to the top-left of the figure, alone in the top margin (the legend is at the bottom)."""
     return {"text": text, "x": 0.01, "xanchor": "left", "y": 0.98, "yanchor": "top", "yref": "container"}

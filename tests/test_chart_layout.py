@@ -1,0 +1,60 @@
+"""Layout and number hygiene of the charts (issue 10): legends never under titles, legend swatches
+the colour of their marks, labels never under the points they name, and a number shown twice is
+one number. Plain figure dicts and shipped traces: no model, no browser."""
+
+from __future__ import annotations
+
+import pytest
+
+from specviz.charts import sweep as sweep_charts
+from specviz.charts import theory as theory_charts
+from specviz.sweep import SweepResult
+from specviz.theory import walltime_improvement
+
+# ----- legends and titles ------------------------------------------------------------------------
+
+
+def make_sweep() -> SweepResult:
+    """Two temperatures by three γ, numbers shaped like a real sweep's."""
+    cells = []
+    for t, alpha in ((0.0, 0.8), (1.0, 0.5)):
+        for g in (1, 2, 3):
+            tokens = sum(alpha**k for k in range(g + 1))
+            cells.append(
+                {"gamma": g, "temperature": t, "speedup": tokens / (1 + 0.1 * g), "mean_accepted_length": tokens,
+                 "alpha": alpha, "c": 0.1, "predicted_speedup": walltime_improvement(alpha, g, 0.1),
+                 "predicted_tokens_per_iteration": tokens, "tokens_per_s": 10.0, "baseline_tokens_per_s": 10.0}
+            )  # fmt: skip
+    return SweepResult(config={}, baselines={"0.0": 10.0, "1.0": 10.0}, cells=cells)
+
+
+def theory_and_sweep_figures():
+    measured = {"gamma": 4, "alpha": 0.6, "c": 0.2, "speedup": 0.98, "tokens": 2.1}
+    history = [{"step": 0, "alpha": 0.2, "greedy_agreement": 0.3}, {"step": 100, "alpha": 0.4, "greedy_agreement": 0.5}]
+    result = make_sweep()
+    return {
+        "tokens per iteration": theory_charts.tokens_per_iteration_curve_figure(0.8, 4, measured=measured),
+        "walltime": theory_charts.walltime_curve_figure(0.62, 0.09, 4, measured=measured),
+        "α-c plane": theory_charts.alpha_c_plane_figure(0.7, 0.1, measured=measured, steps=11),
+        "draft training": theory_charts.draft_training_figure(history, 0.1),
+        "sweep heatmap": sweep_charts.speedup_heatmap(result),
+        "sweep tokens": sweep_charts.tokens_per_iteration_sweep_figure(result),
+        "sweep speedup": sweep_charts.speedup_sweep_figure(result),
+    }
+
+
+@pytest.mark.parametrize("name", list(theory_and_sweep_figures()))
+def test_legend_and_title_sit_in_separate_bands(name):
+    """The title is pinned to the top of the figure; the legend must sit in its own band at the bottom.
+
+    A horizontal legend above the plot (paper y > 1) grows upwards as it wraps onto more lines in a
+    narrow column and runs into the title; anchored to the bottom of the figure it reserves its own
+    margin below the x axis, whatever its height."""
+    layout = theory_and_sweep_figures()[name].layout
+    title = layout.title
+    assert title.yref == "container" and title.yanchor == "top" and title.y >= 0.95, title
+    legend = layout.legend
+    assert legend.yref == "container", f"{name}: a paper-anchored legend shares the top margin with the title"
+    assert legend.yanchor == "bottom" and legend.y == 0, legend
+    assert layout.xaxis.automargin is True  # the axis titles push the plot up, so they stay above the legend
+    assert layout.margin.t >= 40  # room for one line of title above the plot
