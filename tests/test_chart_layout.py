@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from specviz import lesson
+from specviz.charts import residual_figure
 from specviz.charts import sweep as sweep_charts
 from specviz.charts import theory as theory_charts
+from specviz.charts.lesson import pick_iterations
 from specviz.sweep import SweepResult
 from specviz.theory import walltime_improvement
 
@@ -58,3 +61,34 @@ def test_legend_and_title_sit_in_separate_bands(name):
     assert legend.yanchor == "bottom" and legend.y == 0, legend
     assert layout.xaxis.automargin is True  # the axis titles push the plot up, so they stay above the legend
     assert layout.margin.t >= 40  # room for one line of title above the plot
+
+
+# ----- legend swatches ---------------------------------------------------------------------------
+
+
+def legend_entry(fig, bars):
+    """The legend item that stands for `bars`: the trace itself, or the legend-only entry of its group."""
+    if bars.showlegend is not False:
+        return bars
+    return next(t for t in fig.data if t.legendgroup == bars.legendgroup and t.showlegend is not False)
+
+
+def test_residual_legend_swatches_are_the_colour_of_their_bars():
+    """Plotly draws a bar's legend swatch with marker.color and the first bar's outline, and leaves
+    marker.opacity out: a pale (marker.opacity) trace showed a full-strength swatch, and the trace
+    whose first bar outlines the resampled token showed a black-edged swatch no bar has."""
+    trace = lesson.load_recordings().trace
+    it = trace.iterations[pick_iterations(trace.iterations)["resample"]]
+    fig = residual_figure(it["drafts"][it["accepted_count"]], it["correction"], trace.extra)
+    drawn = [t for t in fig.data if t.type == "bar" and any(y is not None for y in t.y)]
+    assert len(drawn) == 2
+    swatches = []
+    for bars in drawn:
+        entry = legend_entry(fig, bars)
+        assert isinstance(bars.marker.color, str), "one colour per trace: a list shows only its first in the legend"
+        assert bars.marker.opacity in (None, 1), "marker.opacity is not drawn in the legend swatch"
+        assert entry.marker.color == bars.marker.color, entry.name
+        width = entry.marker.line.width
+        assert width is None or isinstance(width, int | float), f"{entry.name}: swatch takes bar 1 outline"
+        swatches.append(entry.marker.color)
+    assert len(set(swatches)) == 2, "the two residuals are told apart in the legend"

@@ -18,6 +18,7 @@ from specviz.charts.style import (
     P_COLOR,
     Q_COLOR,
     RESIDUAL_COLOR,
+    RESIDUAL_LIGHT_COLOR,
     STATUS_COLORS,
     titled,
 )
@@ -56,6 +57,14 @@ def _values(ids: list[int], top: list[list], known: dict[int, float] | None = No
     lookup.update(known or {})
     vals = [lookup.get(t, 0.0) for t in ids]
     return [*vals, max(0.0, 1.0 - sum(vals))]
+
+
+def _legend_swatch(fig: go.Figure, name: str, color: str, group: str) -> None:
+    """A legend entry alone for the bars of offset group `group`: Plotly draws a bar trace's swatch
+    with its first bar's outline, and the first bar is the outlined chosen token, so the legend
+    would show a black-edged box no other bar has. Empty and in the same slot, it draws nothing."""
+    fig.add_bar(x=[None], y=[None], name=name, marker_color=color, offsetgroup=group, legendgroup=group,
+                hoverinfo="skip")  # fmt: skip
 
 
 def draft_figure(draft: dict[str, Any], status: str, extra: dict[str, Any], slot: int | None = None) -> go.Figure:
@@ -137,16 +146,22 @@ def residual_figure(rejected: dict[str, Any], correction: dict[str, Any], extra:
         x=labels,
         y=raw,
         name="max(0, p − q)",
-        marker={"color": RESIDUAL_COLOR, "opacity": 0.45},
+        marker_color=RESIDUAL_LIGHT_COLOR,
+        offsetgroup="raw",
         hovertemplate="%{x}<br>max(0, p − q) %{y:.3g}<extra></extra>",
     )
+    name = "norm(max(0, p − q)): what the resample draws from"
     fig.add_bar(
         x=labels,
         y=normalised,
-        name="norm(max(0, p − q)): what the resample draws from",
+        name=name,
         marker={"color": RESIDUAL_COLOR, "line": {"width": outline, "color": "#000"}},
+        offsetgroup="normalised",
+        legendgroup="normalised",
+        showlegend=False,
         hovertemplate="%{x}<br>normalised residual %{y:.3g}<extra></extra>",
     )
+    _legend_swatch(fig, name, RESIDUAL_COLOR, "normalised")
     fig.add_annotation(
         x=labels[0],
         y=normalised[0],

@@ -43,6 +43,9 @@ STATUS_LABELS = {
 P_COLOR = "#6a1b9a"  # target p: purple
 Q_COLOR = "#00897b"  # draft q: teal
 RESIDUAL_COLOR = "#ef6c00"  # max(0, p - q): the same orange as the resampled token drawn from it
+# The unnormalised residual: the same orange, paler. Translucent in the colour itself, not through
+# marker.opacity, which Plotly leaves out of the legend swatch.
+RESIDUAL_LIGHT_COLOR = "rgba(239, 108, 0, 0.45)"
 ACCEPTED_MASS_COLOR = "rgba(46, 125, 50, 0.18)"  # min(p, q) shading
 PREDICTION_COLOR = "#37474f"  # closed-form predictions drawn over measurements
 
