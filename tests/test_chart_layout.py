@@ -11,8 +11,10 @@ from specviz.charts import residual_figure
 from specviz.charts import sweep as sweep_charts
 from specviz.charts import theory as theory_charts
 from specviz.charts.lesson import pick_iterations
+from specviz.shipped import ASSETS
 from specviz.sweep import SweepResult
 from specviz.theory import walltime_improvement
+from specviz.trace import Trace
 
 # ----- legends and titles ------------------------------------------------------------------------
 
@@ -92,3 +94,21 @@ def test_residual_legend_swatches_are_the_colour_of_their_bars():
         assert width is None or isinstance(width, int | float), f"{entry.name}: swatch takes bar 1 outline"
         swatches.append(entry.marker.color)
     assert len(set(swatches)) == 2, "the two residuals are told apart in the legend"
+
+
+# ----- labels and points -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("example", ["01-default", "02-sampled", "04-ngram-gamma6"])
+def test_alpha_label_is_never_under_a_draft_marker(example):
+    """β along the text: the label of the α line sat at the line's left end, inside the plot, where
+    the first drafts' markers start at about the same height. It is now a legend entry, out of the plot."""
+    from specviz.charts import beta_along_text_figure
+
+    trace = Trace.from_json((ASSETS / "examples" / f"{example}.json").read_bytes())
+    fig = beta_along_text_figure(trace)
+    inside = [a for a in fig.layout.annotations if a.xref != "paper" or 0 <= (a.x or 0) <= 1]
+    assert not [a.text for a in inside if "α" in (a.text or "")], "an α label inside the plot area"
+    alpha = trace.summary["alpha"]
+    assert any(t.name == f"α = mean β = {alpha:.3f}" and t.showlegend is not False for t in fig.data)
+    assert any(s.type == "line" and s.y0 == s.y1 == alpha for s in fig.layout.shapes)  # the line itself stays

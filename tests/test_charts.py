@@ -228,7 +228,7 @@ def test_axis_titles_carry_units():
 def test_one_plotly_trace_per_status_not_per_token():
     trace = make_trace()
     fig = charts.beta_along_text_figure(trace)
-    scatter = [t for t in fig.data if t.type == "scatter"]
+    scatter = [t for t in fig.data if t.type == "scatter" and t.mode == "markers"]  # the α line is a legend entry
     assert [t.name for t in scatter] == ["accepted draft", "rejected draft"]
     assert len(scatter[0].x) == 5 and len(scatter[1].x) == 2  # discarded drafts were never reached
     assert scatter[0].marker.color == STATUS_COLORS["accepted"]

@@ -151,12 +151,11 @@ def beta_along_text_figure(trace: Trace) -> go.Figure:
         )
     alpha = trace.summary.get("alpha")
     if alpha is not None:
-        fig.add_hline(
-            y=alpha,
-            line={"dash": "dot", "color": PREDICTION_COLOR},
-            annotation_text=f"α = mean β = {alpha:.3f}",
-            annotation_position="top left",
-        )
+        # Named in the legend, not by a label on the line: at the line's end a label sat under the
+        # first drafts' markers, which start at the same edge and scatter around α.
+        line = {"dash": "dot", "color": PREDICTION_COLOR}
+        fig.add_hline(y=alpha, line=line)
+        fig.add_scatter(x=[None], y=[None], mode="lines", line=line, name=f"α = mean β = {alpha:.3f}", hoverinfo="skip")
     if not rows:
         _no_data(fig, "no drafts in this trace (target-only run)")
     fig.update_layout(
