@@ -112,3 +112,33 @@ def test_alpha_label_is_never_under_a_draft_marker(example):
     alpha = trace.summary["alpha"]
     assert any(t.name == f"α = mean β = {alpha:.3f}" and t.showlegend is not False for t in fig.data)
     assert any(s.type == "line" and s.y0 == s.y1 == alpha for s in fig.layout.shapes)  # the line itself stays
+
+
+# ----- one number, one value ---------------------------------------------------------------------
+
+
+def shipped_pairs():
+    """(name, speculative trace, its target-alone baseline) for every shipped recording with a baseline."""
+    rec = lesson.load_recordings()
+    pairs = [("lesson", rec.trace, rec.baseline), ("lesson contrast", rec.contrast, rec.contrast_baseline)]
+    for path in sorted((ASSETS / "examples").glob("*.baseline.json")):
+        spec = path.with_name(path.name.replace(".baseline", ""))
+        pairs.append((spec.stem, Trace.from_json(spec.read_bytes()), Trace.from_json(path.read_bytes())))
+    return pairs
+
+
+@pytest.mark.parametrize("name, trace, baseline", shipped_pairs(), ids=[p[0] for p in shipped_pairs()])
+def test_a_run_prints_one_duration(name, trace, baseline):
+    """The headline's "N tokens in X ms" and the timeline's "X ms for the first N tokens" are the same
+    run's duration: they printed 2545 and 2547 ms when the timeline took the last iteration's end."""
+    from specviz.charts import timeline_figure
+    from specviz.charts.headline import headline_metrics
+
+    helps = " ".join(m.help for row in headline_metrics(trace, baseline) for m in row)
+    notes = " ".join(a.text for a in timeline_figure(trace, baseline).layout.annotations)
+    common = min(trace.summary["new_tokens"], baseline.summary["new_tokens"])
+    for run in (trace, baseline):
+        s = run.summary
+        assert f"{s['new_tokens']} tokens in {s['wall_ms']:.0f} ms" in helps
+        if s["new_tokens"] == common:  # not cut short by the race: the timeline prints the whole run
+            assert f" {s['wall_ms']:.0f} ms for the first {common} tokens" in notes, notes

@@ -37,6 +37,14 @@ def iterations_for(trace: Trace, tokens: int) -> list[dict]:
 
 
 def time_to_tokens_ms(trace: Trace, tokens: int) -> float:
+    """Milliseconds from the start of decoding until `tokens` tokens were written.
+
+    All of a run's tokens: its recorded wall time (summary wall_ms), the duration its tokens/s and
+    the headline print, so one run never shows two durations (the last iteration's end is a few ms
+    earlier: the final bookkeeping and device sync). Fewer: the end of the iteration that wrote the last.
+    """
+    if tokens >= trace.summary["new_tokens"]:
+        return trace.summary["wall_ms"]
     its = iterations_for(trace, tokens)
     return max((it["start_ms"] + it["draft_ms"] + it["verify_ms"] for it in its), default=0.0)
 
