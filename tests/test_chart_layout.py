@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from specviz import lesson
+from specviz import lesson, theory
 from specviz.charts import residual_figure
 from specviz.charts import sweep as sweep_charts
 from specviz.charts import theory as theory_charts
@@ -142,3 +142,28 @@ def test_a_run_prints_one_duration(name, trace, baseline):
         assert f"{s['new_tokens']} tokens in {s['wall_ms']:.0f} ms" in helps
         if s["new_tokens"] == common:  # not cut short by the race: the timeline prints the whole run
             assert f" {s['wall_ms']:.0f} ms for the first {common} tokens" in notes, notes
+
+
+def test_theory_headline_and_legend_give_the_trace_one_predicted_speedup(monkeypatch):
+    """After 'Use the current trace's α, γ, c' the headline's expected improvement and the walltime
+    chart's trace point are Thm 3.8 at the same γ, α and c. The sliders hold α and c rounded to 0.01:
+    computed from those, the headline printed 0.99× beside the legend's 0.98×."""
+    import json
+    import re
+
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the page needs no model; never reach for one
+    at = AppTest.from_file(str(ASSETS.parent.parent / "specviz_app" / "app.py"), default_timeout=120)
+    at.run()
+    at.switch_page("app_pages/theory.py").run()
+    at.button[[b.label for b in at.button].index("Use the current trace's α, γ, c")].click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    point = theory.measured_point(at.session_state["loaded"].trace)
+    predicted = walltime_improvement(point["alpha"], point["gamma"], point["c"])
+    headline = {m.label: m.value for m in at.metric}["Expected walltime improvement"]
+    chart = next(c for c in at.get("plotly_chart") if c.key == "th-walltime")
+    names = [t.get("name", "") for t in json.loads(chart.proto.spec)["data"]]
+    legend = next(re.search(r"\((\d+\.\d+)×\)", n).group(1) for n in names if "predicted from its α, c" in n)
+    assert headline == f"{predicted:.2f}×" and legend == f"{predicted:.2f}", (headline, legend)
+    assert at.slider(key="th_alpha").value == pytest.approx(round(point["alpha"], 2))  # the slider shows it rounded

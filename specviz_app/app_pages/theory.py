@@ -23,12 +23,22 @@ def _measured() -> dict | None:
 
 
 def _use_measured(m: dict) -> None:
-    if m["alpha"] is not None:
-        st.session_state["th_alpha"] = round(min(max(m["alpha"], 0.0), 1.0), 2)
-    if m["c"] is not None:
-        st.session_state["th_c"] = round(min(max(m["c"], 0.0), 1.0), 2)
+    exact = {}
+    for key, value in (("th_alpha", m["alpha"]), ("th_c", m["c"])):
+        if value is not None:
+            exact[key] = min(max(value, 0.0), 1.0)
+            st.session_state[key] = round(exact[key], 2)  # the slider's 0.01 grid
+    st.session_state["th_exact"] = exact
     if m["gamma"]:
         st.session_state["th_gamma"] = min(int(m["gamma"]), GAMMA_MAX)
+
+
+def _exact(key: str, shown: float) -> float:
+    """The trace's own value behind a slider that 'Use the current trace's α, γ, c' set, for as long as
+    the slider still shows it rounded; else the slider's value. The headline then computes Thm 3.8
+    from the same α and c as the chart's trace point (rounded inputs printed 0.99× beside its 0.98×)."""
+    exact = st.session_state.get("th_exact", {}).get(key)
+    return exact if exact is not None and round(exact, 2) == shown else shown
 
 
 def theory_page() -> None:
@@ -64,6 +74,7 @@ def theory_page() -> None:
         width="stretch",
     )
 
+    alpha, c = _exact("th_alpha", alpha), _exact("th_c", c)
     best = theory.best_gamma(alpha, c, GAMMA_MAX)
     cols = st.columns(4)
     cols[0].metric(
