@@ -16,21 +16,18 @@ SweepError, a SpecvizError with a message for the person who uploaded it).
 it has, marked `stopped`. `on_progress(done, total, result)` is called after every run with the
 partial result, so a page can keep it even if its script is interrupted.
 
-`toy_pair()` builds two tiny random Llamas (a 16-token vocabulary, no tokenizer): the app offers
-them for the lab and the sweep because they run in milliseconds. Their timings say nothing about
-real models; their acceptance and distributions follow the same rules.
+The toy pair the app offers for quick sweeps lives in specviz.toy.
 """
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import json
 import math
 import numbers
 import statistics
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -42,9 +39,6 @@ DEFAULT_GAMMAS = (1, 2, 3, 4, 5, 6, 7, 8)
 DEFAULT_TEMPERATURES = (0.0, 0.5, 1.0)
 MAX_SWEEP_BYTES = 2 * 1024 * 1024  # a full grid is a few kB; anything bigger is not a sweep file
 MAX_CELLS = 16 * 21  # gamma 1..16 x 21 temperatures is already far more than anyone runs
-TOY_PROMPT = [3, 1, 4, 1, 5, 9, 2, 6]  # the toy pair has no tokenizer: its prompt is token ids
-LAB_TOY = {"vocab_size": 12, "noise": None}  # the lab's toy pair: a draft far from the target (see toy_pair)
-LAB_TOY_PROMPT = [3, 1, 4, 1, 5]
 
 CSV_COLUMNS = (
     "gamma",
@@ -384,76 +378,3 @@ def read(name: str, data: bytes) -> SweepResult:
     if name.lower().endswith(".csv"):
         return from_csv(data)
     return from_json(data)
-
-
-# ----- the toy pair ---------------------------------------------------------------------------
-
-
-def toy_pair(vocab_size: int = 16, noise: float | None = 0.05) -> tuple[Any, Any]:
-    """(target, draft): a tiny random Llama with peaky outputs, and a noisy copy of it as the draft.
-
-    Why a noisy copy: two independent random models barely agree (alpha near 0.1), which shows
-    nothing but rejections; the copy with every weight moved by `noise` standard deviations agrees
-    often but not always (alpha about 0.7 at noise 0.05), so accept, reject, resample and bonus
-    all run. No tokenizer: the prompt is token ids (TOY_PROMPT) and tokens are shown as #id. The
-    draft is as large as the target, so the toy pair's timings say nothing about real speedups.
-
-    noise=None gives an independent one-layer random draft instead (alpha about 0.3): far from
-    the target, so a wrong verification rule shifts the output a lot (the lab uses it).
-    """
-    import copy
-
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from specviz.models import LoadedModel
-
-    generator_state = torch.random.get_rng_state()
-    torch.manual_seed(1)
-    config = LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        initializer_range=0.02 * 40.0,  # large weights: peaky softmax
-        tie_word_embeddings=False,
-        bos_token_id=None,
-        eos_token_id=None,
-        pad_token_id=None,
-    )
-    target_model = LlamaForCausalLM(config).eval()
-    torch.random.set_rng_state(generator_state)  # leave the global generator as it was
-    if noise is None:
-        generator_state = torch.random.get_rng_state()
-        torch.manual_seed(2)
-        draft_config = copy.deepcopy(config)  # the target keeps its own config (its cache reads it)
-        draft_config.num_hidden_layers = 1
-        draft_model = LlamaForCausalLM(draft_config).eval()
-        torch.random.set_rng_state(generator_state)
-    else:
-        draft_model = copy.deepcopy(target_model)
-        noise_gen = torch.Generator().manual_seed(7)
-        with torch.no_grad():
-            for param in draft_model.parameters():
-                if param.numel() > 1:
-                    param.add_(noise * param.std() * torch.randn(param.shape, generator=noise_gen))
-    target = LoadedModel(name="toy-target", model=target_model, tokenizer=None, device="cpu", dtype="float32")
-    draft = LoadedModel(name="toy-draft", model=draft_model, tokenizer=None, device="cpu", dtype="float32")
-    return target, draft
-
-
-@contextlib.contextmanager
-def one_thread() -> Iterator[None]:
-    """Run tiny models on one CPU thread (restored after). Why: on a shared CPU, intra-op threads
-    spin against each other and made a toy decode about 20 times slower (170 ms against 7.5 ms)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)

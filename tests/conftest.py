@@ -12,39 +12,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402
 
-
-def tiny_llama(vocab_size: int = 16, seed: int = 0, layers: int = 2, init_scale: float = 1.0, hidden: int = 32):
-    """A random-initialised LlamaForCausalLM wrapped for the decoder (no tokenizer: ids only)."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from specviz.models import LoadedModel
-
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=hidden,
-        intermediate_size=2 * hidden,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        initializer_range=0.02 * init_scale,
-        tie_word_embeddings=False,
-        bos_token_id=None,
-        eos_token_id=None,
-        pad_token_id=None,
-    )
-    model = LlamaForCausalLM(config).eval()
-    return LoadedModel(
-        name=f"tiny-llama-{vocab_size}-{seed}", model=model, tokenizer=None, device="cpu", dtype="float32"
-    )
+from specviz.toy import PEAKY, tiny_llama  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def tiny_pair():
     """(target, draft): two different random tiny Llamas over one 16-token vocabulary."""
-    return tiny_llama(seed=1, init_scale=40.0), tiny_llama(seed=2, init_scale=40.0, layers=1)
+    return tiny_llama(seed=1, init_scale=PEAKY), tiny_llama(seed=2, init_scale=PEAKY, layers=1)
 
 
 @pytest.fixture(scope="session")

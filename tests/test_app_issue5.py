@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz import glossary, sweep
+from specviz import glossary, sweep, toy
 from specviz.shipped import ASSETS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,7 +29,7 @@ def offline(monkeypatch):
 
 @pytest.fixture(scope="module", autouse=True)
 def one_thread():
-    with sweep.one_thread():
+    with toy.one_thread():
         yield
 
 

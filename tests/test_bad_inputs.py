@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from conftest import tiny_llama
 from specviz.config import DecodeConfig, SamplingConfig, validate_prompt
 from specviz.decoder import speculative_generate
 from specviz.errors import ConfigError, ModelUnavailableError, VocabularyMismatchError
 from specviz.models import check_vocabulary, load_model
+from specviz.toy import tiny_llama
 
 
 @pytest.mark.parametrize("prompt", ["", "   \n\t", []])

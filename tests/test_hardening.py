@@ -227,8 +227,8 @@ def test_a_prompt_longer_than_the_offline_targets_context_is_refused_before_deco
 def test_a_model_folder_with_another_vocabulary_is_refused(tmp_path):
     from browser.helpers import save_foreign_vocab_model
 
-    from conftest import tiny_llama
     from specviz.errors import VocabularyMismatchError
+    from specviz.toy import tiny_llama
 
     foreign = models.load_model(str(save_foreign_vocab_model(tmp_path / "foreign")), device="cpu")
     target = tiny_llama(vocab_size=16)

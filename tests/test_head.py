@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import tiny_llama
 from specviz.decoder import autoregressive_generate, speculative_generate
 from specviz.drafters import HeadDrafter
 from specviz.head import DraftHead, HeadCache, head_config_for, init_from_target, load_head
 from specviz.lab import run_lab
+from specviz.toy import tiny_llama
 from specviz.train_head import unrolled
 
 ALPHA_LEVEL = 0.001  # see tests/test_lab.py

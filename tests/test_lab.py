@@ -16,10 +16,11 @@ import json
 import pytest
 import torch
 
+from specviz import toy
 from specviz.config import SamplingConfig
 from specviz.decoder import speculative_generate
 from specviz.lab import exact_distribution, goodness_of_fit, marginal, run_lab
-from specviz.models import LoadedModel
+from specviz.toy import PEAKY
 
 PROMPT = [3, 1, 4, 1, 5]
 K, GAMMA, N = 2, 1, 500
@@ -29,26 +30,9 @@ K, GAMMA, N = 2, 1, 500
 ALPHA_LEVEL = 0.001
 
 
-def tiny_llama(seed: int, layers: int, init_scale: float = 40.0, vocab: int = 12, eos: int | None = None):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=vocab,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        initializer_range=0.02 * init_scale,  # large weights: peaky softmax, p far from q
-        tie_word_embeddings=False,
-        bos_token_id=None,
-        eos_token_id=eos,
-        pad_token_id=None,
-    )
-    model = LlamaForCausalLM(config).eval()
-    return LoadedModel(name=f"lab-tiny-{seed}", model=model, tokenizer=None, device="cpu", dtype="float32")
+def tiny_llama(seed: int, layers: int, init_scale: float = PEAKY, vocab: int = 12, eos: int | None = None):
+    """The lab's tiny models: peaky, over a 12-token vocabulary, so p and q differ a lot."""
+    return toy.tiny_llama(vocab, seed=seed, layers=layers, init_scale=init_scale, eos=eos, name=f"lab-tiny-{seed}")
 
 
 @pytest.fixture(scope="module", autouse=True)

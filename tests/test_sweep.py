@@ -8,27 +8,27 @@ import json
 
 import pytest
 
-from specviz import sweep
+from specviz import sweep, toy
 from specviz.errors import SpecvizError
 from specviz.theory import expected_tokens_per_iteration
 
 
 @pytest.fixture(scope="module", autouse=True)
 def one_thread():
-    with sweep.one_thread():
+    with toy.one_thread():
         yield
 
 
 @pytest.fixture(scope="module")
 def pair():
-    return sweep.toy_pair()
+    return toy.toy_pair()
 
 
 @pytest.fixture(scope="module")
 def small(pair):
     target, draft = pair
     return sweep.run_sweep(
-        sweep.TOY_PROMPT, target=target, draft=draft, gammas=[2, 1, 2], temperatures=[1.0, 0.0], max_new_tokens=6
+        toy.TOY_PROMPT, target=target, draft=draft, gammas=[2, 1, 2], temperatures=[1.0, 0.0], max_new_tokens=6
     )
 
 
@@ -59,7 +59,7 @@ def test_cells_hold_measurements_and_the_formulas(small):
 def test_same_seed_same_acceptance(pair, small):
     target, draft = pair
     again = sweep.run_sweep(
-        sweep.TOY_PROMPT, target=target, draft=draft, gammas=[1], temperatures=[1.0], max_new_tokens=6
+        toy.TOY_PROMPT, target=target, draft=draft, gammas=[1], temperatures=[1.0], max_new_tokens=6
     )
     assert again.cells[0]["alpha"] == small.cell(1, 1.0)["alpha"]
     assert again.cells[0]["mean_accepted_length"] == small.cell(1, 1.0)["mean_accepted_length"]
@@ -73,7 +73,7 @@ def test_stop_flag_is_checked_between_runs_and_keeps_partial_results(pair):
         seen.append((done, total, len(partial.cells)))
 
     result = sweep.run_sweep(
-        sweep.TOY_PROMPT, target=target, draft=draft, gammas=[1, 2, 3], temperatures=[0.0, 1.0], max_new_tokens=4,
+        toy.TOY_PROMPT, target=target, draft=draft, gammas=[1, 2, 3], temperatures=[0.0, 1.0], max_new_tokens=4,
         on_progress=progress, should_stop=lambda: len(seen) >= 3,
     )  # fmt: skip
     assert result.stopped
@@ -86,18 +86,18 @@ def test_stop_flag_is_checked_between_runs_and_keeps_partial_results(pair):
 
 def test_stop_before_anything_runs(pair):
     target, draft = pair
-    result = sweep.run_sweep(sweep.TOY_PROMPT, target=target, draft=draft, should_stop=lambda: True)
+    result = sweep.run_sweep(toy.TOY_PROMPT, target=target, draft=draft, should_stop=lambda: True)
     assert result.stopped and result.cells == [] and result.runs_done == 0
 
 
 def test_bad_grid_is_refused_with_a_clear_message(pair):
     target, draft = pair
     with pytest.raises(SpecvizError, match="at least one"):
-        sweep.run_sweep(sweep.TOY_PROMPT, target=target, draft=draft, gammas=[])
+        sweep.run_sweep(toy.TOY_PROMPT, target=target, draft=draft, gammas=[])
     with pytest.raises(SpecvizError, match="γ must be"):
-        sweep.run_sweep(sweep.TOY_PROMPT, target=target, draft=draft, gammas=[0])
+        sweep.run_sweep(toy.TOY_PROMPT, target=target, draft=draft, gammas=[0])
     with pytest.raises(SpecvizError, match="Temperatures"):
-        sweep.run_sweep(sweep.TOY_PROMPT, target=target, draft=draft, temperatures=[float("nan")])
+        sweep.run_sweep(toy.TOY_PROMPT, target=target, draft=draft, temperatures=[float("nan")])
 
 
 def test_json_and_csv_round_trip(small):

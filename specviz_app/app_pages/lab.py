@@ -6,7 +6,7 @@ import contextlib
 
 import streamlit as st
 
-from specviz import sweep
+from specviz import toy
 from specviz.charts import lab as lab_charts
 from specviz.charts.tokens import display_token
 from specviz.errors import SpecvizError
@@ -30,13 +30,13 @@ COST_TOKENS = {"toy": 16, "sidebar": 8}
 
 @st.cache_resource(max_entries=1, show_spinner=False)
 def _toy_pair():
-    return sweep.toy_pair(**sweep.LAB_TOY)
+    return toy.toy_pair(**toy.LAB_TOY)
 
 
 def _models(choice: str):
     if choice == "toy":
         target, draft = _toy_pair()
-        return sweep.LAB_TOY_PROMPT, target, draft
+        return toy.LAB_TOY_PROMPT, target, draft
     settings = st.session_state[keys.SETTINGS]
     target_name, draft_name = settings.model_names()
     if not target_name:
@@ -89,7 +89,7 @@ def _run(rules: list[str], choice: str, k: int, n: int, gamma: int, temperature:
             )
 
         bar.progress(0.0, text="Computing the target's exact distribution…")
-        with sweep.one_thread() if choice == "toy" else contextlib.nullcontext():
+        with toy.one_thread() if choice == "toy" else contextlib.nullcontext():
             results, costs = compare_rules(
                 prompt_ids, target=target, draft=draft, rules=rules, k=k, n=n, gamma=gamma, temperature=temperature,
                 seed=seed, cost_runs=COST_RUNS[choice], cost_tokens=COST_TOKENS[choice], on_progress=progress,

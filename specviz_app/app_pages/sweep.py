@@ -7,7 +7,7 @@ import re
 
 import streamlit as st
 
-from specviz import glossary, sweep
+from specviz import glossary, sweep, toy
 from specviz.charts import sweep as sweep_charts
 from specviz.errors import SpecvizError
 from specviz_app import params, render, state
@@ -21,7 +21,7 @@ MODELS = {
 
 @st.cache_resource(max_entries=1, show_spinner=False)
 def _toy_pair():
-    return sweep.toy_pair()
+    return toy.toy_pair()
 
 
 def _start() -> None:
@@ -39,7 +39,7 @@ def _models(choice: str, settings: params.Settings):
     """(prompt, target, draft, description) for the chosen pair."""
     if choice == "toy":
         target, draft = _toy_pair()
-        return sweep.TOY_PROMPT, target, draft, "toy pair"
+        return toy.TOY_PROMPT, target, draft, "toy pair"
     target_name, draft_name = settings.model_names()
     if not target_name:
         raise SpecvizError("Name a target model in the sidebar (custom pair), or pick another pair.")
@@ -68,7 +68,7 @@ def _run(choice: str, gammas: list[int], temperatures: list[float], max_new: int
             where = f"γ {last['gamma']} at temperature {last['temperature']:g}" if last else "target alone"
             bar.progress(done / total, text=f"Run {done} of {total} done ({where})")
 
-        with sweep.one_thread() if choice == "toy" else contextlib.nullcontext():
+        with toy.one_thread() if choice == "toy" else contextlib.nullcontext():
             result = sweep.run_sweep(
                 prompt, target=target, draft=draft, gammas=gammas, temperatures=temperatures,
                 max_new_tokens=max_new, seed=settings.seed, top_k=settings.top_k or None,
@@ -172,7 +172,7 @@ def sweep_page() -> None:
             )
         )
     else:
-        st.caption(f"Prompt: token ids {sweep.TOY_PROMPT} · seed {settings.seed}. {runs} runs of {max_new} tokens.")
+        st.caption(f"Prompt: token ids {toy.TOY_PROMPT} · seed {settings.seed}. {runs} runs of {max_new} tokens.")
     st.button(
         "Run the sweep", icon=":material/play_arrow:", type="primary", on_click=_start, disabled=not temperatures,
         key="sweep_run",
