@@ -1,8 +1,12 @@
 """The lesson's content outside the page: its text, its recorded traces, and what each step shows.
 
 Each step names a figure kind; `FIGURES` maps the kind to a small builder that takes the lesson's
-recordings and returns a `Shown`: notes to print, optionally one iteration's token stream, and a
-Plotly figure. The page (app_pages/lesson.py) only lays them out. No torch, no streamlit.
+recordings and its language and returns a `Shown`: notes to print, optionally one iteration's token
+stream, and a Plotly figure. The page (app_pages/lesson.py) only lays them out. No torch, no streamlit.
+
+Words: the steps and the notes printed beside a figure are in assets/lesson/lesson.<language>.json
+("notes": templates, English for a key a language leaves out); the figures' own words (titles,
+axes, legends, annotations) are in specviz.charts.words.
 
 Recordings (assets/): `lesson_trace.json` is the main example, recorded with a pair that is faster
 than the target alone on this machine, with its target-alone baseline beside it;
@@ -26,6 +30,7 @@ from specviz.charts import lesson as lesson_charts
 from specviz.charts import theory as theory_charts
 from specviz.charts.timeline import time_to_tokens_ms, tokens_in_common
 from specviz.charts.tokens import draft_facts, iteration_tokens, md_escape
+from specviz.charts.words import words
 from specviz.errors import SpecvizError, TraceError
 from specviz.shipped import ASSETS
 from specviz.trace import Trace
@@ -93,6 +98,11 @@ def parse_step(raw, count: int) -> tuple[int, str | None]:
     return value, None
 
 
+def notes_text(language: str) -> dict[str, str]:
+    """The note templates of `language`, English where it has none."""
+    return {**load_lesson("en").get("notes", {}), **load_lesson(language).get("notes", {})}
+
+
 def race_numbers(trace: Trace, baseline: Trace | None) -> dict[str, Any] | None:
     """Equal-work comparison of a recording with its baseline: time to the tokens both wrote."""
     if baseline is None:
@@ -105,12 +115,12 @@ def race_numbers(trace: Trace, baseline: Trace | None) -> dict[str, Any] | None:
 # ----- one small builder per figure kind -----------------------------------------------------------
 
 
-def _teaching_iteration(rec: Recordings, kind: str) -> tuple[dict | None, Shown]:
+def _teaching_iteration(rec: Recordings, kind: str, notes: dict[str, str]) -> tuple[dict | None, Shown]:
     picks = lesson_charts.pick_iterations(rec.trace.iterations)
     index = picks["bonus" if kind == "bonus" else "resample"]
     if index is None:
-        missing = "every draft passed" if kind == "bonus" else "a draft was rejected"
-        return None, Shown([("info", f"The lesson trace has no iteration where {missing}.")])
+        missing = notes["missing_bonus" if kind == "bonus" else "missing_rejection"]
+        return None, Shown([("info", notes["missing"].format(missing=missing))])
     return rec.trace.iterations[index], Shown()
 
 
@@ -119,80 +129,86 @@ def _decisions(it: dict) -> tuple[list[dict], dict | None]:
     return [r for r in rows if r["is_draft"]], next((r for r in rows if not r["is_draft"]), None)
 
 
-def _race_note(trace: Trace, baseline: Trace | None, who: str) -> tuple[str, str]:
+def _race_note(trace: Trace, baseline: Trace | None, who: str, notes: dict[str, str]) -> tuple[str, str]:
+    """The race in words. Its ratio is time to the same tokens, named so: the headline's speedup is a
+    tokens/s ratio, the same number only when both runs wrote the same tokens."""
     race = race_numbers(trace, baseline)
     if race is None:
-        return ("caption", "No target-alone recording to race against.")
-    faster = "faster" if race["speedup"] >= 1 else "slower"
-    return (
-        "markdown",
-        f"{who}: **{race['speculative_ms']:.0f} ms** for the first {race['tokens']} tokens, against "
-        f"**{race['target_ms']:.0f} ms** for the target alone: **{race['speedup']:.2f}×** ({faster}).",
-    )
+        return ("caption", notes["no_race"])
+    faster = notes["faster" if race["speedup"] >= 1 else "slower"]
+    text = notes["race"].format(
+        who=who, n=race["tokens"], spec_ms=race["speculative_ms"], base_ms=race["target_ms"],
+        speedup=race["speedup"], faster=faster,
+    )  # fmt: skip
+    return ("markdown", text)
 
 
-def _serial(rec: Recordings) -> Shown:
-    return Shown(figure=timeline_figure(rec.baseline if rec.baseline is not None else rec.trace))
+def _serial(rec: Recordings, lang: str) -> Shown:
+    return Shown(figure=timeline_figure(rec.baseline if rec.baseline is not None else rec.trace, lang=lang))
 
 
-def _timeline(rec: Recordings) -> Shown:
-    draft = md_escape(str(rec.trace.config.get("draft")))
-    return Shown([_race_note(rec.trace, rec.baseline, f"With the draft {draft}")], None,
-                 timeline_figure(rec.trace, rec.baseline))  # fmt: skip
+def _timeline(rec: Recordings, lang: str) -> Shown:
+    notes = notes_text(lang)
+    who = notes["with_draft"].format(draft=md_escape(str(rec.trace.config.get("draft"))))
+    return Shown([_race_note(rec.trace, rec.baseline, who, notes)], None,
+                 timeline_figure(rec.trace, rec.baseline, lang))  # fmt: skip
 
 
-def _iteration_part(kind: str) -> Callable[[Recordings], Shown]:
-    def build(rec: Recordings) -> Shown:
-        it, shown = _teaching_iteration(rec, kind)
+def _iteration_part(kind: str) -> Callable[[Recordings, str], Shown]:
+    def build(rec: Recordings, lang: str) -> Shown:
+        notes, w = notes_text(lang), words(lang)
+        it, shown = _teaching_iteration(rec, kind, notes)
         if it is None:
             return shown
         drafts, corr = _decisions(it)
         k = it["accepted_count"]
         rejected = drafts[k] if k < len(drafts) else None
-        shown.notes.append(("caption", f"Iteration {it['index'] + 1} of the example: γ = {len(drafts)} drafts."))
+        shown.notes.append(("caption", notes["iteration"].format(number=it["index"] + 1, gamma=len(drafts))))
         shown.stream = (it, kind in ("draft", "verify"))
         extra = rec.trace.extra
         if kind in ("draft", "verify") and drafts[0]["q"] >= 0.999:
-            shown.notes.append(("caption", "This draft proposes its guess with certainty: q = 1 for its token."))
+            shown.notes.append(("caption", notes["certain"]))
         if kind == "draft":
-            shown.figure = draft_figure(drafts[0], "pending", extra, 1)
+            shown.figure = draft_figure(drafts[0], "pending", extra, 1, lang)
             for t in shown.figure.data:  # the target has not spoken yet: show q only
-                if t.name != "q (draft)":
+                if t.name != w["q_draft"]:
                     t.visible = "legendonly"
             shown.figure.layout.annotations = []
         elif kind == "verify":
-            shown.figure = draft_figure(drafts[0], drafts[0]["status"], extra, 1)
+            shown.figure = draft_figure(drafts[0], drafts[0]["status"], extra, 1, lang)
             shown.figure.layout.annotations = []
         elif kind == "decide":
-            shown.notes.append(("markdown", "  \n".join(draft_facts(r, one_line=True) for r in drafts[: k + 1])))
-            shown.figure = draft_figure(rejected, "rejected", extra, k + 1)
+            shown.notes.append(("markdown", "  \n".join(draft_facts(r, True, lang) for r in drafts[: k + 1])))
+            shown.figure = draft_figure(rejected, "rejected", extra, k + 1, lang)
         elif kind == "resample" and corr is not None:
-            shown.figure = residual_figure(rejected, corr, extra)
+            shown.figure = residual_figure(rejected, corr, extra, lang)
         elif kind == "unchanged":
-            shown.figure = lesson_charts.composition_figure(rejected, extra)
+            shown.figure = lesson_charts.composition_figure(rejected, extra, lang)
         elif kind == "bonus" and corr is not None:
-            shown.figure = bonus_figure(corr, extra)
+            shown.figure = bonus_figure(corr, extra, lang=lang)
         return shown
 
     return build
 
 
-def _pays(rec: Recordings) -> Shown:
+def _pays(rec: Recordings, lang: str) -> Shown:
+    notes = notes_text(lang)
     alpha = theory.estimate_alpha(rec.trace)
-    measured = f" The lesson's example measured α = {alpha:.2f}." if alpha is not None else ""
-    note = f"The curve is for a good draft on predictable text: α = 0.8, c = 0.05.{measured}"
-    return Shown([("caption", note)], None, theory_charts.walltime_curve_figure(0.8, 0.05, 4))
+    measured = notes["measured_alpha"].format(alpha=alpha) if alpha is not None else ""
+    note = notes["pays"].format(measured=measured)
+    return Shown([("caption", note)], None, theory_charts.walltime_curve_figure(0.8, 0.05, 4, lang=lang))
 
 
-def _not(rec: Recordings) -> Shown:
+def _not(rec: Recordings, lang: str) -> Shown:
     if rec.contrast is None:
-        return Shown(figure=theory_charts.walltime_curve_figure(0.25, 0.3, 4))
-    draft = md_escape(str(rec.contrast.config.get("draft")))
-    notes = [_race_note(rec.contrast, rec.contrast_baseline, f"The same prompt with the weak draft {draft}")]
-    return Shown(notes, None, timeline_figure(rec.contrast, rec.contrast_baseline))
+        return Shown(figure=theory_charts.walltime_curve_figure(0.25, 0.3, 4, lang=lang))
+    notes = notes_text(lang)
+    who = notes["weak_draft"].format(draft=md_escape(str(rec.contrast.config.get("draft"))))
+    shown_notes = [_race_note(rec.contrast, rec.contrast_baseline, who, notes)]
+    return Shown(shown_notes, None, timeline_figure(rec.contrast, rec.contrast_baseline, lang))
 
 
-FIGURES: dict[str, Callable[[Recordings], Shown]] = {
+FIGURES: dict[str, Callable[[Recordings, str], Shown]] = {
     "serial": _serial,
     "timeline": _timeline,
     **{kind: _iteration_part(kind) for kind in ("draft", "verify", "decide", "resample", "bonus", "unchanged")},
@@ -201,6 +217,7 @@ FIGURES: dict[str, Callable[[Recordings], Shown]] = {
 }
 
 
-def shown_for(kind: str, rec: Recordings) -> Shown:
+def shown_for(kind: str, rec: Recordings, lang: str = "en") -> Shown:
+    """What step kind `kind` shows, its words in `lang` (a key of LANGUAGES)."""
     builder = FIGURES.get(kind)
-    return builder(rec) if builder is not None else Shown()
+    return builder(rec, lang) if builder is not None else Shown()

@@ -69,3 +69,48 @@ def test_every_step_has_a_figure_builder():
         for step in lesson.load_lesson(language)["steps"]:
             assert step["figure"] in lesson.FIGURES
             assert lesson.shown_for(step["figure"], REC).figure is not None, step["figure"]
+
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+SYMBOLS = re.compile(r"\b(max|min|norm|ms|token)\b|[pqcαβγ]\b")  # math and units the Chinese text keeps as they are
+
+
+def chart_words(fig) -> list[str]:
+    """Every word a reader sees on a figure apart from the tick labels: the title, the axis titles,
+    the legend's names and the annotations."""
+    layout = fig.layout
+    out = [layout.title.text, layout.xaxis.title.text, layout.yaxis.title.text]
+    out += [t.name for t in fig.data if t.showlegend is not False]
+    out += [a.text for a in layout.annotations]
+    return [t for t in out if t]
+
+
+def english_words(text: str) -> list[str]:
+    return re.findall(r"[A-Za-z]{2,}", SYMBOLS.sub(" ", text))
+
+
+def test_chinese_lesson_figures_and_notes_are_in_chinese():
+    """?lang=zh translated the steps but left every figure's title, axes, legend and annotations, and
+    the notes beside them, in English."""
+    for step in lesson.load_lesson("zh")["steps"]:
+        shown = lesson.shown_for(step["figure"], REC, "zh")
+        texts = chart_words(shown.figure) + [text for _, text in shown.notes]
+        assert texts, step["id"]
+        for text in texts:
+            assert CJK.search(text) or not english_words(text), (step["id"], text)
+
+
+def test_english_lesson_figures_stay_english():
+    for step in lesson.load_lesson("en")["steps"]:
+        shown = lesson.shown_for(step["figure"], REC, "en")
+        for text in chart_words(shown.figure) + [text for _, text in shown.notes]:
+            assert not CJK.search(text), (step["id"], text)
+
+
+def test_shared_builders_keep_their_english_default():
+    from specviz.charts import theory as theory_charts
+    from specviz.charts import timeline_figure
+
+    assert timeline_figure(REC.trace, REC.baseline).layout.title.text == "Timeline: where the time goes"
+    fig = theory_charts.walltime_curve_figure(0.8, 0.05, 4)
+    assert fig.layout.yaxis.title.text == "walltime improvement (× target alone)"

@@ -23,19 +23,20 @@ from specviz.charts.style import (
     titled,
 )
 from specviz.charts.tokens import label_token, token_text
+from specviz.charts.words import words
 
 MAX_BARS = 8  # top tokens shown before the "other" bucket
 PROBABILITY_TICKS = [0, 0.2, 0.4, 0.6, 0.8, 1]  # the axis runs to 1.25 to leave room for labels
 
 
-def _categories(extra: dict, ids: list[int], chosen_text: str) -> list[str]:
+def _categories(extra: dict, ids: list[int], chosen_text: str, other: str = "other") -> list[str]:
     """Axis labels (HTML-escaped: Plotly reads tags in labels) for token ids, the chosen one first.
 
     The same text twice gets its id so the categories stay distinct.
     """
     texts = [chosen_text] + [token_text(extra, t) for t in ids[1:]]
     labels = [html.escape(label_token(t)) for t in texts]
-    return [f"{lab} (#{t})" if labels.count(lab) > 1 else lab for lab, t in zip(labels, ids, strict=True)] + ["other"]
+    return [f"{lab} (#{t})" if labels.count(lab) > 1 else lab for lab, t in zip(labels, ids, strict=True)] + [other]
 
 
 def _esc(text: str) -> str:
@@ -67,11 +68,15 @@ def _legend_swatch(fig: go.Figure, name: str, color: str, group: str) -> None:
                 hoverinfo="skip")  # fmt: skip
 
 
-def draft_figure(draft: dict[str, Any], status: str, extra: dict[str, Any], slot: int | None = None) -> go.Figure:
-    """q and p over the top tokens at one draft position, the drafted token outlined, min(p, q) shaded."""
+def draft_figure(
+    draft: dict[str, Any], status: str, extra: dict[str, Any], slot: int | None = None, lang: str = "en"
+) -> go.Figure:
+    """q and p over the top tokens at one draft position, the drafted token outlined, min(p, q) shaded.
+    lang: the language of its words (specviz.charts.words)."""
+    w = words(lang)
     tid = draft["token_id"]
     ids = _pick_ids(tid, draft["q_top"], draft["p_top"])
-    labels = _categories(extra, ids, draft["token"])
+    labels = _categories(extra, ids, draft["token"], w["other"])
     q_vals = _values(ids, draft["q_top"], {tid: draft["q"]})
     p_vals = _values(ids, draft["p_top"], {tid: draft["p"]})
     overlap = [min(a, b) for a, b in zip(q_vals[:-1], p_vals[:-1], strict=True)] + [0.0]
@@ -80,7 +85,7 @@ def draft_figure(draft: dict[str, Any], status: str, extra: dict[str, Any], slot
     fig.add_bar(
         x=labels,
         y=overlap,
-        name="min(p, q): mass both agree on",
+        name=w["min_pq"],
         marker_color=ACCEPTED_MASS_COLOR,
         offset=-0.43,
         width=0.86,
@@ -89,7 +94,7 @@ def draft_figure(draft: dict[str, Any], status: str, extra: dict[str, Any], slot
     fig.add_bar(
         x=labels,
         y=q_vals,
-        name="q (draft)",
+        name=w["q_draft"],
         marker={"color": Q_COLOR, "line": {"width": outline, "color": "#000"}},
         offset=-0.4,
         width=0.4,
@@ -98,17 +103,17 @@ def draft_figure(draft: dict[str, Any], status: str, extra: dict[str, Any], slot
     fig.add_bar(
         x=labels,
         y=p_vals,
-        name="p (target)",
+        name=w["p_target"],
         marker={"color": P_COLOR, "line": {"width": outline, "color": "#000"}},
         offset=0.0,
         width=0.4,
         hovertemplate="%{x}<br>p (target) %{y:.3g}<extra></extra>",
     )
-    where = f"draft {slot}" if slot else "draft"
+    where = w["draft_n"].format(slot=slot) if slot else w["draft"]
     fig.add_annotation(
         x=labels[0],
         y=max(q_vals[0], p_vals[0]),
-        text=f"drafted · {status}",
+        text=w["drafted_mark"].format(status=w.get(f"status_{status}", status)),
         showarrow=True,
         arrowhead=2,
         ax=0,
@@ -119,24 +124,28 @@ def draft_figure(draft: dict[str, Any], status: str, extra: dict[str, Any], slot
         **LAYOUT,
         barmode="overlay",
         height=390,
-        title=titled(f"{where}: {_esc(draft['token'])} (position {draft['position']}), q and p over the top tokens"),
+        title=titled(w["draft_title"].format(where=where, token=_esc(draft["token"]), position=draft["position"])),
     )
-    fig.update_yaxes(title="probability", range=[0, 1.25], tickvals=PROBABILITY_TICKS)
-    fig.update_xaxes(title="token (top tokens of p and q, then all others)")
+    fig.update_yaxes(title=w["probability"], range=[0, 1.25], tickvals=PROBABILITY_TICKS)
+    fig.update_xaxes(title=w["draft_x"])
     return fig
 
 
-def residual_figure(rejected: dict[str, Any], correction: dict[str, Any], extra: dict[str, Any]) -> go.Figure:
+def residual_figure(
+    rejected: dict[str, Any], correction: dict[str, Any], extra: dict[str, Any], lang: str = "en"
+) -> go.Figure:
     """After the first rejection: max(0, p - q), its normalised form, and the resampled token.
+    lang: the language of its words (specviz.charts.words).
 
     The residual's mass is sum max(0, p - q) = 1 - beta, so the unnormalised bars are the stored
     normalised top list times (1 - beta): exact, with no tokenizer or full distribution needed.
     """
+    w = words(lang)
     top = correction.get("residual_top") or []
     mass = max(0.0, 1.0 - rejected["beta"])
     tid = correction["token_id"]
     ids = _pick_ids(tid, top)
-    labels = _categories(extra, ids, correction["token"])
+    labels = _categories(extra, ids, correction["token"], w["other"])
     normalised = _values(ids, top)
     raw = [v * mass for v in normalised[:-1]]
     raw.append(max(0.0, mass - sum(raw)))
@@ -145,12 +154,12 @@ def residual_figure(rejected: dict[str, Any], correction: dict[str, Any], extra:
     fig.add_bar(
         x=labels,
         y=raw,
-        name="max(0, p − q)",
+        name=w["residual_raw"],
         marker_color=RESIDUAL_LIGHT_COLOR,
         offsetgroup="raw",
         hovertemplate="%{x}<br>max(0, p − q) %{y:.3g}<extra></extra>",
     )
-    name = "norm(max(0, p − q)): what the resample draws from"
+    name = w["residual_norm"]
     fig.add_bar(
         x=labels,
         y=normalised,
@@ -165,7 +174,7 @@ def residual_figure(rejected: dict[str, Any], correction: dict[str, Any], extra:
     fig.add_annotation(
         x=labels[0],
         y=normalised[0],
-        text="resampled",
+        text=w["resampled_mark"],
         showarrow=True,
         arrowhead=2,
         ax=0,
@@ -177,35 +186,38 @@ def residual_figure(rejected: dict[str, Any], correction: dict[str, Any], extra:
         barmode="group",
         height=390,
         title=titled(
-            f"Residual at position {correction['position']} (mass 1 − β = {mass:.3f}), resampled "
-            f"{_esc(correction['token'])}"
+            w["residual_title"].format(position=correction["position"], mass=mass, token=_esc(correction["token"]))
         ),
     )
-    fig.update_yaxes(title="probability", range=[0, 1.25], tickvals=PROBABILITY_TICKS)
-    fig.update_xaxes(title="token (top tokens of the residual, then all others)")
+    fig.update_yaxes(title=w["probability"], range=[0, 1.25], tickvals=PROBABILITY_TICKS)
+    fig.update_xaxes(title=w["residual_x"])
     return fig
 
 
-def bonus_figure(correction: dict[str, Any], extra: dict[str, Any], no_draft: bool = False) -> go.Figure:
-    """When every draft passed (or there was none): the target's next distribution p and the token drawn."""
+def bonus_figure(
+    correction: dict[str, Any], extra: dict[str, Any], no_draft: bool = False, lang: str = "en"
+) -> go.Figure:
+    """When every draft passed (or there was none): the target's next distribution p and the token drawn.
+    lang: the language of its words (specviz.charts.words)."""
+    w = words(lang)
     top = correction.get("p_top") or []
     tid = correction["token_id"]
     ids = _pick_ids(tid, top)
-    labels = _categories(extra, ids, correction["token"])
+    labels = _categories(extra, ids, correction["token"], w["other"])
     values = _values(ids, top, {tid: correction.get("p", 0.0)})
     outline = [3 if i == 0 else 0 for i in range(len(labels))]
     fig = go.Figure()
     fig.add_bar(
         x=labels,
         y=values,
-        name="p (target)",
+        name=w["p_target"],
         marker={"color": P_COLOR, "line": {"width": outline, "color": "#000"}},
         hovertemplate="%{x}<br>p (target) %{y:.3g}<extra></extra>",
     )
     fig.add_annotation(
         x=labels[0],
         y=values[0],
-        text="drawn" if no_draft else "bonus",
+        text=w["drawn_mark" if no_draft else "bonus_mark"],
         showarrow=True,
         arrowhead=2,
         ax=0,
@@ -217,10 +229,11 @@ def bonus_figure(correction: dict[str, Any], extra: dict[str, Any], no_draft: bo
         height=390,
         showlegend=True,
         title=titled(
-            f"{'Target alone' if no_draft else 'Bonus'} at position {correction['position']}: "
-            f"{_esc(correction['token'])} drawn from p"
+            w["alone_title" if no_draft else "bonus_title"].format(
+                position=correction["position"], token=_esc(correction["token"])
+            )
         ),
     )
-    fig.update_yaxes(title="probability", range=[0, 1.25], tickvals=PROBABILITY_TICKS)
-    fig.update_xaxes(title="token (top tokens of p, then all others)")
+    fig.update_yaxes(title=w["probability"], range=[0, 1.25], tickvals=PROBABILITY_TICKS)
+    fig.update_xaxes(title=w["bonus_x"])
     return fig

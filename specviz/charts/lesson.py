@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from specviz.charts.inspector import MAX_BARS
 from specviz.charts.style import LAYOUT, P_COLOR, RESIDUAL_COLOR, STATUS_COLORS, titled
 from specviz.charts.tokens import label_token, token_text
+from specviz.charts.words import words
 
 
 def pick_iterations(iterations: list[dict[str, Any]]) -> dict[str, int | None]:
@@ -33,13 +34,15 @@ def pick_iterations(iterations: list[dict[str, Any]]) -> dict[str, int | None]:
     }
 
 
-def composition_figure(draft: dict[str, Any], extra: dict[str, Any]) -> go.Figure:
+def composition_figure(draft: dict[str, Any], extra: dict[str, Any], lang: str = "en") -> go.Figure:
     """At one drafted position, P(output = x) stacked from its two routes: accepted as a draft,
     min(p, q), and resampled after a rejection, max(0, p − q). The stack meets p (purple diamonds)
     for every token: the proof that the output follows the target, in one picture.
 
     Only tokens in the recorded top lists (and the drafted token) are known; others count as 0.
+    lang: the language of its words (specviz.charts.words).
     """
+    w = words(lang)
     q_of = {tid: prob for tid, prob in draft["q_top"]}
     p_of = {tid: prob for tid, prob in draft["p_top"]}
     q_of[draft["token_id"]] = draft["q"]
@@ -58,14 +61,14 @@ def composition_figure(draft: dict[str, Any], extra: dict[str, Any]) -> go.Figur
     fig.add_bar(
         x=labels,
         y=accepted,
-        name="drafted and accepted: min(p, q)",
+        name=w["accepted_route"],
         marker_color=STATUS_COLORS["accepted"],
         hovertemplate="%{x}<br>min(p, q) %{y:.3g}<extra></extra>",
     )
     fig.add_bar(
         x=labels,
         y=resampled,
-        name="rejected, then resampled: max(0, p − q)",
+        name=w["resampled_route"],
         marker_color=RESIDUAL_COLOR,
         hovertemplate="%{x}<br>max(0, p − q) %{y:.3g}<extra></extra>",
     )
@@ -74,16 +77,16 @@ def composition_figure(draft: dict[str, Any], extra: dict[str, Any]) -> go.Figur
         y=p,
         mode="markers",
         marker={"color": P_COLOR, "size": 13, "symbol": "diamond", "line": {"color": "white", "width": 1}},
-        name="p (target): where the stack ends",
+        name=w["p_stack"],
         hovertemplate="%{x}<br>p %{y:.3g}<extra></extra>",
     )
     fig.update_layout(
         **LAYOUT,
         barmode="stack",
         height=400,
-        title=titled(f"Position {draft['position']}: the two routes to each token add up to p"),
-        xaxis_title="token (top tokens of p and q at this position)",
-        yaxis_title="probability of being the output",
+        title=titled(w["composition_title"].format(position=draft["position"])),
+        xaxis_title=w["composition_x"],
+        yaxis_title=w["composition_y"],
     )
     fig.update_yaxes(rangemode="tozero")
     return fig

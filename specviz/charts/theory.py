@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 
 from specviz import glossary
 from specviz.charts.style import LAYOUT, PREDICTION_COLOR, STATUS_COLORS, titled
+from specviz.charts.words import words
 from specviz.theory import (
     TABLE_4,
     best_gamma,
@@ -115,13 +116,16 @@ def walltime_curve_figure(
     gamma: int,
     gamma_max: int = GAMMA_MAX,
     measured: dict[str, float] | None = None,
+    lang: str = "en",
 ) -> go.Figure:
     """Expected walltime improvement (Thm 3.8) against γ at the chosen α and c, the best γ starred,
     the 1× line (the target alone) with the losing side shaded.
 
     measured: {"gamma", "alpha", "c"} of the current trace, drawn as the improvement its own α and
     c predict; plus "speedup" when a baseline measured one (a second marker).
+    lang: the language of its words (specviz.charts.words).
     """
+    w = words(lang)
     gs = _gammas(gamma_max)
     ys = [walltime_improvement(alpha, g, c) for g in gs]
     best = best_gamma(alpha, c, gamma_max)
@@ -133,7 +137,7 @@ def walltime_curve_figure(
         y=[1, 1],
         mode="lines",
         line={"color": STATUS_COLORS["rejected"], "dash": "dash"},
-        name="1× = target alone (below: slower)",
+        name=w["one_x"],
         hoverinfo="skip",
     )
     fig.add_scatter(
@@ -142,7 +146,7 @@ def walltime_curve_figure(
         mode="lines+markers",
         line={"color": THEORY_COLOR, "width": 3},
         marker={"size": 5},
-        name=f"expected at α = {alpha:.2f}, c = {c:.2f}",
+        name=w["expected_ac"].format(alpha=alpha, c=c),
         hovertemplate="γ %{x}: %{y:.2f}× faster<extra></extra>",
     )
     fig.add_scatter(
@@ -150,7 +154,7 @@ def walltime_curve_figure(
         y=[ys[best - 1]],
         mode="markers",
         marker={"color": BEST_COLOR, "size": 18, "symbol": "star"},
-        name=f"best γ = {best} ({ys[best - 1]:.2f}×)",
+        name=w["best_gamma"].format(gamma=best, speedup=ys[best - 1]),
         hovertemplate="best γ %{x}: %{y:.2f}×<extra></extra>",
     )
     fig.add_scatter(
@@ -158,7 +162,7 @@ def walltime_curve_figure(
         y=[ys[gamma - 1]] if gamma <= gamma_max else [walltime_improvement(alpha, gamma, c)],
         mode="markers",
         marker={"color": THEORY_COLOR, "size": 14, "symbol": "circle-open", "line": {"width": 3}},
-        name=f"your γ = {gamma}",
+        name=w["your_gamma"].format(gamma=gamma),
         hovertemplate="your γ %{x}: %{y:.2f}×<extra></extra>",
     )
     if measured and measured.get("alpha") is not None and measured.get("c") is not None and measured.get("gamma"):
@@ -170,7 +174,7 @@ def walltime_curve_figure(
             y=[pred],
             mode="markers",
             marker={"color": MEASURED_COLOR, "size": 13, "symbol": "diamond"},
-            name=f"current trace: predicted from its α, c ({pred:.2f}×)",
+            name=w["trace_predicted"].format(speedup=pred),
             hovertemplate="current trace γ %{x}: Thm 3.8 with its α and c gives %{y:.2f}×<extra></extra>",
         )
         if measured.get("speedup") is not None:
@@ -180,14 +184,14 @@ def walltime_curve_figure(
                 y=[measured["speedup"]],
                 mode="markers",
                 marker={"color": MEASURED_COLOR, "size": 13, "symbol": "x"},
-                name=f"current trace: measured vs its baseline ({measured['speedup']:.2f}×)",
+                name=w["trace_measured"].format(speedup=measured["speedup"]),
                 hovertemplate="current trace γ %{x}: measured %{y:.2f}×<extra></extra>",
             )
     fig.update_layout(
         **LAYOUT,
-        title=titled(f"Expected walltime improvement at α = {alpha:.2f}, c = {c:.2f}  (Thm 3.8)"),
-        xaxis_title="γ (draft tokens per iteration)",
-        yaxis_title="walltime improvement (× target alone)",
+        title=titled(w["walltime_title"].format(alpha=alpha, c=c)),
+        xaxis_title=w["gamma_x"],
+        yaxis_title=w["walltime_y"],
         height=400,
     )
     fig.update_xaxes(dtick=1 if gamma_max <= 16 else 2)

@@ -11,10 +11,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from specviz.charts.style import LAYOUT, P_COLOR, Q_COLOR, titled
+from specviz.charts.words import words
 from specviz.trace import Trace
-
-SPEC_ROW = "speculative"
-BASE_ROW = "target only"
 
 
 def tokens_in_common(trace: Trace, baseline: Trace | None) -> int:
@@ -49,26 +47,29 @@ def time_to_tokens_ms(trace: Trace, tokens: int) -> float:
     return max((it["start_ms"] + it["draft_ms"] + it["verify_ms"] for it in its), default=0.0)
 
 
-def timeline_figure(trace: Trace, baseline: Trace | None = None) -> go.Figure:
-    """One bar per phase and iteration; one Plotly trace per phase kind (not per iteration)."""
+def timeline_figure(trace: Trace, baseline: Trace | None = None, lang: str = "en") -> go.Figure:
+    """One bar per phase and iteration; one Plotly trace per phase kind (not per iteration).
+    lang: the language of its words (specviz.charts.words)."""
+    w = words(lang)
+    spec_row, base_row = w["row_spec"], w["row_base"]
     fig = go.Figure()
     common = tokens_in_common(trace, baseline)
     its = iterations_for(trace, common)
     spec = trace.mode == "speculative"
-    row = SPEC_ROW if spec else BASE_ROW
+    row = spec_row if spec else base_row
     if spec:
         fig.add_bar(
             y=[row] * len(its),
             x=[it["draft_ms"] for it in its],
             base=[it["start_ms"] for it in its],
             orientation="h",
-            name="draft γ tokens (q)",
+            name=w["draft_bar"],
             marker_color=Q_COLOR,
             customdata=[[it["index"] + 1, len(it["drafts"])] for it in its],
             hovertemplate="iteration %{customdata[0]}<br>draft %{customdata[1]} tokens: %{x:.1f} ms<extra></extra>",
         )
     _target_passes(
-        fig, row, its, "verify: one target pass (p), labelled accepted/drafted" if spec else "target step (p)", 1.0,
+        fig, row, its, w["verify_bar"] if spec else w["target_step"], 1.0,
         text=[_emitted_label(it) for it in its] if spec else None,
         customdata=[[it["index"] + 1, it["accepted_count"], len(it["drafts"])] for it in its],
         hovertemplate="iteration %{customdata[0]}<br>verify: %{x:.1f} ms<br>accepted %{customdata[1]} of "
@@ -78,37 +79,35 @@ def timeline_figure(trace: Trace, baseline: Trace | None = None) -> go.Figure:
     if baseline is not None and baseline.iterations and baseline is not trace:
         b = iterations_for(baseline, common)
         _target_passes(
-            fig, BASE_ROW, b, "target-only step (p), one token each", 0.55,
+            fig, base_row, b, w["base_step"], 0.55,
             customdata=[[it["index"] + 1] for it in b],
             hovertemplate="token %{customdata[0]}: %{x:.1f} ms<extra></extra>",
         )  # fmt: skip
-        rows.append(BASE_ROW)
-    for name, t in ((row, trace), (BASE_ROW, baseline)):
-        if t is None or not t.iterations or (name == BASE_ROW and t is trace and spec):
+        rows.append(base_row)
+    for name, t in ((row, trace), (base_row, baseline)):
+        if t is None or not t.iterations or (name == base_row and t is trace and spec):
             continue
         end = time_to_tokens_ms(t, common)
-        cut = "" if t.summary["new_tokens"] == common else f" (of {t.summary['new_tokens']})"
+        cut = "" if t.summary["new_tokens"] == common else w["cut"].format(total=t.summary["new_tokens"])
         fig.add_annotation(
             x=end,
             y=name,
-            text=f" {end:.0f} ms for the first {common} tokens{cut}",
+            text=w["first_tokens"].format(ms=end, n=common, cut=cut),
             showarrow=False,
             xanchor="left",
             font={"size": 12},
         )
     if not its:
-        fig.add_annotation(
-            text="this trace has no recorded iterations", showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper"
-        )
+        fig.add_annotation(text=w["no_iterations"], showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
     fig.update_layout(
         **LAYOUT,
         barmode="overlay",
         bargap=0.35,
         uniformtext={"minsize": 10, "mode": "hide"},  # counts that do not fit a bar are left to the hover
         height=260 + 40 * len(rows),
-        title=titled("Timeline: where the time goes"),
+        title=titled(w["timeline_title"]),
     )
-    fig.update_xaxes(title="time since the first iteration started (ms)", tickformat=",d")
+    fig.update_xaxes(title=w["timeline_x"], tickformat=",d")
     fig.update_yaxes(title="", categoryorder="array", categoryarray=list(reversed(rows)))
     return fig
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from specviz.charts.words import words
 from specviz.trace import Trace
 
 
@@ -62,20 +63,11 @@ def token_rows(source: Trace | list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [row for it in iterations for row in iteration_tokens(it)]
 
 
-def decision_text(row: dict[str, Any]) -> str:
-    """One line saying why the token has its status."""
+def decision_text(row: dict[str, Any], lang: str = "en") -> str:
+    """One line saying why the token has its status (lang: the language, specviz.charts.words)."""
     status = row["status"]
-    if status == "accepted":
-        return "accepted: the target's top token (greedy)" if row.get("r") is None else "accepted: r < min(1, p/q)"
-    if status == "rejected":
-        return "rejected: not the target's top token (greedy)" if row.get("r") is None else "rejected: r ≥ min(1, p/q)"
-    if status == "discarded":
-        return "discarded: an earlier draft was rejected"
-    if status == "resampled":
-        return "resampled from norm(max(0, p − q))"
-    if status == "bonus":
-        return "bonus: drawn from p after all drafts passed"
-    return "drawn from p by the target alone (no draft to check)"
+    greedy = "_greedy" if status in ("accepted", "rejected") and row.get("r") is None else ""
+    return words(lang).get(f"decision_{status}{greedy}", words(lang)["decision_target"])
 
 
 def hover_card(row: dict[str, Any], extra: dict[str, Any] | None = None, markup: bool = True) -> str:
@@ -120,16 +112,16 @@ def md_escape(text: str) -> str:
     return "".join("\\" + ch if ch in "\\`*_[]<>#|~$" else ch for ch in text)
 
 
-def draft_facts(row: dict, one_line: bool = False) -> str:
+def draft_facts(row: dict, one_line: bool = False, lang: str = "en") -> str:
     """Markdown: one draft's q, p, p/q, min(1, p/q), r and the decision (the inspector's detail, or
-    one line with the token for the lesson)."""
+    one line with the token for the lesson, in the lesson's language `lang`)."""
     r = "none (greedy: accept iff it is the target's top token)" if row["r"] is None else f"{row['r']:.4f}"
     ratio = "∞" if row["q"] == 0 else f"{row['p'] / row['q']:.3f}"
     if one_line:
-        r = "none (greedy)" if row["r"] is None else f"{row['r']:.3f}"
+        r = words(lang)["r_greedy"] if row["r"] is None else f"{row['r']:.3f}"
         return (
             f"**{md_escape(label_token(row['token']))}**: q = {row['q']:.3f}, p = {row['p']:.3f}, p/q = {ratio}, "
-            f"min(1, p/q) = {row['accept_prob']:.3f}, r = {r} → {decision_text(row)}"
+            f"min(1, p/q) = {row['accept_prob']:.3f}, r = {r} → {decision_text(row, lang)}"
         )
     return (
         f"q (draft) **{row['q']:.4f}** · p (target) **{row['p']:.4f}** · p/q {ratio}  \n"

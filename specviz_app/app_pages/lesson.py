@@ -64,8 +64,8 @@ def _stream(it: dict, extra: dict, hide_decisions: bool = False) -> None:
     st.html(render.token_stream_html([it], extra))
 
 
-def _figure(kind: str, rec: lesson_content.Recordings, big: bool) -> None:
-    shown = lesson_content.shown_for(kind, rec)
+def _figure(kind: str, rec: lesson_content.Recordings, big: bool, language: str) -> None:
+    shown = lesson_content.shown_for(kind, rec, language)
     notes = st.container() if not big else None  # presenter view: the figure first, its notes after it
     if shown.stream is not None and not big:
         _stream(shown.stream[0], rec.trace.extra, hide_decisions=shown.stream[1])
@@ -152,7 +152,7 @@ def lesson_page() -> None:
         if step.get("takeaway"):
             st.info(step["takeaway"], icon=":material/lightbulb:")
     with figure:
-        _figure(step.get("figure", ""), rec, big)
+        _figure(step.get("figure", ""), rec, big, language)
 
     with st.expander(ui.get("contents", "Steps")):
         st.selectbox(
