@@ -31,6 +31,7 @@ INSPECT_NEXT = "_inspect_next"  # Step inspector: the iteration play moves to on
 PLAYING = "playing"  # Step inspector: play is on
 TRACES_NOTICE = "_traces_notice"  # Traces: what an upload or example opening did, said once
 THEORY_ALPHA, THEORY_GAMMA, THEORY_C = "th_alpha", "th_gamma", "th_c"  # Theory: its sliders
+THEORY_EXACT = "th_exact"  # Theory: the trace's unrounded α and c behind sliders set from it
 SWEEP_RESULT = "sweep_result"  # Sweep: the result on show
 SWEEP_SOURCE = "sweep_source"  # Sweep: where it came from (run here, or a file)
 SWEEP_RUNNING = "sweep_running"  # Sweep: a sweep is running (Stop is offered)

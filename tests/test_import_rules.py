@@ -158,3 +158,39 @@ def test_the_checks_catch_what_they_look_for(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert streamlit_importers("pkg") == ["pkg.x"]
     assert private_calls_across_modules("pkg") == ["pkg/x.py: other._hidden"]
+
+
+def literal_session_keys(folder: str) -> list[str]:
+    """`st.session_state["x"]`, `.get("x")`, `.pop("x")`, `.setdefault("x")` and `"x" in st.session_state`
+    with a string literal, outside specviz_app/keys.py (where every key is named once)."""
+    bad = []
+    for path in (ROOT / folder).rglob("*.py"):
+        if path.name == "keys.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            literal = None
+            if isinstance(node, ast.Subscript) and _is_session_state(node.value):
+                literal = node.slice
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if node.func.attr in ("get", "pop", "setdefault") and _is_session_state(node.func.value) and node.args:
+                    literal = node.args[0]
+            elif isinstance(node, ast.Compare) and any(_is_session_state(c) for c in node.comparators):
+                literal = node.left
+            if isinstance(literal, ast.Constant) and isinstance(literal.value, str):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: {literal.value!r}")
+    return bad
+
+
+def _is_session_state(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "session_state"
+
+
+def test_session_state_keys_are_named_in_one_place(tmp_path, monkeypatch):
+    assert literal_session_keys("specviz_app") == []
+    planted = tmp_path / "pkg"
+    planted.mkdir()
+    (planted / "x.py").write_text(
+        'st.session_state["a"] = 1\nst.session_state.get("b")\nif "c" in st.session_state: pass\n'
+    )
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert [b.split(": ")[1] for b in literal_session_keys("pkg")] == ["'a'", "'b'", "'c'"]

@@ -13,7 +13,7 @@ from specviz import lesson as lesson_content
 from specviz.charts.tokens import label_token
 from specviz.errors import SpecvizError
 from specviz.lesson import LANGUAGES
-from specviz_app import render
+from specviz_app import keys, render
 
 PRESENTER_CSS = """<style>
 [data-testid="stMain"] [data-testid="stMarkdownContainer"] p,
@@ -41,14 +41,14 @@ def _recordings(mtime: float) -> lesson_content.Recordings:
 
 def _url_value(key: str):
     """A value from the link that opened the app (the sidebar rewrites the URL, so read the first one)."""
-    first = st.session_state.get("_url_query") or {}
+    first = st.session_state.get(keys.URL_QUERY) or {}
     if key in first:
         return first[key]
     return st.query_params.get_all(key) or None
 
 
 def _move(delta: int, count: int) -> None:
-    st.session_state["lesson_step"] = min(max(1, st.session_state.get("lesson_step", 1) + delta), count)
+    st.session_state[keys.LESSON_STEP] = min(max(1, st.session_state.get(keys.LESSON_STEP, 1) + delta), count)
 
 
 def _stream(it: dict, extra: dict, hide_decisions: bool = False) -> None:
@@ -85,14 +85,14 @@ def _figure(kind: str, rec: lesson_content.Recordings, big: bool, language: str)
 
 def lesson_page() -> None:
     # Language and step: from the link on the first visit of this page, then from the widgets.
-    if "lesson_lang" not in st.session_state:
+    if keys.LESSON_LANG not in st.session_state:
         raw = _url_value("lang")
         lang = (raw[-1] if isinstance(raw, list) and raw else raw) or "en"
-        st.session_state["lesson_lang"] = lang if lang in LANGUAGES else "en"
-    if st.session_state.get("lesson_lang") not in LANGUAGES:  # a segmented control can be cleared
-        st.session_state["lesson_lang"] = "en"
+        st.session_state[keys.LESSON_LANG] = lang if lang in LANGUAGES else "en"
+    if st.session_state.get(keys.LESSON_LANG) not in LANGUAGES:  # a segmented control can be cleared
+        st.session_state[keys.LESSON_LANG] = "en"
     try:
-        language = st.session_state["lesson_lang"]
+        language = st.session_state[keys.LESSON_LANG]
         lesson = _lesson(language, (lesson_content.LESSON_DIR / f"lesson.{language}.json").stat().st_mtime)
         rec = _recordings(lesson_content.MAIN_TRACE.stat().st_mtime if lesson_content.MAIN_TRACE.is_file() else 0.0)
     except (SpecvizError, OSError) as exc:
@@ -101,32 +101,32 @@ def lesson_page() -> None:
     steps = lesson["steps"]
     count = len(steps)
     ui = lesson.get("ui", {})
-    if "lesson_step" not in st.session_state:
+    if keys.LESSON_STEP not in st.session_state:
         step, message = lesson_content.parse_step(_url_value("step"), count)
-        st.session_state["lesson_step"] = step
+        st.session_state[keys.LESSON_STEP] = step
         if message:
-            st.session_state["_lesson_message"] = message
-    st.session_state["lesson_step"] = min(max(1, int(st.session_state["lesson_step"])), count)
+            st.session_state[keys.LESSON_MESSAGE] = message
+    st.session_state[keys.LESSON_STEP] = min(max(1, int(st.session_state[keys.LESSON_STEP])), count)
 
     top = st.columns([2, 1, 1.3], vertical_alignment="center")
     top[0].caption(render.md_escape(lesson["title"]))
     top[1].segmented_control(
-        ui.get("language", "Language"), list(LANGUAGES), format_func=LANGUAGES.get, key="lesson_lang",
+        ui.get("language", "Language"), list(LANGUAGES), format_func=LANGUAGES.get, key=keys.LESSON_LANG,
         label_visibility="collapsed",
     )  # fmt: skip
-    if "lesson_presenter" not in st.session_state:  # a link can open the presenter view: ?presenter=1
+    if keys.LESSON_PRESENTER not in st.session_state:  # a link can open the presenter view: ?presenter=1
         raw = _url_value("presenter")
-        st.session_state["lesson_presenter"] = (raw[-1] if isinstance(raw, list) and raw else raw) == "1"
-    big = top[2].toggle(ui.get("presenter", "Presenter view (large type)"), key="lesson_presenter")
-    if message := st.session_state.pop("_lesson_message", None):
+        st.session_state[keys.LESSON_PRESENTER] = (raw[-1] if isinstance(raw, list) and raw else raw) == "1"
+    big = top[2].toggle(ui.get("presenter", "Presenter view (large type)"), key=keys.LESSON_PRESENTER)
+    if message := st.session_state.pop(keys.LESSON_MESSAGE, None):
         st.warning(f"From the link: {message}")
     if big:
         st.html(PRESENTER_CSS)
 
-    i = st.session_state["lesson_step"]
+    i = st.session_state[keys.LESSON_STEP]
     step = steps[i - 1]
     st.query_params["step"] = str(i)  # the URL opens this step (the sidebar rewrites the rest)
-    st.query_params["lang"] = st.session_state["lesson_lang"]
+    st.query_params["lang"] = st.session_state[keys.LESSON_LANG]
     st.query_params["presenter"] = "1" if big else "0"
     if not big:  # on a projector the title's number says where we are; the space goes to the figure
         st.progress(i / count, text=f"{ui.get('step', 'Step')} {i} {ui.get('of', 'of')} {count}")
@@ -156,10 +156,10 @@ def lesson_page() -> None:
 
     with st.expander(ui.get("contents", "Steps")):
         st.selectbox(
-            ui.get("contents", "Steps"), list(range(1, count + 1)), key="lesson_step",
+            ui.get("contents", "Steps"), list(range(1, count + 1)), key=keys.LESSON_STEP,
             format_func=lambda n: f"{n}. {steps[n - 1]['title']}", label_visibility="collapsed",
         )  # fmt: skip
-        link = f"?step={i}&lang={st.session_state['lesson_lang']}&presenter={int(big)}"
+        link = f"?step={i}&lang={st.session_state[keys.LESSON_LANG]}&presenter={int(big)}"
         st.caption(f"{ui.get('link', 'Link to this step')}: `{link}`")
         st.caption(render.md_escape(f"{ui.get('trace', 'Example used')}: {rec.name} · {rec.trace.prompt[:80]}"))
 

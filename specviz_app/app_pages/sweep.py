@@ -10,7 +10,7 @@ import streamlit as st
 from specviz import glossary, sweep, toy
 from specviz.charts import sweep as sweep_charts
 from specviz.errors import SpecvizError
-from specviz_app import params, render, state
+from specviz_app import keys, params, render, state
 
 TEMPERATURE_CHOICES = [0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0]
 MODELS = {
@@ -25,14 +25,14 @@ def _toy_pair():
 
 
 def _start() -> None:
-    st.session_state["sweep_running"] = True
-    st.session_state["sweep_stop"] = False
-    st.session_state["sweep_source"] = "run here"
+    st.session_state[keys.SWEEP_RUNNING] = True
+    st.session_state[keys.SWEEP_STOP] = False
+    st.session_state[keys.SWEEP_SOURCE] = "run here"
 
 
 def _stop() -> None:
-    st.session_state["sweep_stop"] = True
-    st.session_state["sweep_running"] = False
+    st.session_state[keys.SWEEP_STOP] = True
+    st.session_state[keys.SWEEP_RUNNING] = False
 
 
 def _models(choice: str, settings: params.Settings):
@@ -49,21 +49,21 @@ def _models(choice: str, settings: params.Settings):
 
 
 def _run(choice: str, gammas: list[int], temperatures: list[float], max_new: int) -> None:
-    settings = st.session_state["settings"]
+    settings = st.session_state[keys.SETTINGS]
     area = st.empty()  # the progress box disappears when the sweep ends
     box = area.container(border=True)
     box.button("Stop", icon=":material/stop:", on_click=_stop, key="sweep_stop_button", type="secondary")
     bar = box.progress(0.0, text="Loading the models…")
-    with state.ErrorGuard("sweep_error", area) as guard:
+    with state.ErrorGuard(keys.SWEEP_ERROR, area) as guard:
         prompt, target, draft, _ = _models(choice, settings)
         total = len(temperatures) * (len(gammas) + 1)
         # A new sweep replaces the shown one at once: a Stop click interrupts this script, and what
         # on_progress stored by then is what the page shows afterwards ("stopped after n of total").
-        st.session_state["sweep_result"] = sweep.SweepResult(config={}, runs_total=total)
+        st.session_state[keys.SWEEP_RESULT] = sweep.SweepResult(config={}, runs_total=total)
         bar.progress(0.0, text=f"Warming up, then {total} runs…")
 
         def progress(done: int, total: int, partial: sweep.SweepResult) -> None:
-            st.session_state["sweep_result"] = partial  # kept even if a click interrupts this script
+            st.session_state[keys.SWEEP_RESULT] = partial  # kept even if a click interrupts this script
             last = partial.cells[-1] if partial.cells and done > 1 else None
             where = f"γ {last['gamma']} at temperature {last['temperature']:g}" if last else "target alone"
             bar.progress(done / total, text=f"Run {done} of {total} done ({where})")
@@ -73,12 +73,12 @@ def _run(choice: str, gammas: list[int], temperatures: list[float], max_new: int
                 prompt, target=target, draft=draft, gammas=gammas, temperatures=temperatures,
                 max_new_tokens=max_new, seed=settings.seed, top_k=settings.top_k or None,
                 top_p=None if settings.top_p >= 1.0 else float(settings.top_p),
-                on_progress=progress, should_stop=lambda: bool(st.session_state.get("sweep_stop")),
+                on_progress=progress, should_stop=lambda: bool(st.session_state.get(keys.SWEEP_STOP)),
             )  # fmt: skip
     if guard.failed:
         return
     area.empty()
-    st.session_state["sweep_result"] = result
+    st.session_state[keys.SWEEP_RESULT] = result
 
 
 def _show(result: sweep.SweepResult) -> None:
@@ -142,8 +142,8 @@ def _export_and_load(result: sweep.SweepResult | None) -> None:
         except SpecvizError as exc:
             st.error(f"{render.md_escape(upload.name)}: {exc}")
             return
-        st.session_state["sweep_result"] = loaded
-        st.session_state["sweep_source"] = f"file: {upload.name}"
+        st.session_state[keys.SWEEP_RESULT] = loaded
+        st.session_state[keys.SWEEP_SOURCE] = f"file: {upload.name}"
         st.rerun()
 
 
@@ -153,7 +153,7 @@ def sweep_page() -> None:
         "Run every γ at several temperatures on one prompt, each against the target alone at the same temperature. "
         "Where is speculative decoding fastest, and does the paper's formula follow the measurements?"
     )
-    settings = st.session_state["settings"]
+    settings = st.session_state[keys.SETTINGS]
     choice = st.radio("Models", list(MODELS), format_func=MODELS.get, key="sweep_models", horizontal=True)
     cols = st.columns([1.3, 1.3, 1])
     lo, hi = cols[0].slider("γ from … to …", 1, 8, (1, 8), key="sweep_gammas", help="each γ is one run per temperature")
@@ -179,15 +179,15 @@ def sweep_page() -> None:
     )  # fmt: skip
     if not temperatures:
         st.info("Pick at least one temperature.")
-    if st.session_state.get("sweep_running"):
-        st.session_state["sweep_running"] = False  # one sweep per click; a Stop click also clears it
+    if st.session_state.get(keys.SWEEP_RUNNING):
+        st.session_state[keys.SWEEP_RUNNING] = False  # one sweep per click; a Stop click also clears it
         _run(choice, gammas, sorted(temperatures), int(max_new))
-    if error := st.session_state.pop("sweep_error", None):
+    if error := st.session_state.pop(keys.SWEEP_ERROR, None):
         st.error(f"{error}\n\nThe previous sweep, if any, is still shown.")
 
-    result = st.session_state.get("sweep_result")
+    result = st.session_state.get(keys.SWEEP_RESULT)
     if result is not None:
-        st.caption(render.md_escape(f"Showing: {st.session_state.get('sweep_source', 'run here')}"))
+        st.caption(render.md_escape(f"Showing: {st.session_state.get(keys.SWEEP_SOURCE, 'run here')}"))
         _show(result)
     else:
         st.info("No sweep yet. Pick the grid and press **Run the sweep**, or load a saved one below.")

@@ -6,7 +6,7 @@ import streamlit as st
 from specviz import glossary, theory
 from specviz.charts import theory as theory_charts
 from specviz.config import GAMMA_MAX
-from specviz_app import state
+from specviz_app import keys, state
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -28,16 +28,16 @@ def _use_measured(m: dict) -> None:
         if value is not None:
             exact[key] = min(max(value, 0.0), 1.0)
             st.session_state[key] = round(exact[key], 2)  # the slider's 0.01 grid
-    st.session_state["th_exact"] = exact
+    st.session_state[keys.THEORY_EXACT] = exact
     if m["gamma"]:
-        st.session_state["th_gamma"] = min(int(m["gamma"]), GAMMA_MAX)
+        st.session_state[keys.THEORY_GAMMA] = min(int(m["gamma"]), GAMMA_MAX)
 
 
 def _exact(key: str, shown: float) -> float:
     """The trace's own value behind a slider that 'Use the current trace's α, γ, c' set, for as long as
     the slider still shows it rounded; else the slider's value. The headline then computes Thm 3.8
     from the same α and c as the chart's trace point (rounded inputs printed 0.99× beside its 0.98×)."""
-    exact = st.session_state.get("th_exact", {}).get(key)
+    exact = st.session_state.get(keys.THEORY_EXACT, {}).get(key)
     return exact if exact is not None and round(exact, 2) == shown else shown
 
 
@@ -48,21 +48,22 @@ def theory_page() -> None:
         "draft passes on average; γ, drafts per iteration; and c, what one draft step costs as a fraction of one "
         "target step. Move them and watch the curves; the pink diamond is what the current trace measured."
     )
-    st.session_state.setdefault("th_alpha", 0.75)
-    st.session_state.setdefault("th_gamma", 7)
-    st.session_state.setdefault("th_c", 0.05)
+    st.session_state.setdefault(keys.THEORY_ALPHA, 0.75)
+    st.session_state.setdefault(keys.THEORY_GAMMA, 7)
+    st.session_state.setdefault(keys.THEORY_C, 0.05)
     m = _measured()
 
     cols = st.columns([1, 1, 1, 1.1], vertical_alignment="bottom")
     alpha = cols[0].slider(
-        glossary.ALPHA.label, 0.0, 1.0, step=0.01, key="th_alpha",
+        glossary.ALPHA.label, 0.0, 1.0, step=0.01, key=keys.THEORY_ALPHA,
         help="the mean of β = Σ min(p, q): how likely a draft is to pass",
     )  # fmt: skip
     gamma = cols[1].slider(
-        "γ (draft tokens per iteration)", 1, GAMMA_MAX, key="th_gamma", help="more drafts: more to win and to waste"
-    )
+        "γ (draft tokens per iteration)", 1, GAMMA_MAX, key=keys.THEORY_GAMMA,
+        help="more drafts: more to win and to waste",
+    )  # fmt: skip
     c = cols[2].slider(
-        "c (draft step ÷ target step)", 0.0, 1.0, step=0.01, key="th_c",
+        "c (draft step ÷ target step)", 0.0, 1.0, step=0.01, key=keys.THEORY_C,
         help="cost of one draft step as a fraction of one target pass; 0 = free draft",
     )  # fmt: skip
     cols[3].button(
