@@ -378,7 +378,8 @@ def _validate_iterations(data: dict) -> None:
             _expect(q > 0, f"{dw}.q", "a probability > 0 (the draft proposed this token)")
             if abs(a - min(1.0, p / q)) > ACCEPT_PROB_TOLERANCE:
                 raise TraceError(f"{dw}.accept_prob is {a} but min(1, p/q) is {min(1.0, p / q)}.")
-            if d.get("r") is not None:
+            _expect("r" in d, f"{dw}.r", "the draw r (null in a greedy run, which draws nothing)")
+            if d["r"] is not None:
                 r = _number(d["r"], f"{dw}.r", 0, 1)
                 if exact and d["accepted"] and not r < a:
                     raise TraceError(f"{dw}: accepted although r = {r} is not below accept_prob = {a}.")
