@@ -26,8 +26,9 @@ setup_python() {
 
 setup_chromium() {
     # Browser tests drive Debian's Chromium; Playwright's own browser download is never used.
-    if [ ! -x /usr/bin/chromium ]; then
-        apt-get update -qq && apt-get install -y -qq chromium >/dev/null
+    # A CJK font, so the Chinese lesson's screenshots show characters instead of empty boxes.
+    if [ ! -x /usr/bin/chromium ] || [ ! -f /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ]; then
+        apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-microhei >/dev/null
     fi
 }
 
