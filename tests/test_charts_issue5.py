@@ -234,5 +234,5 @@ def test_rules_figure_bars_grow_with_the_evidence():
     correct, wrong = fig.data
     assert correct.y[0] == pytest.approx(-math.log10(0.8))
     assert wrong.y[0] == pytest.approx(16)  # 1e-40 drawn at the 1e-16 floor
-    assert wrong.text[0] == "p = 1e-40"
+    assert wrong.text[0] == "p-value 1e-40"  # never "p =": p is the target's probability
     assert fig.layout.shapes[0].y0 == pytest.approx(2)  # the 0.01 line

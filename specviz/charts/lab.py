@@ -137,6 +137,12 @@ def rules_rows(results: dict[str, dict[str, Any]], costs: dict[str, float] | Non
     return rows
 
 
+def p_value_label(p_value: float | None) -> str:
+    if p_value is None:
+        return "n/a"
+    return "p-value 0 (impossible sample)" if p_value == 0 else f"p-value {p_value:.2g}"
+
+
 def rules_figure(results: dict[str, dict[str, Any]], wrong_rules: Sequence[str]) -> go.Figure:
     """Evidence against p for each rule's speculative samples: −log10 of the goodness-of-fit p-value,
     so a taller bar means 'further from the target's distribution'. Above the line (p-value 0.01)
@@ -154,9 +160,10 @@ def rules_figure(results: dict[str, dict[str, Any]], wrong_rules: Sequence[str])
             y=[-math.log10(max(p, floor)) if p is not None else None for p in ps],
             name="correct rule (keeps p exactly)" if correct else "wrong rule (changes the distribution)",
             marker_color=CORRECT_COLOR if correct else WRONG_COLOR,
-            text=[("n/a" if p is None else "p = 0 (impossible sample)" if p == 0 else f"p = {p:.2g}") for p in ps],
+            # "p-value", never "p =": p is the target's probability everywhere else in specviz.
+            text=[p_value_label(p) for p in ps],
             textposition="outside",
-            hovertemplate="%{x}: p-value %{text}<extra></extra>",
+            hovertemplate="%{x}: %{text}<extra></extra>",
         )
     threshold = -math.log10(SIGNIFICANCE)
     fig.add_hline(
