@@ -150,3 +150,15 @@ def test_specviz_app_serves_the_app_from_the_installed_package(installed):
         proc.wait(20)
         log.close()
     assert "Traceback" not in (anywhere / "app.log").read_text()
+
+
+def test_the_specviz_command_without_streamlit_or_arguments_says_what_to_do(monkeypatch, capsys):
+    from specviz_app import launch
+
+    assert launch.main([]) == 2 and "specviz app" in capsys.readouterr().out
+    assert launch.main(["--help"]) == 0
+    monkeypatch.setattr(launch.importlib.util, "find_spec", lambda name: None)  # a notebook-only install
+    assert launch.main(["app"]) == 2
+    assert "pip install 'specviz[app]'" in capsys.readouterr().err
+    cmd = launch.app_command(["--server.port", "9"])
+    assert cmd[-2:] == ["--server.port", "9"] and str(launch.APP_SCRIPT) in cmd  # later options win
