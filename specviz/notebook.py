@@ -161,7 +161,10 @@ def step_parts(trace: Trace, iteration: int) -> list[str | go.Figure]:
     view = step_view(trace, iteration)
     parts: list[str | go.Figure] = [
         NOTEBOOK_CSS + _heading(view.summary),
-        legend_html(statuses_in([view.iteration])) + token_stream_html([view.iteration], trace.extra),
+        "<div class='sv-nb'>"
+        + legend_html(statuses_in([view.iteration]))
+        + token_stream_html([view.iteration], trace.extra)
+        + "</div>",
     ]
     for panel in view.drafts:
         parts += [_paragraph("", panel.title), panel.figure]
