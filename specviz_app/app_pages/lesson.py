@@ -25,6 +25,8 @@ header[data-testid="stHeader"] {display: none !important}
 [data-testid="stMain"] h2 {font-size: 2.4rem !important}
 [data-testid="stMain"] .sv-stream {font-size: 26px !important}
 [data-testid="stMain"] [data-testid="stWidgetLabel"] p {font-size: 1rem !important}
+[data-testid="stMain"] [data-testid="stButtonGroup"] [data-testid="stMarkdownContainer"] p
+{font-size: 1.05rem !important; line-height: 1.3 !important}
 [data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"] {display: none !important}
 </style>"""
 
