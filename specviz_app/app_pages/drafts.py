@@ -92,7 +92,7 @@ def _race_tab() -> None:
         st.error(f"{error}\n\nThe previous race, if any, is still shown.")
     result, source = st.session_state.get(keys.RACE_RESULT), "raced here"
     if result is None:
-        result, source = state.shipped_race(), "recorded race (assets/race.json)"
+        result, source = state.shipped_race(), "recorded race (shipped with specviz)"
     if result is None:
         st.info("No race yet: press the button above.")
         return
