@@ -131,7 +131,8 @@ def theory_page() -> None:
     point = measured_point or {"alpha": None, "c": None}
     st.plotly_chart(_plane(alpha, c, point["alpha"], point["c"]), key="th-plane")
     st.caption(
-        "Each point of the plane shows the best speedup over γ = 1..16 (white: 1×, no gain; red: slower; green: "
+        f"Each point of the plane shows the best speedup over γ = 1..{GAMMA_MAX} (white: 1×, no gain; red: slower; "
+        "green: "
         "faster, deepest at 4× or more). Above the dashed line α = c drafting never pays, whatever γ."
     )
 
