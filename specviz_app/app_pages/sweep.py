@@ -98,7 +98,7 @@ def _show(result: sweep.SweepResult) -> None:
         f"{best['speedup']:.2f}×",
         help=f"at γ {best['gamma']}, temperature {best['temperature']:g}",
     )
-    cols[1].metric("at", f"γ {best['gamma']}, T {best['temperature']:g}")
+    cols[1].metric("Best at", f"γ {best['gamma']}, T {best['temperature']:g}")
     cols[2].metric(
         glossary.C.label, "n/a" if c is None else f"{c:.3f}", help=f"median over the runs: {glossary.C.definition}"
     )
@@ -106,7 +106,8 @@ def _show(result: sweep.SweepResult) -> None:
         f"T {float(t):g}: {v:.1f}" for t, v in sorted(result.baselines.items(), key=lambda kv: float(kv[0]))
     )
     n_base = len(result.baselines)
-    cols[3].metric("Target alone", f"{n_base} temperature{'s' if n_base != 1 else ''}", help=f"tokens/s: {base}")
+    # A short value: a metric cuts what does not fit its quarter of the page ("3 temperatu…").
+    cols[3].metric("Target-alone runs", f"{n_base}", help=f"one per temperature; tokens/s: {base}")
     st.plotly_chart(sweep_charts.speedup_heatmap(result), key="sweep-heatmap")
     left, right = st.columns(2)
     left.plotly_chart(sweep_charts.tokens_per_iteration_sweep_figure(result), key="sweep-tokens")
