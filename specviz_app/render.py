@@ -1,8 +1,9 @@
-"""HTML and Streamlit pieces the pages share: the coloured token stream with hover cards, its
-legend, the headline numbers, and the notice above every page about which trace is shown.
+"""The Streamlit pieces the pages share: the headline numbers as metrics, the two texts side by
+side with their sameness verdict, and the notice above every page about which trace is shown.
 
-Every piece of text that came from a user or a model passes through html.escape before it
-reaches st.html (hover cards escape their own token text in specviz.charts.tokens).
+The HTML of the token stream and its legend is built in the library (specviz.charts.stream, also
+used by the notebook views) and re-exported here for the pages. Every piece of text that came
+from a user or a model passes through html.escape before it reaches st.html.
 """
 
 from __future__ import annotations
