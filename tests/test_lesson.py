@@ -114,3 +114,13 @@ def test_shared_builders_keep_their_english_default():
     assert timeline_figure(REC.trace, REC.baseline).layout.title.text == "Timeline: where the time goes"
     fig = theory_charts.walltime_curve_figure(0.8, 0.05, 4)
     assert fig.layout.yaxis.title.text == "walltime improvement (× target alone)"
+
+
+def test_the_token_legend_follows_the_lesson_language():
+    from specviz.charts.stream import MAIN_STATUSES, legend_html
+    from specviz.charts.style import STATUS_LABELS
+
+    english, chinese = legend_html(), legend_html(lang="zh")
+    assert all(STATUS_LABELS[s] in english for s in MAIN_STATUSES)
+    assert not any(STATUS_LABELS[s] in chinese for s in MAIN_STATUSES)
+    assert "被拒绝的草稿" in chinese and 'class="sv-key sv-rejected">rejected<' in chinese  # names stay

@@ -12,6 +12,7 @@ import html
 
 from specviz.charts.style import STATUS_BACKGROUNDS, STATUS_COLORS, STATUS_LABELS
 from specviz.charts.tokens import display_token, hover_card, token_rows
+from specviz.charts.words import words
 
 CSS = (
     "<style>"
@@ -73,9 +74,13 @@ def statuses_in(iterations: list[dict]) -> tuple[str, ...]:
     return MAIN_STATUSES + extra
 
 
-def legend_html(statuses: tuple[str, ...] = MAIN_STATUSES) -> str:
+def legend_html(statuses: tuple[str, ...] = MAIN_STATUSES, lang: str = "en") -> str:
+    """The key of the statuses' colours; the status names stay as in the trace, their descriptions
+    follow `lang` (the lesson in Chinese)."""
+    said = words(lang)
     keys = "".join(
-        f'<span><span class="sv-key sv-{s}">{s}</span> {html.escape(STATUS_LABELS[s])}</span>' for s in statuses
+        f'<span><span class="sv-key sv-{s}">{s}</span> {html.escape(said.get(f"legend_{s}", STATUS_LABELS[s]))}</span>'
+        for s in statuses
     )
     return f'{CSS}<div class="sv-legend">{keys}</div>'
 

@@ -134,6 +134,13 @@ TEXT: dict[str, dict[str, str]] = {
         "decision_bonus": "奖励 token：所有草稿通过后从 p 抽出",
         "decision_target": "由目标模型单独从 p 抽出（没有草稿可检验）",
         "r_greedy": "无（贪心）",
+        # the token legend (English: specviz.charts.style.STATUS_LABELS)
+        "legend_accepted": "被接受的草稿",
+        "legend_rejected": "被拒绝的草稿",
+        "legend_discarded": "被丢弃的草稿（在一次拒绝之后，从未检验）",
+        "legend_resampled": "重新采样（从残差分布）",
+        "legend_bonus": "奖励 token（所有草稿都通过）",
+        "legend_target": "仅目标模型（没有草稿）",
     },
 }
 

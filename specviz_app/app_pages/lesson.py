@@ -53,7 +53,7 @@ def _move(delta: int, count: int) -> None:
     st.session_state[keys.LESSON_STEP] = min(max(1, st.session_state.get(keys.LESSON_STEP, 1) + delta), count)
 
 
-def _stream(it: dict, extra: dict, hide_decisions: bool = False) -> None:
+def _stream(it: dict, extra: dict, language: str, hide_decisions: bool = False) -> None:
     if hide_decisions:  # before the target has judged: every draft is only a proposal (grey)
         drafts = "".join(
             f'<span style="background:#eeeeee;color:#424242;border-bottom:2px dashed #9e9e9e;padding:1px 3px;'
@@ -62,7 +62,7 @@ def _stream(it: dict, extra: dict, hide_decisions: bool = False) -> None:
         )
         st.html(f'<div class="sv-stream" style="font-family:ui-monospace,monospace;font-size:16px">{drafts}</div>')
         return
-    st.html(render.legend_html())
+    st.html(render.legend_html(lang=language))
     st.html(render.token_stream_html([it], extra))
 
 
@@ -70,7 +70,7 @@ def _figure(kind: str, rec: lesson_content.Recordings, big: bool, language: str)
     shown = lesson_content.shown_for(kind, rec, language)
     notes = st.container() if not big else None  # presenter view: the figure first, its notes after it
     if shown.stream is not None and not big:
-        _stream(shown.stream[0], rec.trace.extra, hide_decisions=shown.stream[1])
+        _stream(shown.stream[0], rec.trace.extra, language, hide_decisions=shown.stream[1])
     if shown.figure is not None:
         if big:
             shown.figure.update_layout(font={"size": 20}, height=420, title_font={"size": 22}, legend_font={"size": 18})
@@ -79,7 +79,7 @@ def _figure(kind: str, rec: lesson_content.Recordings, big: bool, language: str)
             shown.figure.update_yaxes(tickfont_size=18, title_font_size=20)
         st.plotly_chart(shown.figure, key=f"lesson-{kind}")
     if big and shown.stream is not None:
-        _stream(shown.stream[0], rec.trace.extra, hide_decisions=shown.stream[1])
+        _stream(shown.stream[0], rec.trace.extra, language, hide_decisions=shown.stream[1])
     with notes if notes is not None else st.container():
         for level, text in shown.notes:
             getattr(st, level)(text)  # st.caption / st.markdown / st.info
