@@ -53,7 +53,7 @@ class HeadTrainConfig:
     gen_dtype: str = "bfloat16"
     subset: int = 0  # draft vocabulary size; 0: choose among SUBSET_CANDIDATES by measurement
     unroll: int = 3  # training-time-test steps
-    steps: int = 1000
+    steps: int = 2000  # the shipped head; 1000 gave held-out alpha 0.38 instead of 0.43, in half the time
     batch: int = 12  # answers per optimiser step
     lr: float = 1e-3
     warmup: int = 50
