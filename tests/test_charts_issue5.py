@@ -236,3 +236,12 @@ def test_rules_figure_bars_grow_with_the_evidence():
     assert wrong.y[0] == pytest.approx(16)  # 1e-40 drawn at the 1e-16 floor
     assert wrong.text[0] == "p-value 1e-40"  # never "p =": p is the target's probability
     assert fig.layout.shapes[0].y0 == pytest.approx(2)  # the 0.01 line
+
+
+def test_rules_table_as_text_keeps_every_label_whole_and_formats_the_numbers():
+    results = {"exact": make_lab(), "resample_from_p": make_lab("resample_from_p", shift=True)}
+    rows = lab_charts.rules_rows(results, {"exact": 1.834}, as_text=True)
+    raw = lab_charts.rules_rows(results, {"exact": 1.834})
+    assert [r["what it does"] for r in rows] == [r["what it does"] for r in raw]  # labels untouched
+    assert rows[0]["p-value"] == "0.8" and rows[1]["p-value"] == "1e-40"
+    assert rows[0]["tokens per iteration"] == "1.83" and rows[1]["tokens per iteration"] == "n/a"

@@ -116,8 +116,22 @@ def verdict(result: dict[str, Any], which: str = "spec_test") -> str:
     return "rejected" if test["p_value"] < SIGNIFICANCE else "not rejected"
 
 
-def rules_rows(results: dict[str, dict[str, Any]], costs: dict[str, float] | None = None) -> list[dict[str, Any]]:
-    """One row per rule tried: its label, the test of its samples, the verdict, tokens per iteration."""
+RULE_NUMBER_FORMATS = {"p-value": "{:.3g}", "statistic": "{:.1f}", "tokens per iteration": "{:.2f}"}
+
+
+def rules_rows(
+    results: dict[str, dict[str, Any]], costs: dict[str, float] | None = None, as_text: bool = False
+) -> list[dict[str, Any]]:
+    """One row per rule tried: its label, the test of its samples, the verdict, tokens per iteration.
+    as_text=True formats the numbers for a static table (which wraps long text, unlike a data grid)."""
+    if as_text:
+
+        def show(key: str, value: Any) -> Any:
+            if value is None:
+                return "n/a"
+            return RULE_NUMBER_FORMATS[key].format(value) if key in RULE_NUMBER_FORMATS else value
+
+        return [{k: show(k, v) for k, v in row.items()} for row in rules_rows(results, costs)]
     rows = []
     for rule, r in results.items():
         test = _test(r, "spec_test") or {}

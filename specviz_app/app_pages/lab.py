@@ -111,15 +111,8 @@ def _show_results(stored: dict) -> None:
     if len(names) > 1:
         st.subheader("Every rule, side by side")
         st.plotly_chart(lab_charts.rules_figure(results, WRONG_RULES), key="lab-rules")
-        st.dataframe(
-            lab_charts.rules_rows(results, costs),
-            hide_index=True,
-            column_config={
-                "p-value": st.column_config.NumberColumn(format="%.3g"),
-                "statistic": st.column_config.NumberColumn(format="%.1f"),
-                "tokens per iteration": st.column_config.NumberColumn(format="%.2f"),
-            },
-        )
+        # A static table wraps its text: a data grid cut "what it does" to "…then resample fro".
+        st.table(lab_charts.rules_rows(results, costs, as_text=True))
         if "exact" in costs and "no_bonus" in costs:
             st.caption(
                 f"Skipping the bonus keeps the distribution (its p-value is not small) but emits fewer tokens per "
