@@ -3,15 +3,15 @@
 `specviz app [streamlit options]` starts the Streamlit app from any folder, with the app's server
 settings (this module is their one home: an installed package has no `.streamlit/config.toml`
 beside it). Every other `specviz` subcommand (generate, validate, bench, train-draft, train-head)
-is the library's command line, `specviz.cli`. Nothing here imports streamlit: the app runs in a
-child process, so a notebook install without the `app` extra still gets the other commands.
+is the library's command line, `specviz.cli`. Nothing here imports streamlit: the command replaces
+itself with `python -m streamlit run`, so a notebook install without the `app` extra still gets
+the other commands.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -53,10 +53,11 @@ def start_app(extra: list[str]) -> int:
     if importlib.util.find_spec("streamlit") is None:
         print("specviz app needs Streamlit, which this install lacks: pip install 'specviz[app]'", file=sys.stderr)
         return 2
-    try:
-        return subprocess.call(app_command(extra), env=app_environment())
-    except KeyboardInterrupt:  # Ctrl-C stops the server; no traceback for the user
-        return 130
+    cmd = app_command(extra)
+    # Become the server (exec, not a child process): a stop signal then reaches Streamlit itself
+    # instead of leaving it running without its parent.
+    os.execve(cmd[0], cmd, app_environment())
+    return 0  # not reached
 
 
 def main(argv: list[str] | None = None) -> int:

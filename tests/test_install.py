@@ -150,6 +150,21 @@ def test_specviz_app_serves_the_app_from_the_installed_package(installed):
         proc.wait(20)
         log.close()
     assert "Traceback" not in (anywhere / "app.log").read_text()
+    time.sleep(1)
+    assert servers_started_from(bin_dir) == []  # stopping `specviz app` stops the server it started
+
+
+def servers_started_from(bin_dir: Path) -> list[str]:
+    """Command lines of running processes started from the fresh environment's interpreter."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue  # the process ended meanwhile
+        if args and args[0].decode(errors="replace").startswith(str(bin_dir)):
+            found.append(b" ".join(args).decode(errors="replace"))
+    return found
 
 
 def test_the_specviz_command_without_streamlit_or_arguments_says_what_to_do(monkeypatch, capsys):
