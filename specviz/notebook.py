@@ -32,6 +32,7 @@ from specviz.charts.stream import CSS, escaped_text, legend_html, statuses_in, t
 from specviz.charts.timeline import time_to_tokens_ms, timeline_figure, tokens_in_common
 from specviz.config import GAMMA_MAX
 from specviz.errors import TraceError
+from specviz.sameness import sameness_of, sentence_for
 from specviz.trace import Trace
 
 VIEWS = ("tokens", "step", "timeline", "acceptance", "theory")
@@ -117,12 +118,7 @@ def _config_html(trace: Trace) -> str:
 
 
 def _sameness_html(trace: Trace, baseline: Trace) -> str:
-    from specviz.sameness import sameness_of
-
     verdict = sameness_of(trace, baseline)
-
-    def text(token_id: int) -> str:
-        return trace.extra.get("token_text", {}).get(str(token_id), f"#{token_id}")
 
     kind = {"identical": "sv-identical", "near_tie": "", "different_samples": ""}.get(verdict.verdict, "sv-different")
     left = f"<div><b>Speculative</b> ({trace.summary['new_tokens']} tokens)<div class='sv-plain'>"
@@ -131,7 +127,7 @@ def _sameness_html(trace: Trace, baseline: Trace) -> str:
     right += f"{escaped_text(baseline.output_text)}</div></div>"
     return (
         f"<div class='sv-verdict {kind}' data-verdict='{html.escape(verdict.verdict)}'>"
-        f"{html.escape(verdict.sentence(text))}</div><div class='sv-columns'>{left}{right}</div>"
+        f"{html.escape(sentence_for(trace, verdict))}</div><div class='sv-columns'>{left}{right}</div>"
     )
 
 

@@ -64,6 +64,12 @@ def sameness_of(speculative, target_alone) -> Sameness:
     return compare_runs(speculative, target_alone)
 
 
+def sentence_for(speculative, verdict: Sameness) -> str:
+    """The verdict in words, tokens named as the speculative trace wrote them (#id when unknown)."""
+    names = speculative.extra.get("token_text", {})
+    return verdict.sentence(lambda token_id: names.get(str(token_id), f"#{token_id}"))
+
+
 def compare_runs(speculative, target_alone, target_fp32=None) -> Sameness:
     """Two Traces of the same prompt and settings -> their Sameness. `target_fp32` (the target
     loaded in float32) measures the gap at a greedy difference; without it the gap stays unknown."""

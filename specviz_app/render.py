@@ -13,7 +13,7 @@ import streamlit as st
 from specviz.charts.headline import headline_metrics
 from specviz.charts.stream import escaped_text, legend_html, statuses_in, token_stream_html
 from specviz.charts.tokens import md_escape
-from specviz.sameness import sameness_of
+from specviz.sameness import sameness_of, sentence_for
 
 __all__ = ["escaped_text", "legend_html", "md_escape", "statuses_in", "token_stream_html"]  # for the pages
 
@@ -34,11 +34,7 @@ def side_by_side(trace, baseline) -> None:
         st.info("No target-alone run recorded: tick 'Also run the target alone' in the sidebar and Run.")
         return
     verdict = sameness_of(trace, baseline)
-
-    def text(token_id: int) -> str:
-        return trace.extra.get("token_text", {}).get(str(token_id), f"#{token_id}")
-
-    sentence = verdict.sentence(text)
+    sentence = sentence_for(trace, verdict)
     if verdict.verdict == "identical":
         st.success(sentence, icon=":material/check_circle:")
     elif verdict.verdict in ("near_tie", "different_samples"):
