@@ -70,10 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in DELEGATED:
-        return importlib.import_module(DELEGATED[argv[0]]).main(argv[1:])
-    args = build_parser().parse_args(argv)
     try:
+        if argv and argv[0] in DELEGATED:  # the recipes and the bench raise SpecvizError like the rest
+            return importlib.import_module(DELEGATED[argv[0]]).main(argv[1:])
+        args = build_parser().parse_args(argv)
         if args.command == "generate":
             return _generate(args)
         return _validate(args.path)

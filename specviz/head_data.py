@@ -11,7 +11,10 @@ decoder gives the head float32 features, which differ by about one bf16 rounding
 the noise the head is trained with.
 
 Data lives in shards (one per generation batch) under a folder, so an interrupted run resumes
-where it stopped and a finished one is reused by later training runs.
+where it stopped and a finished one is reused by later training runs. A shard is reused only when
+it answers the very prompts of its batch at the same temperature (its sequences begin with those
+prompts' token ids): a folder written with other --prompts, --heldout or --gen-batch settings is
+refused with an error instead of silently mixing held-out text into training.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from specviz.errors import SpecvizError
 from specviz.prompting import prompt_token_ids
 from specviz.recipe import generation_config, left_padded
 
@@ -62,11 +66,11 @@ def write_answers(
     try:
         for k, b in enumerate(range(0, len(prompts), batch)):
             shard = folder / f"{tag}-{k}.pt"
-            if shard.is_file():
-                out_sequences += load_shard(shard)
-                continue
             chunk = prompts[b : b + batch]
             encoded = [prompt_token_ids(tokenizer, p) for p in chunk]
+            if shard.is_file():
+                out_sequences += load_matching_shard(shard, encoded, temperature)
+                continue
             width = max(len(e) for e in encoded)
             input_ids, attention = left_padded(encoded, pad)  # [B, P] each
             gen_cfg = generation_config(new_tokens, temperature, eos, pad)
@@ -97,6 +101,20 @@ def write_answers(
     finally:
         hook.remove()
     return out_sequences
+
+
+def load_matching_shard(path: Path, encoded: list[list[int]], temperature: float) -> list[Sequence]:
+    """A shard's sequences, after checking that they answer `encoded` (the batch's prompts as token
+    ids, in order) at `temperature`; SpecvizError otherwise."""
+    sequences = load_shard(path)
+    held = [s.ids[: s.start].tolist() for s in sequences]
+    if held != encoded or any(s.temperature != temperature for s in sequences):
+        raise SpecvizError(
+            f"{path} holds answers to other prompts or at another temperature than this run asks for "
+            "(it was written with other --prompts, --heldout, --gen-batch or --target settings). "
+            "Use another --data folder, or delete that folder's shards to write them again."
+        )
+    return sequences
 
 
 def load_shard(path: Path) -> list[Sequence]:

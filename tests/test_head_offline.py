@@ -105,10 +105,29 @@ def test_train_head_recipe_smoke(tmp_path):
     assert history["schema"] == "specviz.head_training/1"
     assert [p["step"] for p in history["history"]] == [0, 2, 4]
     assert len(history["history"][-1]["alpha_by_position"]) == 4
-    assert history["subset"]["chosen"] == 2048 and 0 < history["subset"]["candidates"][0]["coverage"] < 1
+    subset = history["subset"]
+    assert subset["chosen"] == 2048 and subset["chosen_by"] == "the recipe's setting"
+    assert [c["size"] for c in subset["candidates"]] == [4096, 8192, 16384, 2048]  # all measured, one kept
+    assert all(0 < c["coverage"] < 1 for c in subset["candidates"])
     target = load_model()
     head = load_head(tmp_path / "head", target.model)
     trace = speculative_generate(
         PROMPTS[0], target=target, draft=HeadDrafter(head, "smoke"), gamma=2, temperature=1.0, max_new_tokens=8
     )
     assert trace.summary["new_tokens"] == 8
+
+
+def test_recipe_refuses_data_written_for_other_prompts(tmp_path, capsys):
+    """Shards are reused only for the prompts they answer: held-out text must never turn into
+    training text because a later run asked for another number of prompts."""
+    from specviz.cli import main
+
+    argv = ["train-head", "--data", str(tmp_path), "--new-tokens", "2", "--gen-batch", "8", "--heldout", "2"]
+    argv += ["--out", str(tmp_path / "head"), "--history", str(tmp_path / "h.json"), "--steps", "0"]
+    argv += ["--subset", "2048"]
+    assert main(argv + ["--prompts", "8"]) == 0
+    capsys.readouterr()
+    assert main(argv + ["--prompts", "6"]) == 2  # the same folder, a batch of other prompts
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "greedy-0.pt holds answers to other prompts" in err
+    assert "Traceback" not in err
