@@ -21,6 +21,10 @@ The recipe, with fixed seeds (the same flags give the same head on the same mach
     5. the head is saved as safetensors (fp16) with its config; it borrows the target's embedding.
 
     python -m specviz train-head [--data ~/.cache/specviz/head-data] [--threads 1] [--device cpu]
+
+On a 2-core CPU with both cores it takes about 80 minutes (26 writing the text, 54 training); a
+clean-clone run reproduced the shipped head's alpha within 0.006 at every draft position
+(docs/benchmarks.md).
 """
 
 from __future__ import annotations
