@@ -282,8 +282,9 @@ def environment(threads: int) -> dict:
     }
 
 
-def _fmt(value, spec: str) -> str:
-    return "n/a" if value is None else format(value, spec)
+def _fmt(value, spec: str, unit: str = "") -> str:
+    """A number with its unit, or "n/a" alone (never "n/ax") when it was not measured."""
+    return "n/a" if value is None else format(value, spec) + unit
 
 
 def markdown(report: dict) -> str:
@@ -323,10 +324,10 @@ def markdown(report: dict) -> str:
             by_pos = " ".join(_fmt(a, ".2f") for a in r["acceptance_by_position"])
             lines.append(
                 f"| {r['temperature']:g} | {r['gamma']} | {tps['untraced']:.2f} | {tps['traced']:.2f} "
-                f"| {_fmt(tps.get('hf'), '.2f')} | {sp['untraced']:.2f}x | {_fmt(sp.get('hf'), '.2f')}x "
+                f"| {_fmt(tps.get('hf'), '.2f')} | {sp['untraced']:.2f}x | {_fmt(sp.get('hf'), '.2f', 'x')} "
                 f"| {_fmt(r['acceptance_rate'], '.3f')} | {by_pos} | {_fmt(r['mean_accepted_length'], '.2f')} "
                 f"| {_fmt(r['alpha'], '.3f')} | {_fmt(r['expected_tokens'], '.2f')} | {r['c']:.3f} "
-                f"| {r['verify_over_target_step']:.2f} | {_fmt(r['predicted_speedup'], '.2f')}x "
+                f"| {r['verify_over_target_step']:.2f} | {_fmt(r['predicted_speedup'], '.2f', 'x')} "
                 f"| {_fmt(r['efficiency'], '.2f')} | {100 * r['tracing_overhead']:.1f}% "
                 f"| {_fmt(r['specviz_over_hf'], '.2f')} | {_sameness_cell(r.get('sameness', {}))} |"
             )

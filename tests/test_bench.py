@@ -82,6 +82,7 @@ def test_bench_tiny(tmp_path):
         "Hardware",
     ):
         assert column in table
+    assert "n/a |" in table and "n/ax" not in table  # the n-gram has no HF figure: "n/a", never "n/ax"
 
 
 def test_bench_refuses_bad_prompt_count(capsys):
