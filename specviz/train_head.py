@@ -2,8 +2,10 @@
 
 The recipe, with fixed seeds (the same flags give the same head on the same machine and versions):
 
-    1. the target answers the head's prompt pool (specviz.head_data): per prompt one greedy answer
-       and `--samples` answers sampled at temperature 1, keeping its final-norm features; 64 other
+    1. the prompts: `--prompts` of the templated pool (specviz.prompt_pool) and `--self-prompts`
+       user messages the target writes itself from its chat template (specviz.self_prompts), free
+       text like the bench's; the target answers each (specviz.head_data) once greedily and
+       `--samples` times sampled at temperature 1, keeping its final-norm features; 64 other pool
        prompts are answered in float32 and kept aside to measure alpha with the exact p;
     2. the draft vocabulary S: the most frequent answer tokens, 8k of them. Each run measures
        4k/8k/16k: the held-out target mass inside S (alpha can never exceed it) against the
@@ -16,8 +18,9 @@ The recipe, with fixed seeds (the same flags give the same head on the same mach
        Loss per step: cross-entropy from the target's distribution over S to q, plus 0.1 x
        SmoothL1 from the predicted to the true feature; step k weighted 0.8^(k-1);
     4. every `--eval-every` steps: alpha per draft position on held-out sampled text (T=1) and
-       greedy agreement per position on held-out greedy text, written to assets/head_training.json;
-       a checkpoint beside the data lets an interrupted run resume;
+       greedy agreement per position on held-out greedy text, both for the held-out pool prompts
+       and for the bench's free-text prompts (measured, never trained on), written to
+       assets/head_training.json; a checkpoint beside the data lets an interrupted run resume;
     5. the head is saved as safetensors (fp16) with its config; it borrows the target's embedding.
 
     python -m specviz train-head [--data ~/.cache/specviz/head-data] [--threads 1] [--device cpu]
@@ -41,6 +44,7 @@ from specviz.head import DraftHead, HeadCache, head_config_for, init_from_target
 from specviz.head_data import Sequence, write_answers
 from specviz.prompt_pool import head_prompts
 from specviz.recipe import lr_scale, machine, run_recipe, versions, write_record
+from specviz.self_prompts import write_self_prompts
 from specviz.shipped import ASSETS, WEIGHTS
 
 DEFAULT_OUT = WEIGHTS / "specviz-head-smollm2"
@@ -51,7 +55,8 @@ SUBSET_CANDIDATES = (4096, 8192, 16384)
 @dataclass(frozen=True)
 class HeadTrainConfig:
     target: str | None = None  # None: the offline default target
-    prompts: int = 1600  # training prompts (the 64 held-out ones come after them in the same shuffle)
+    prompts: int = 1600  # training prompts of the templated pool (the 64 held-out ones come after them)
+    self_prompts: int = 0  # training prompts the target writes itself (specviz.self_prompts); 0: none
     heldout: int = 64  # half answered greedily, half sampled at T=1, in float32
     samples: int = 1  # sampled answers per training prompt, on top of the greedy one
     new_tokens: int = 160  # tokens the target writes per answer at most
@@ -80,18 +85,24 @@ class HeadTrainConfig:
 # ----- 1. data ----------------------------------------------------------------------------------
 
 
-def make_data(cfg: HeadTrainConfig, folder: Path, log) -> tuple[list[Sequence], list[Sequence], float]:
+def make_data(cfg: HeadTrainConfig, folder: Path, log) -> tuple[list[Sequence], list[Sequence], list[Sequence], float]:
+    """-> (training text, held-out pool text, the bench's free-text prompts answered, seconds)."""
+    from specviz.bench import PROMPTS as BENCH_PROMPTS  # the bench measures on free text the head never saw
     from specviz.models import load_model
 
     t0 = time.perf_counter()
     prompts = head_prompts(cfg.prompts + cfg.heldout, 0)  # seed 0 fixes the split, whatever cfg.seed
     train_prompts, held_prompts = prompts[: cfg.prompts], prompts[cfg.prompts :]
     writer = load_model(cfg.target, device=cfg.device, dtype=cfg.gen_dtype)
-    train = write_answers(writer, train_prompts, 0.0, cfg.new_tokens, cfg.gen_batch, 0, folder, "greedy", log)
-    for k in range(1, cfg.samples + 1):
-        train += write_answers(
-            writer, train_prompts, 1.0, cfg.new_tokens, cfg.gen_batch, k, folder, f"sampled-{k}", log
-        )
+    exclude = set(prompts) | set(BENCH_PROMPTS)
+    own = write_self_prompts(writer, cfg.self_prompts, cfg.seed, folder, exclude, cfg.gen_batch, log=log)
+    train = []
+    for group, tag in ((train_prompts, ""), (own, "self-")):
+        train += write_answers(writer, group, 0.0, cfg.new_tokens, cfg.gen_batch, 0, folder, f"{tag}greedy", log)
+        for k in range(1, cfg.samples + 1):
+            train += write_answers(
+                writer, group, 1.0, cfg.new_tokens, cfg.gen_batch, k, folder, f"{tag}sampled-{k}", log
+            )
     exact = load_model(cfg.target, device=cfg.device, dtype="float32")
     half = cfg.heldout // 2
     held = write_answers(
@@ -100,7 +111,14 @@ def make_data(cfg: HeadTrainConfig, folder: Path, log) -> tuple[list[Sequence], 
     held += write_answers(
         exact, held_prompts[half:], 1.0, cfg.new_tokens, half, 0, folder, "heldout-sampled", log, torch.float32
     )
-    return train, held, time.perf_counter() - t0
+    # The bench's prompts, answered once greedily and once sampled: alpha where the bench measures
+    # speed, on free text from outside the pool (measured only, never trained on).
+    free = []
+    for temperature, tag in ((0.0, "bench-greedy"), (1.0, "bench-sampled")):
+        free += write_answers(
+            exact, BENCH_PROMPTS, temperature, cfg.new_tokens, len(BENCH_PROMPTS), 0, folder, tag, log, torch.float32
+        )
+    return train, held, free, time.perf_counter() - t0
 
 
 def pad_batch(seqs: list[Sequence], device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -358,7 +376,7 @@ def train(cfg: HeadTrainConfig, data: Path, out: Path, history_path: Path | None
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     wall0 = time.perf_counter()
-    train_seqs, held, gen_seconds = make_data(cfg, data, log)
+    train_seqs, held, free, gen_seconds = make_data(cfg, data, log)
     target = load_model(cfg.target, device=cfg.device, dtype="float32")
     tokens = sum(s.ids.shape[0] - s.start for s in train_seqs)
     log(f"data: {len(train_seqs)} answers, {tokens} answer tokens ({gen_seconds:.0f} s)")
@@ -375,6 +393,11 @@ def train(cfg: HeadTrainConfig, data: Path, out: Path, history_path: Path | None
     params = [p for p in head.parameters() if p.requires_grad]
     optim = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     heldout = HeldOutText(held, cfg.device)
+    free_text = HeldOutText(free, cfg.device)
+
+    def measure(head) -> dict:
+        return {**heldout.measure(head), "bench_prompts": free_text.measure(head)}
+
     generator = torch.Generator(device=cfg.device).manual_seed(cfg.seed)
     order_rng = random.Random(cfg.seed)
 
@@ -391,7 +414,7 @@ def train(cfg: HeadTrainConfig, data: Path, out: Path, history_path: Path | None
             generator.set_state(state["generator"])
             log(f"resumed from {checkpoint} at step {start_step}")
     if not history:
-        history.append({"step": 0, "seconds": 0.0, "loss": None, **heldout.measure(head)})
+        history.append({"step": 0, "seconds": 0.0, "loss": None, **measure(head)})
         log(f"step 0: {history[0]}")
 
     t_seg, losses = time.perf_counter(), []
@@ -412,7 +435,7 @@ def train(cfg: HeadTrainConfig, data: Path, out: Path, history_path: Path | None
         if step % cfg.eval_every == 0 or step == cfg.steps:
             train_seconds += time.perf_counter() - t_seg
             point = {"step": step, "seconds": round(train_seconds, 1), "loss": sum(losses) / len(losses)}
-            point.update(heldout.measure(head))
+            point.update(measure(head))
             history.append(point)
             log(f"step {step}: {point}")
             losses = []
@@ -438,7 +461,13 @@ def train(cfg: HeadTrainConfig, data: Path, out: Path, history_path: Path | None
         "target": target.name,
         "head": f"offline:{out.name}",
         "recipe": asdict(cfg),
-        "data": {"answers": len(train_seqs), "tokens": tokens, "heldout_answers": len(held)},
+        "data": {
+            "answers": len(train_seqs),
+            "tokens": tokens,
+            "self_prompts": cfg.self_prompts,
+            "heldout_answers": len(held),
+            "bench_prompt_answers": len(free),
+        },
         "subset": subset_report,
         "generation_seconds": round(gen_seconds, 1),
         "training_seconds": round(train_seconds, 1),
@@ -449,7 +478,9 @@ def train(cfg: HeadTrainConfig, data: Path, out: Path, history_path: Path | None
         "at T=1 on text the target sampled at T=1, with the head k+1 steps deep on its own predicted features "
         "(and the text's tokens); greedy_agreement_by_position[k]: share of positions of the target's greedy "
         "text where the head's argmax at depth k+1 is the target's; greedy_accepted_length_gamma4: mean "
-        "tokens per iteration at T=0, gamma 4, over chains starting at every held-out answer position.",
+        "tokens per iteration at T=0, gamma 4, over chains starting at every held-out answer position. "
+        "bench_prompts: the same three measures on the bench's free-text prompts (specviz.bench.PROMPTS), "
+        "answered once greedily and once sampled at T=1 in float32; never trained on.",
         "history": history,
     }
     head.eval()

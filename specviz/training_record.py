@@ -2,7 +2,9 @@
 specviz.train_draft, assets/head_training.json from specviz.train_head) for the app to plot.
 
 Both become one shape: history points with `step`, `alpha` (at the first draft position, T = 1)
-and `greedy_agreement` (T = 0), plus `alpha_by_position` where the record has it (the head).
+and `greedy_agreement` (T = 0), plus `alpha_by_position` where the record has it (the head), and
+`alpha_bench_prompts` (α at the first draft position on the bench's free-text prompts) where the
+record measured it, else None.
 """
 
 from __future__ import annotations
@@ -34,12 +36,16 @@ def _point(point, i: int, name: str) -> dict:
         point["alpha"] = point["alpha_by_position"][0]
         greedy = point.get("greedy_agreement_by_position")
         point["greedy_agreement"] = greedy[0] if isinstance(greedy, list) and greedy else None
+        bench = point.get("bench_prompts")
+        by_position = bench.get("alpha_by_position") if isinstance(bench, dict) else None
+        point["alpha_bench_prompts"] = by_position[0] if isinstance(by_position, list) and by_position else None
     ok = isinstance(point, dict) and all(_number(point.get(key)) for key in ("step", "alpha"))
     if not ok or not (0 <= point["alpha"] <= 1 and math.isfinite(point["step"])):
         raise SpecvizError(f"{name}: training point {i + 1} needs a numeric 'step' and an 'alpha' in 0..1.")
-    g = point.get("greedy_agreement")
-    if g is not None and (not _number(g) or not 0 <= g <= 1):
-        point["greedy_agreement"] = None
+    for key in ("greedy_agreement", "alpha_bench_prompts"):
+        value = point.get(key)
+        if value is not None and (not _number(value) or not 0 <= value <= 1):
+            point[key] = None
     by_position = point.get("alpha_by_position")
     if by_position is not None and not all(_number(a) and 0 <= a <= 1 for a in by_position):
         point["alpha_by_position"] = None

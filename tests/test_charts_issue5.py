@@ -143,6 +143,29 @@ def test_draft_training_figure():
     speed = next(t for t in fig.data if t.yaxis == "y2")
     assert speed.y[-1] == pytest.approx(walltime_improvement(0.6, best_gamma(0.6, 0.2), 0.2))
     assert fig.layout.yaxis2.title.text
+    assert not any("free-text" in t.name for t in fig.data)  # a record without that measure
+
+
+def test_head_record_with_bench_prompt_alpha_draws_it(tmp_path):
+    import json
+
+    from specviz.training_record import read_training_record
+
+    point = {"alpha_by_position": [0.4, 0.3], "greedy_agreement_by_position": [0.5, 0.4]}
+    history = [
+        {"step": 0, **point, "bench_prompts": {"alpha_by_position": [0.2, 0.1]}},
+        {"step": 100, **point, "bench_prompts": {"alpha_by_position": [0.35, 0.3]}},
+    ]
+    path = tmp_path / "head_training.json"
+    path.write_text(json.dumps({"history": history}))
+    read = read_training_record(path)["history"]
+    assert [p["alpha_bench_prompts"] for p in read] == [0.2, 0.35] and read[1]["alpha"] == 0.4
+    fig = theory_charts.draft_training_figure(read, c=0.06)
+    free = next(t for t in fig.data if "free-text" in t.name)
+    assert list(free.y) == [0.2, 0.35]
+    history[1]["bench_prompts"] = {"alpha_by_position": [1.7]}  # out of range: dropped, not drawn
+    path.write_text(json.dumps({"history": history}))
+    assert read_training_record(path)["history"][1]["alpha_bench_prompts"] is None
 
 
 # ----- sweep -------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import json
 import pytest
 import torch
 
+from specviz.bench import PROMPTS as BENCH_PROMPTS
 from specviz.decoder import autoregressive_generate, speculative_generate
 from specviz.models import HEAD_DRAFT, load_model
 from specviz.sameness import NEAR_TIE_TOLERANCE, compare_runs
@@ -99,10 +100,18 @@ def test_train_head_recipe_smoke(tmp_path):
 
     argv = ["--data", str(tmp_path / "data"), "--out", str(tmp_path / "head"), "--history", str(tmp_path / "h.json")]
     argv += ["--prompts", "8", "--heldout", "4", "--new-tokens", "12", "--gen-batch", "8", "--steps", "4"]
-    argv += ["--batch", "4", "--eval-every", "2", "--subset", "2048", "--unroll", "2"]
+    argv += ["--batch", "4", "--eval-every", "2", "--subset", "2048", "--unroll", "2", "--self-prompts", "8"]
     assert main(argv) == 0
     history = json.loads((tmp_path / "h.json").read_text())
     assert history["schema"] == "specviz.head_training/1"
+    assert history["data"]["answers"] == (8 + 8) * 2  # pool and own prompts, each greedy and sampled
+    own = json.loads((tmp_path / "data" / "self-prompts-0.json").read_text())["prompts"]
+    assert len(own) == 8 and not set(own) & set(BENCH_PROMPTS)
+    shards = sorted(p.name for p in (tmp_path / "data").glob("*-0.pt"))
+    assert "self-greedy-0.pt" in shards and "self-sampled-1-0.pt" in shards
+    assert "bench-greedy-0.pt" in shards and "bench-sampled-0.pt" in shards
+    bench = history["history"][-1]["bench_prompts"]
+    assert len(bench["alpha_by_position"]) == 4 and 0 <= bench["alpha_by_position"][0] <= 1
     assert [p["step"] for p in history["history"]] == [0, 2, 4]
     assert len(history["history"][-1]["alpha_by_position"]) == 4
     subset = history["subset"]
@@ -124,7 +133,7 @@ def test_recipe_refuses_data_written_for_other_prompts(tmp_path, capsys):
 
     argv = ["train-head", "--data", str(tmp_path), "--new-tokens", "2", "--gen-batch", "8", "--heldout", "2"]
     argv += ["--out", str(tmp_path / "head"), "--history", str(tmp_path / "h.json"), "--steps", "0"]
-    argv += ["--subset", "2048"]
+    argv += ["--subset", "2048", "--self-prompts", "0"]
     assert main(argv + ["--prompts", "8"]) == 0
     capsys.readouterr()
     assert main(argv + ["--prompts", "6"]) == 2  # the same folder, a batch of other prompts

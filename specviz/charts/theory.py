@@ -299,10 +299,12 @@ def table4_rows() -> list[dict[str, Any]]:
 
 def draft_training_figure(history: Sequence[dict[str, Any]], c: float, gamma_max: int = GAMMA_MAX) -> go.Figure:
     """α of the draft along its training (left axis) and the best speedup Thm 3.8 predicts from it
-    at cost ratio c (right axis). history: [{"step", "alpha", "greedy_agreement"?}, ...]."""
+    at cost ratio c (right axis). history: [{"step", "alpha", "greedy_agreement"?,
+    "alpha_bench_prompts"?}, ...]."""
     steps = [h["step"] for h in history]
     alphas = [h["alpha"] for h in history]
     greedy = [h.get("greedy_agreement") for h in history]
+    free = [h.get("alpha_bench_prompts") for h in history]
     fig = go.Figure()
     fig.add_scatter(
         x=steps,
@@ -320,6 +322,16 @@ def draft_training_figure(history: Sequence[dict[str, Any]], c: float, gamma_max
             line={"color": THEORY_COLOR, "width": 2, "dash": "dot"},
             name="greedy agreement (α at temperature 0)",
             hovertemplate="step %{x}: greedy agreement %{y:.3f}<extra></extra>",
+        )
+    if all(a is not None for a in free):
+        fig.add_scatter(
+            x=steps,
+            y=free,
+            mode="lines+markers",
+            line={"color": THEORY_COLOR, "width": 2, "dash": "dash"},
+            marker={"symbol": "diamond"},
+            name="α at temperature 1 on the benchmark's free-text prompts",
+            hovertemplate="step %{x}: α %{y:.3f} on the benchmark's prompts<extra></extra>",
         )
     speedups = [walltime_improvement(a, best_gamma(a, c, gamma_max), c) for a in alphas]
     best_gs = [best_gamma(a, c, gamma_max) for a in alphas]

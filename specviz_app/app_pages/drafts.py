@@ -102,7 +102,8 @@ def _race_tab() -> None:
 def _training_tab() -> None:
     st.caption(
         "The learned drafts measured along their training on held-out text: α at temperature 1 and greedy "
-        "agreement at temperature 0, and the speedup the paper's formula predicts from them."
+        "agreement at temperature 0, and the speedup the paper's formula predicts from them. Where the record "
+        "has it, a dashed line shows α on the benchmark's free-text prompts, which no draft was trained on."
     )
     c = st.slider(
         "c (draft step ÷ target step) for the prediction", 0.0, 1.0, 0.1, step=0.01, key="dq_c",

@@ -1,0 +1,53 @@
+"""Prompts the target writes itself (specviz.self_prompts): whole user turns, distinct, never a
+benchmark prompt, the same for the same seed, and cached so a resumed recipe reuses them."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from specviz.errors import SpecvizError
+from specviz.self_prompts import user_turn_prefix, write_self_prompts
+
+pytestmark = pytest.mark.slow
+
+
+def test_prompts_are_whole_distinct_turns_and_cached(offline_target, tmp_path):
+    prompts = write_self_prompts(offline_target, 6, 0, tmp_path, exclude=set(), batch=8, log=lambda _m: None)
+    assert len(prompts) == 6 and len({p.lower() for p in prompts}) == 6
+    assert all(len(p.split()) >= 4 and p == p.strip() for p in prompts)
+    assert all("<|im_end|>" not in p and "<|im_start|>" not in p for p in prompts)
+    record = json.loads((tmp_path / "self-prompts-0.json").read_text(encoding="utf-8"))
+    assert record["prompts"] == prompts and record["target"] == offline_target.name
+
+    def refuse(*_a, **_k):
+        raise AssertionError("cached prompts must not be written again")
+
+    model = offline_target.model
+    original, model.generate = model.generate, refuse
+    try:
+        assert write_self_prompts(offline_target, 4, 0, tmp_path, exclude=set(), batch=8) == prompts[:4]
+    finally:
+        model.generate = original
+
+
+def test_same_seed_same_prompts_and_excluded_ones_never_come_back(offline_target, tmp_path):
+    first = write_self_prompts(offline_target, 3, 1, tmp_path / "a", exclude=set(), batch=8, log=lambda _m: None)
+    again = write_self_prompts(offline_target, 3, 1, tmp_path / "b", exclude=set(), batch=8, log=lambda _m: None)
+    assert again == first
+    banned = {first[0].upper()}  # case does not hide a duplicate
+    other = write_self_prompts(offline_target, 3, 1, tmp_path / "c", exclude=banned, batch=8, log=lambda _m: None)
+    assert first[0] not in other and other[:2] == first[1:3]
+
+
+def test_a_tokenizer_without_chat_template_gets_a_clear_error():
+    with pytest.raises(SpecvizError, match="--self-prompts 0"):
+        user_turn_prefix(SimpleNamespace(chat_template=None))
+
+
+def test_prefix_ends_where_the_user_message_begins(offline_target):
+    tokenizer = offline_target.tokenizer
+    text = tokenizer.decode(user_turn_prefix(tokenizer))
+    assert text.endswith("<|im_start|>user\n") and "<|im_start|>system" in text
