@@ -303,8 +303,6 @@ def draft_training_figure(history: Sequence[dict[str, Any]], c: float, gamma_max
     "alpha_bench_prompts"?}, ...]."""
     steps = [h["step"] for h in history]
     alphas = [h["alpha"] for h in history]
-    greedy = [h.get("greedy_agreement") for h in history]
-    free = [h.get("alpha_bench_prompts") for h in history]
     fig = go.Figure()
     fig.add_scatter(
         x=steps,
@@ -314,25 +312,29 @@ def draft_training_figure(history: Sequence[dict[str, Any]], c: float, gamma_max
         name="α at temperature 1 (held-out text)",
         hovertemplate="step %{x}: α %{y:.3f}<extra></extra>",
     )
-    if all(g is not None for g in greedy):
-        fig.add_scatter(
-            x=steps,
-            y=greedy,
-            mode="lines+markers",
-            line={"color": THEORY_COLOR, "width": 2, "dash": "dot"},
-            name="greedy agreement (α at temperature 0)",
-            hovertemplate="step %{x}: greedy agreement %{y:.3f}<extra></extra>",
-        )
-    if all(a is not None for a in free):
-        fig.add_scatter(
-            x=steps,
-            y=free,
-            mode="lines+markers",
-            line={"color": THEORY_COLOR, "width": 2, "dash": "dash"},
-            marker={"symbol": "diamond"},
-            name="α at temperature 1 on the benchmark's free-text prompts",
-            hovertemplate="step %{x}: α %{y:.3f} on the benchmark's prompts<extra></extra>",
-        )
+    # Lines drawn only when every point of the record has that measure: key, dash, marker, legend, hover.
+    optional = (
+        ("greedy_agreement", "dot", "circle", "greedy agreement (α at temperature 0)", "greedy agreement %{y:.3f}"),
+        (
+            "alpha_bench_prompts",
+            "dash",
+            "diamond",
+            "α at temperature 1 on the benchmark's free-text prompts",
+            "α %{y:.3f} on the benchmark's prompts",
+        ),
+    )
+    for key, dash, symbol, name, hover in optional:
+        values = [h.get(key) for h in history]
+        if all(v is not None for v in values):
+            fig.add_scatter(
+                x=steps,
+                y=values,
+                mode="lines+markers",
+                line={"color": THEORY_COLOR, "width": 2, "dash": dash},
+                marker={"symbol": symbol},
+                name=name,
+                hovertemplate=f"step %{{x}}: {hover}<extra></extra>",
+            )
     speedups = [walltime_improvement(a, best_gamma(a, c, gamma_max), c) for a in alphas]
     best_gs = [best_gamma(a, c, gamma_max) for a in alphas]
     fig.add_scatter(
