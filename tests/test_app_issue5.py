@@ -301,6 +301,23 @@ def test_draft_quality_from_hand_made_records(tmp_path, monkeypatch):
     assert ("Greedy agreement (T = 0)", "0.710") in metrics
     assert ("α at draft positions 1..4", "0.44 · 0.31 · 0.27 · 0.25") in metrics
     assert len(charts(at, "dq-")) == 2
+    assert not any("dashed line" in c for c in texts(at, "caption"))  # neither record measured the bench's prompts
+
+
+def test_draft_quality_explains_the_bench_prompt_line_where_the_record_has_it(tmp_path, monkeypatch):
+    point = {"alpha_by_position": [0.4, 0.3], "greedy_agreement_by_position": [0.5, 0.4]}
+    head = {
+        "schema": "specviz.head_training/1",
+        "history": [
+            {"step": 0, **point, "bench_prompts": {"alpha_by_position": [0.2, 0.1]}},
+            {"step": 100, **point, "bench_prompts": {"alpha_by_position": [0.35, 0.3]}},
+        ],
+    }
+    (tmp_path / "h.json").write_text(json.dumps(head), encoding="utf-8")
+    _records(monkeypatch, tmp_path / "h.json", tmp_path / "missing.json")
+    at = open_page(DRAFTS)
+    no_error(at)
+    assert sum("dashed line" in c for c in texts(at, "caption")) == 1
 
 
 def test_draft_quality_of_the_shipped_records():
