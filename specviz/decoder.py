@@ -124,11 +124,12 @@ class TargetState:
         self.seq = torch.tensor(prompt_ids, dtype=torch.long, device=self.device)  # [L] prompt + output
         self.seen = 0  # positions of seq the cache holds
 
-    def forward(self, drafts: torch.Tensor, want_features: bool):
+    def forward(self, drafts: torch.Tensor, feature_layers: tuple[int, ...] | None):
         """One pass over the unseen tokens and the drafts -> logits [g + 1, V] for the last g + 1
-        positions, and (when asked) the final-norm features [T, D] of every position fed."""
+        positions, and (unless feature_layers is None) the features [T, (n+1)D] of every position
+        fed: the outputs of those decoder layers, then the final-norm feature."""
         feed = torch.cat([self.seq[self.seen :], drafts])  # [T]
-        logits, features = target_forward(self.target.model, feed, self.cache, drafts.shape[0] + 1, want_features)
+        logits, features = target_forward(self.target.model, feed, self.cache, drafts.shape[0] + 1, feature_layers)
         return logits[:, : self.target.vocab_size], features
 
     def accept(self, emitted: torch.Tensor, n_accepted: int) -> None:
@@ -167,7 +168,7 @@ def speculative_iteration(
 
     # (2) verify: one target pass gives p at every draft position and the one after.
     reads_features = drafter is not None and drafter.reads_features
-    logits, features = state.forward(drafts, reads_features)
+    logits, features = state.forward(drafts, drafter.feature_layers if reads_features else None)
     p = probabilities(logits, sampling)  # [g + 1, V]
 
     # (3) accept with min(1, p/q) against r; (4) resample from the residual, or the bonus.

@@ -13,7 +13,8 @@ One small interface (like transformers' candidate generators), three kinds:
 - HeadDrafter: the draft head (specviz.head), which reads the target's own features. It is the
   one drafter with `reads_features = True`: after each verification the decoder hands it the
   target's final-norm features of the positions that stayed on the text (`observe`), from the
-  same forward pass, so it never costs a second pass.
+  same forward pass, so it never costs a second pass. A head that fuses earlier layers (EAGLE-3)
+  names them in `feature_layers`, and their outputs come in the same pass.
 - HybridDrafter: per iteration, the n-gram draft when the context holds a match, else the head.
   Each iteration's q is the distribution its own drafter sampled from, so it stays exact.
 
@@ -36,6 +37,7 @@ from specviz.sampling import draw, probabilities
 class Drafter(Protocol):
     name: str
     reads_features: bool  # True: wants the target's features after each verification
+    feature_layers: tuple[int, ...]  # decoder layers whose outputs it also wants (with reads_features)
 
     def start(self, sampling: SamplingConfig, generator: torch.Generator, vocab_size: int) -> None:
         """Begin a new run: forget every cached state."""
@@ -44,18 +46,25 @@ class Drafter(Protocol):
         """context [L] int64 -> (tokens [g] int64, q [g, V] float32) with g <= gamma."""
 
     def observe(self, features: torch.Tensor, first_position: int) -> None:
-        """features [T, D]: the target's final-norm features at positions first_position.. of the
-        text (only those still on it). Called only when reads_features is True."""
+        """features [T, (n+1)D]: the outputs of the n feature_layers, then the target's final-norm
+        feature, at positions first_position.. of the text (only those still on it). Called only
+        when reads_features is True."""
 
 
-def target_forward(model, input_ids: torch.Tensor, cache, keep: int, want_features: bool):
+def target_forward(model, input_ids: torch.Tensor, cache, keep: int, feature_layers: tuple[int, ...] | None):
     """One cached target forward. input_ids [T] -> (logits [keep, V_model] for the last `keep`
-    positions, features [T, D] or None). With features, the body and the LM head run as the
-    CausalLM's own forward runs them, so the logits are the same numbers either way."""
-    if not want_features:
+    positions, features [T, (n+1)D] or None). feature_layers None: no features; otherwise the
+    outputs of those decoder layers and the final-norm feature, concatenated. With features, the
+    body and the LM head run as the CausalLM's own forward runs them, so the logits are the same
+    numbers either way."""
+    if feature_layers is None:
         return forward_logits(model, input_ids, cache, keep), None
-    hidden = model.model(input_ids=input_ids[None], past_key_values=cache, use_cache=True).last_hidden_state[0]
-    return model.lm_head(hidden[-keep:]), hidden  # [keep, V], [T, D]
+    from specviz.head import layer_outputs
+
+    with layer_outputs(model, feature_layers) as earlier:
+        hidden = model.model(input_ids=input_ids[None], past_key_values=cache, use_cache=True).last_hidden_state[0]
+    features = torch.cat([*(earlier[i][0][0] for i in feature_layers), hidden], dim=-1)  # [T, (n+1)D]
+    return model.lm_head(hidden[-keep:]), features  # [keep, V]
 
 
 def forward_logits(model, input_ids: torch.Tensor, cache, keep: int) -> torch.Tensor:
@@ -87,6 +96,7 @@ class ModelDrafter:
     """A small causal LM proposing tokens autoregressively from its own KV cache."""
 
     reads_features = False
+    feature_layers = ()
 
     def __init__(self, loaded: LoadedModel, name: str | None = None):
         self.loaded = loaded
@@ -146,6 +156,7 @@ class NgramDrafter:
 
     name = "ngram"
     reads_features = False
+    feature_layers = ()
 
     def __init__(self, max_ngram: int = 3, min_ngram: int = 1):
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
@@ -190,6 +201,7 @@ class HeadDrafter:
 
     def __init__(self, head, name: str):
         self.head, self.name = head, name
+        self.feature_layers = head.cfg.feature_layers
 
     def start(self, sampling: SamplingConfig, generator: torch.Generator, vocab_size: int) -> None:
         from specviz.head import HeadCache
@@ -197,10 +209,11 @@ class HeadDrafter:
         self.sampling, self.generator, self.vocab_size = sampling, generator, vocab_size
         self.cache = HeadCache()
         self.true_entries = 0  # leading cache entries that read true target features
-        self.features = torch.empty(0, self.head.cfg.hidden, device=self.head.embed.device)  # [n, D] f_0..f_{n-1}
+        # [n, D] the head's input features of positions 0..n-1 (f, or the fused layers: head.fused)
+        self.features = torch.empty(0, self.head.cfg.hidden, device=self.head.embed.device)
 
     def observe(self, features: torch.Tensor, first_position: int) -> None:
-        self.features = torch.cat([self.features[:first_position], features.float()])
+        self.features = torch.cat([self.features[:first_position], self.head.fused(features)])
 
     def propose(self, context: torch.Tensor, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
         length = context.shape[0]
@@ -237,6 +250,7 @@ class HybridDrafter:
 
     def __init__(self, head_drafter: HeadDrafter, name: str, min_ngram: int = 2):
         self.head_drafter, self.name = head_drafter, name
+        self.feature_layers = head_drafter.feature_layers
         self.ngram = NgramDrafter(max_ngram=3, min_ngram=min_ngram)
 
     def start(self, sampling: SamplingConfig, generator: torch.Generator, vocab_size: int) -> None:

@@ -5,7 +5,7 @@ vector its LM head turns into p for token i+1); x_i is the token at position i.
 
 One head step reads (f_{i-1}, x_i) and predicts f_i, and from it q for x_{i+1}:
 
-    concat(f_{i-1}, embed(x_i))   [T, 2D]
+    concat(f_{i-1}, embed(x_i))   [T, 2D]   (f_{i-1}: see "fused" below)
       -> fc                       [T, D]
       -> one Llama decoder layer  (initialised from the target's last layer; its own KV cache)
       -> the target's final norm  -> f^_i   [T, D]
@@ -17,6 +17,15 @@ Drafting chains it: the predicted f^_i and the sampled x_{i+1} feed the next ste
 embedding and E_S are the target's own (never trained), so the shipped head holds only fc, the
 layer, the norm and the subset's token ids.
 
+With `feature_layers` (EAGLE-3, Li et al. 2025) the head also reads the outputs of some earlier
+decoder layers of the target, which hold more of the context than the final feature (that one is
+specialised for one next token). Its true input is then
+
+    fuse(concat(h_a, h_b, ..., f_{i-1}))   [T, (n+1)D] -> [T, D]   (each h scaled to unit RMS)
+
+in place of f_{i-1}, fuse starting as [0 ... 0 I] (exactly the single-feature head); chained
+steps still read the predicted f^ as above.
+
 This module holds the network and its files; drafting lives in specviz.drafters.HeadDrafter and
 training in specviz.train_head.
 """
@@ -24,6 +33,7 @@ training in specviz.train_head.
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -43,6 +53,9 @@ class HeadConfig:
     rms_eps: float
     target: str  # the target this head was trained for (its features only make sense there)
     subset_size: int  # S, draft vocabulary size
+    # Decoder layers (0-based) whose outputs the head reads besides the final feature; (): none.
+    feature_layers: tuple[int, ...] = ()
+    depth: int = 1  # the head's own decoder layers, initialised from the target's last `depth`
 
 
 class RMSNorm(nn.Module):
@@ -114,7 +127,9 @@ class DraftHead(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.fc = nn.Linear(2 * cfg.hidden, cfg.hidden, bias=False)
-        self.layer = HeadLayer(cfg)
+        layers = len(cfg.feature_layers)
+        self.fuse = nn.Linear((layers + 1) * cfg.hidden, cfg.hidden, bias=False) if layers else None
+        self.layers = nn.ModuleList(HeadLayer(cfg) for _ in range(cfg.depth))
         self.norm = RMSNorm(cfg.hidden, cfg.rms_eps)
         self.register_buffer("subset", subset.clone().long(), persistent=True)  # [S] token ids of the draft vocabulary
         # Set by attach(): the target's embedding E [V, D], the rows E_S as an LM head, its rotary table.
@@ -140,6 +155,20 @@ class DraftHead(nn.Module):
         cos, sin = self.rotary(dummy, flat)
         return cos.view(*positions.shape, -1).float(), sin.view(*positions.shape, -1).float()
 
+    def fused(self, features: torch.Tensor) -> torch.Tensor:
+        """The target's true features [..., (n+1)D] (the n feature_layers' outputs, then f) -> the
+        head's input feature [..., D]; with no feature_layers, f itself. Each earlier layer's output
+        is scaled to unit RMS first: residual streams grow with depth, and fuse should see them on
+        the scale of f."""
+        features = features.float()
+        if self.fuse is None:
+            return features
+        d = self.cfg.hidden
+        blocks = features.unflatten(-1, (-1, d))  # [..., n+1, D]
+        earlier = blocks[..., :-1, :]
+        earlier = earlier * torch.rsqrt(earlier.pow(2).mean(-1, keepdim=True) + self.cfg.rms_eps)
+        return self.fuse(torch.cat([earlier, blocks[..., -1:, :]], dim=-2).flatten(-2))
+
     def merge(self, features: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """features [..., T, D] (f_{i-1}), tokens [..., T] (x_i) -> the layer's input [..., T, D]."""
         return self.fc(torch.cat([features.float(), self.embed[tokens].float()], dim=-1))
@@ -159,15 +188,17 @@ class DraftHead(nn.Module):
         positions = torch.arange(first_index, first_index + t, device=tokens.device)
         cos, sin = self.rope(positions)
         x = self.merge(features, tokens)  # [T, D]
-        q, k, v = self.layer.qkv(x, cos, sin)  # [H, T, hd], [Hkv, T, hd]
-        keys, values = cache.append(k, v)  # [Hkv, N, hd]
-        n = keys.shape[-2]
-        # Query i (absolute index n - t + i) sees every cached key up to and including itself.
-        allowed = torch.arange(n, device=q.device)[None, :] <= torch.arange(n - t, n, device=q.device)[:, None]
-        attended = nn.functional.scaled_dot_product_attention(
-            q, self.layer.expand_kv(keys), self.layer.expand_kv(values), attn_mask=allowed
-        )  # [H, T, hd]
-        return self.out(self.layer.finish(x, attended))
+        for i, layer in enumerate(self.layers):
+            q, k, v = layer.qkv(x, cos, sin)  # [H, T, hd], [Hkv, T, hd]
+            keys, values = cache.append(i, k, v)  # [Hkv, N, hd]
+            n = keys.shape[-2]
+            # Query i (absolute index n - t + i) sees every cached key up to and including itself.
+            allowed = torch.arange(n, device=q.device)[None, :] <= torch.arange(n - t, n, device=q.device)[:, None]
+            attended = nn.functional.scaled_dot_product_attention(
+                q, layer.expand_kv(keys), layer.expand_kv(values), attn_mask=allowed
+            )  # [H, T, hd]
+            x = layer.finish(x, attended)
+        return self.out(x)
 
     # -- files --
     def save(self, folder: Path, extra: dict | None = None) -> None:
@@ -183,28 +214,58 @@ class DraftHead(nn.Module):
 
 
 class HeadCache:
-    """The head's own KV cache: keys and values [Hkv, N, hd], cropped on rollback."""
+    """The head's own KV cache: per layer of the head, keys and values [Hkv, N, hd], cropped on rollback."""
 
     def __init__(self):
-        self.keys: torch.Tensor | None = None
-        self.values: torch.Tensor | None = None
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
 
     @property
     def length(self) -> int:
-        return 0 if self.keys is None else self.keys.shape[-2]
+        return 0 if not self.keys else self.keys[0].shape[-2]
 
-    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        self.keys = k if self.keys is None else torch.cat([self.keys, k], dim=-2)
-        self.values = v if self.values is None else torch.cat([self.values, v], dim=-2)
-        return self.keys, self.values
+    def append(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if layer == len(self.keys):  # the first entries of this layer
+            self.keys.append(k)
+            self.values.append(v)
+        else:
+            self.keys[layer] = torch.cat([self.keys[layer], k], dim=-2)
+            self.values[layer] = torch.cat([self.values[layer], v], dim=-2)
+        return self.keys[layer], self.values[layer]
 
     def crop(self, keep: int) -> None:
-        if self.keys is not None and self.keys.shape[-2] > keep:
-            self.keys, self.values = self.keys[..., :keep, :], self.values[..., :keep, :]
+        self.keys = [k[..., :keep, :] for k in self.keys]
+        self.values = [v[..., :keep, :] for v in self.values]
 
 
-def head_config_for(target_model, subset_size: int, target_name: str) -> HeadConfig:
+@contextmanager
+def layer_outputs(target_model, layer_ids: tuple[int, ...]):
+    """Inside the block, every forward of the target appends the output [B, T, D] of each decoder
+    layer in layer_ids to the yielded dict's list for it (hooks, removed on leaving)."""
+    captured: dict[int, list[torch.Tensor]] = {i: [] for i in layer_ids}
+
+    def keep(i):
+        # A decoder layer returns a tensor (transformers 5) or a tuple led by it (transformers 4).
+        return lambda _m, _args, out: captured[i].append((out[0] if isinstance(out, tuple) else out).detach())
+
+    hooks = [target_model.model.layers[i].register_forward_hook(keep(i)) for i in layer_ids]
+    try:
+        yield captured
+    finally:
+        for h in hooks:
+            h.remove()
+
+
+def head_config_for(target_model, subset_size: int, target_name: str, feature_layers=(), depth: int = 1) -> HeadConfig:
     c = target_model.config
+    if not 1 <= depth <= c.num_hidden_layers:
+        raise ValueError(f"A head's depth must be from 1 to the target's {c.num_hidden_layers} layers; got {depth}.")
+    bad = [i for i in feature_layers if not 0 <= i < c.num_hidden_layers - 1]
+    if bad:
+        raise ValueError(
+            f"feature layers {bad} do not exist before the last of this target's {c.num_hidden_layers} decoder "
+            f"layers; choose indices from 0 to {c.num_hidden_layers - 2}."
+        )
     return HeadConfig(
         hidden=c.hidden_size,
         intermediate=c.intermediate_size,
@@ -214,31 +275,37 @@ def head_config_for(target_model, subset_size: int, target_name: str) -> HeadCon
         rms_eps=c.rms_norm_eps,
         target=target_name,
         subset_size=subset_size,
+        feature_layers=tuple(feature_layers),
+        depth=depth,
     )
 
 
 def init_from_target(head: DraftHead, target_model) -> None:
-    """Start the layer from the target's last decoder layer and the norm from its final norm;
-    fc starts as [0.5 I, 0.5 I]-like: half the feature plus half the token embedding."""
-    last = target_model.model.layers[-1]
-    pairs = {
-        "input_norm.weight": last.input_layernorm.weight,
-        "post_norm.weight": last.post_attention_layernorm.weight,
-        "q_proj.weight": last.self_attn.q_proj.weight,
-        "k_proj.weight": last.self_attn.k_proj.weight,
-        "v_proj.weight": last.self_attn.v_proj.weight,
-        "o_proj.weight": last.self_attn.o_proj.weight,
-        "gate_proj.weight": last.mlp.gate_proj.weight,
-        "up_proj.weight": last.mlp.up_proj.weight,
-        "down_proj.weight": last.mlp.down_proj.weight,
-    }
+    """Start the head's layers from the target's last decoder layers (in order) and the norm from
+    its final norm; fc starts as [0.5 I, 0.5 I]-like: half the feature plus half the token embedding."""
+    sources = target_model.model.layers[-head.cfg.depth :]
     with torch.no_grad():
-        for name, value in pairs.items():
-            head.layer.get_parameter(name).copy_(value.float())
+        for own, src in zip(head.layers, sources, strict=True):
+            pairs = {
+                "input_norm.weight": src.input_layernorm.weight,
+                "post_norm.weight": src.post_attention_layernorm.weight,
+                "q_proj.weight": src.self_attn.q_proj.weight,
+                "k_proj.weight": src.self_attn.k_proj.weight,
+                "v_proj.weight": src.self_attn.v_proj.weight,
+                "o_proj.weight": src.self_attn.o_proj.weight,
+                "gate_proj.weight": src.mlp.gate_proj.weight,
+                "up_proj.weight": src.mlp.up_proj.weight,
+                "down_proj.weight": src.mlp.down_proj.weight,
+            }
+            for name, value in pairs.items():
+                own.get_parameter(name).copy_(value.float())
         head.norm.weight.copy_(target_model.model.norm.weight.float())
         d = head.cfg.hidden
         eye = torch.eye(d)
         head.fc.weight.copy_(torch.cat([0.5 * eye, 0.5 * eye], dim=1))
+        if head.fuse is not None:  # reads f alone at first: the earlier layers' columns start at 0
+            head.fuse.weight.zero_()
+            head.fuse.weight[:, -d:].copy_(eye)
 
 
 def load_head(folder: Path, target_model) -> DraftHead:
@@ -253,13 +320,17 @@ def load_head(folder: Path, target_model) -> DraftHead:
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     if meta.get("schema") != HEAD_SCHEMA:
         raise ModelError(f"{meta_path} has schema {meta.get('schema')!r}; this specviz reads {HEAD_SCHEMA}.")
-    cfg = HeadConfig(**meta["config"])
+    cfg = HeadConfig(**{**meta["config"], "feature_layers": tuple(meta["config"].get("feature_layers", ()))})
     if cfg.hidden != target_model.config.hidden_size:
         raise ModelError(
             f"The draft head was trained for {cfg.target!r} (hidden size {cfg.hidden}); this target's hidden "
             f"size is {target_model.config.hidden_size}. A head only reads the features of its own target."
         )
-    tensors = load_file(str(weights_path))
+    # Heads saved before `depth` existed named their one layer "layer."; it is layers.0 now.
+    tensors = {
+        k.replace("layer.", "layers.0.", 1) if k.startswith("layer.") else k: v
+        for k, v in load_file(str(weights_path)).items()
+    }
     subset = tensors["subset"].long()
     head = DraftHead(cfg, subset)
     head.load_state_dict({k: (subset if k == "subset" else v.float()) for k, v in tensors.items()})

@@ -119,5 +119,15 @@ def config_cli(parser: argparse.ArgumentParser, defaults) -> None:
     """Add --field-name for every field of the dataclass instance `defaults`, typed like its default."""
     for name, value in asdict(defaults).items():
         flag = "--" + name.replace("_", "-")
+        if isinstance(value, tuple):  # integers, written 1,14 on the command line
+            parser.add_argument(flag, type=_int_tuple, default=value, metavar="I,J,...")
+            continue
         kind = float if isinstance(value, float) else int if isinstance(value, int) else str
         parser.add_argument(flag, type=kind, default=value)
+
+
+def _int_tuple(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers, like 1,14") from None

@@ -75,6 +75,10 @@ class HeadTrainConfig:
     weight_decay: float = 0.0
     noise: float = 0.05  # uniform noise on the true input features, relative to their RMS
     feature_weight: float = 0.1
+    # Decoder layers whose outputs the head reads besides the final feature (EAGLE-3's fusion;
+    # specviz.head); (): the final feature alone.
+    feature_layers: tuple[int, ...] = ()
+    depth: int = 1  # the head's decoder layers
     train_dtype: str = "bfloat16"  # autocast dtype for the head's matmuls while training ("float32": off)
     eval_every: int = 100
     threads: int = 0  # torch CPU threads (0: torch's default)
@@ -98,43 +102,55 @@ def make_data(cfg: HeadTrainConfig, folder: Path, log) -> tuple[list[Sequence], 
     own = write_self_prompts(writer, cfg.self_prompts, cfg.seed, folder, exclude, cfg.gen_batch, log=log)
     train = []
     for group, tag in ((train_prompts, ""), (own, "self-")):
-        train += write_answers(writer, group, 0.0, cfg.new_tokens, cfg.gen_batch, 0, folder, f"{tag}greedy", log)
+        layers = {"layer_ids": cfg.feature_layers}
+        train += write_answers(
+            writer, group, 0.0, cfg.new_tokens, cfg.gen_batch, 0, folder, f"{tag}greedy", log, **layers
+        )
         for k in range(1, cfg.samples + 1):
             train += write_answers(
-                writer, group, 1.0, cfg.new_tokens, cfg.gen_batch, k, folder, f"{tag}sampled-{k}", log
+                writer, group, 1.0, cfg.new_tokens, cfg.gen_batch, k, folder, f"{tag}sampled-{k}", log, **layers
             )
     exact = load_model(cfg.target, device=cfg.device, dtype="float32")
     half = cfg.heldout // 2
+    fp32 = {"feature_dtype": torch.float32, "layer_ids": cfg.feature_layers}
     held = write_answers(
-        exact, held_prompts[:half], 0.0, cfg.new_tokens, half, 0, folder, "heldout-greedy", log, torch.float32
+        exact, held_prompts[:half], 0.0, cfg.new_tokens, half, 0, folder, "heldout-greedy", log, **fp32
     )
     held += write_answers(
-        exact, held_prompts[half:], 1.0, cfg.new_tokens, half, 0, folder, "heldout-sampled", log, torch.float32
+        exact, held_prompts[half:], 1.0, cfg.new_tokens, half, 0, folder, "heldout-sampled", log, **fp32
     )
     # The bench's prompts, answered once greedily and once sampled: alpha where the bench measures
     # speed, on free text from outside the pool (measured only, never trained on).
     free = []
     for temperature, tag in ((0.0, "bench-greedy"), (1.0, "bench-sampled")):
         free += write_answers(
-            exact, BENCH_PROMPTS, temperature, cfg.new_tokens, len(BENCH_PROMPTS), 0, folder, tag, log, torch.float32
+            exact, BENCH_PROMPTS, temperature, cfg.new_tokens, len(BENCH_PROMPTS), 0, folder, tag, log, **fp32
         )
     return train, held, free, time.perf_counter() - t0
 
 
 def pad_batch(seqs: list[Sequence], device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """-> ids [B, L] (right-padded with 0), features [B, L - 1, D] float32, loss mask [B, L - 1]:
-    head index j (reading f_j, x_{j+1}, predicting x_{j+2}) counts when x_{j+2} is an answer token."""
+    """-> ids [B, L] (right-padded with 0), features [B, L - 1, (n+1)D] float32 (the n earlier
+    layers' outputs, when the text holds them, then f), loss mask [B, L - 1]: head index j (reading
+    f_j, x_{j+1}, predicting x_{j+2}) counts when x_{j+2} is an answer token."""
     width = max(s.ids.shape[0] for s in seqs)
-    dim = seqs[0].features.shape[-1]
+    dim = seqs[0].features.shape[-1] * (1 + len(seqs[0].layer_ids))
     ids = torch.zeros(len(seqs), width, dtype=torch.long)
     feats = torch.zeros(len(seqs), width - 1, dim)
     mask = torch.zeros(len(seqs), width - 1, dtype=torch.bool)
     for i, s in enumerate(seqs):
         n = s.ids.shape[0]
         ids[i, :n] = s.ids
-        feats[i, : n - 1] = s.features.float()
+        feats[i, : n - 1] = _all_features(s)
         mask[i, max(0, s.start - 2) : n - 2] = True  # j + 2 in [start, n - 1]
     return ids.to(device), feats.to(device), mask.to(device)
+
+
+def _all_features(s: Sequence) -> torch.Tensor:
+    """[L - 1, (n+1)D]: the earlier layers' outputs, then f, as the head's fused() reads them."""
+    if s.layers is None:
+        return s.features.float()
+    return torch.cat([s.layers.flatten(-2).float(), s.features.float()], dim=-1)
 
 
 # ----- 2. the vocabulary subset -----------------------------------------------------------------
@@ -249,41 +265,51 @@ def unrolled(head: DraftHead, ids: torch.Tensor, feats: torch.Tensor, steps: int
     tokens = ids[:, 1:]  # [B, N] x_{j+1}
     positions = torch.arange(1, n + 1, device=ids.device)
     cos, sin = head.rope(positions)  # [N, hd]
-    layer = head.layer
-    scale = layer.head_dim**-0.5
     rows = torch.arange(n, device=ids.device)
-    inputs = feats
-    keys, values, outs = [], [], []
+    inputs = head.fused(feats)  # [B, N, D]
+    keys = [[] for _ in head.layers]  # keys[i][m]: layer i's keys of step m, [B, H, N, hd]
+    values = [[] for _ in head.layers]
+    outs = []
     for k in range(steps):
         x = head.merge(inputs, tokens)  # [B, N, D]
-        q, key, value = layer.qkv(x, cos, sin)  # [B, H, N, hd], [B, Hkv, N, hd]
-        keys.append(layer.expand_kv(key))
-        values.append(layer.expand_kv(value))
         causal = rows[None, :] <= rows[:, None] - k  # [N, N] step-0 keys up to the chain start
-        scores = (q @ keys[0].transpose(-1, -2)) * scale  # [B, H, N, N]
-        scores = scores.masked_fill(~causal, float("-inf"))
-        diag = [(q * _shift(keys[m], k - m, 2)).sum(-1, keepdim=True) * scale for m in range(1, k + 1)]
-        weights = torch.softmax(torch.cat([scores, *diag], dim=-1), dim=-1)  # [B, H, N, N + k]
-        attended = weights[..., :n] @ values[0]  # [B, H, N, hd]
-        for m in range(1, k + 1):
-            attended = attended + weights[..., n + m - 1 : n + m] * _shift(values[m], k - m, 2)
-        f_hat = head.norm(layer.finish(x, attended))
+        for layer, lk, lv in zip(head.layers, keys, values, strict=True):
+            scale = layer.head_dim**-0.5
+            q, key, value = layer.qkv(x, cos, sin)  # [B, H, N, hd], [B, Hkv, N, hd]
+            lk.append(layer.expand_kv(key))
+            lv.append(layer.expand_kv(value))
+            scores = (q @ lk[0].transpose(-1, -2)) * scale  # [B, H, N, N]
+            scores = scores.masked_fill(~causal, float("-inf"))
+            diag = [(q * _shift(lk[m], k - m, 2)).sum(-1, keepdim=True) * scale for m in range(1, k + 1)]
+            weights = torch.softmax(torch.cat([scores, *diag], dim=-1), dim=-1)  # [B, H, N, N + k]
+            attended = weights[..., :n] @ lv[0]  # [B, H, N, hd]
+            for m in range(1, k + 1):
+                attended = attended + weights[..., n + m - 1 : n + m] * _shift(lv[m], k - m, 2)
+            x = layer.finish(x, attended)
+        f_hat = head.norm(x)
         outs.append(f_hat)
         inputs = _shift(f_hat, 1, 1)  # step k + 1 at index j reads f^ at j - 1
     return outs
 
 
+def _without_threads(cfg: HeadTrainConfig) -> dict:
+    """The config a checkpoint must match to resume: the thread count changes speed, not the run."""
+    return {k: v for k, v in asdict(cfg).items() if k != "threads"}
+
+
 def head_loss(head, ids, feats, mask, cfg: HeadTrainConfig, generator) -> tuple[torch.Tensor, float]:
     """Unrolled loss of one batch -> (loss, first-step loss as a float for the log)."""
-    target_f = feats[:, 1:]  # [B, N - 1, D] f_{j+1}, the true feature that index j predicts
+    d = head.cfg.hidden
+    target_f = feats[:, 1:, -d:]  # [B, N - 1, D] f_{j+1}, the true feature that index j predicts
     m = mask[:, :-1]  # [B, N - 1] answer positions; step k also needs k <= j (its chain start exists)
     with torch.no_grad():
         p_sub = torch.softmax(head.lm_head(target_f[m]).float(), dim=-1)  # [M, S] target's p on S, renormalised
     noisy = feats
     if cfg.noise > 0:
-        rms = feats.pow(2).mean(-1, keepdim=True).sqrt()
-        u = torch.rand(feats.shape, generator=generator, device=feats.device) * 2 - 1
-        noisy = feats + cfg.noise * rms * u
+        blocks = feats.unflatten(-1, (-1, d))  # [B, N, n+1, D]: noise relative to each layer's own RMS
+        rms = blocks.pow(2).mean(-1, keepdim=True).sqrt()
+        u = torch.rand(blocks.shape, generator=generator, device=feats.device) * 2 - 1
+        noisy = (blocks + cfg.noise * rms * u).flatten(-2)
     total, first = 0.0, 0.0
     column = torch.arange(m.shape[1], device=m.device)[None, :].expand_as(m)[m]  # [M] j of each answer position
     for k, f_hat in enumerate(unrolled(head, ids, noisy, cfg.unroll)):
@@ -328,7 +354,7 @@ class HeldOutText:
         for s in seqs:
             ids, feats, mask = pad_batch([s], self.device)
             outs = unrolled(head, ids, feats, self.positions)
-            p = torch.softmax(feats[0, 1:] @ embed.T, dim=-1)  # [N - 1, V] exact target p at T=1
+            p = torch.softmax(feats[0, 1:, -embed.shape[1] :] @ embed.T, dim=-1)  # [N - 1, V] exact target p at T=1
             yield s, mask[0, :-1], p, outs
 
     def _per_position(self, head, seqs, kind) -> list[float]:
@@ -386,7 +412,7 @@ def train(cfg: HeadTrainConfig, data: Path, out: Path, history_path: Path | None
     subset = torch.sort(torch.argsort(counts, descending=True, stable=True)[:size]).values
 
     torch.manual_seed(cfg.seed)
-    head = DraftHead(head_config_for(target.model, size, target.name), subset)
+    head = DraftHead(head_config_for(target.model, size, target.name, cfg.feature_layers, cfg.depth), subset)
     init_from_target(head, target.model)
     head.attach(target.model)
     head.to(cfg.device).train()
@@ -405,7 +431,8 @@ def train(cfg: HeadTrainConfig, data: Path, out: Path, history_path: Path | None
     history, order, start_step, train_seconds = [], [], 1, 0.0
     if checkpoint.is_file():
         state = torch.load(checkpoint, weights_only=True)
-        if state["config"] == asdict(cfg) and state["subset_size"] == size:
+        same_run = {k: v for k, v in state["config"].items() if k != "threads"} == _without_threads(cfg)
+        if same_run and state["subset_size"] == size:
             head.load_state_dict(state["head"], strict=False)
             optim.load_state_dict(state["optim"])
             history, order, start_step = state["history"], state["order"], state["step"] + 1

@@ -16,6 +16,7 @@ import torch
 
 from specviz.bench import PROMPTS as BENCH_PROMPTS
 from specviz.decoder import autoregressive_generate, speculative_generate
+from specviz.head_data import load_shard
 from specviz.models import HEAD_DRAFT, load_model
 from specviz.sameness import NEAR_TIE_TOLERANCE, compare_runs
 
@@ -101,6 +102,7 @@ def test_train_head_recipe_smoke(tmp_path):
     argv = ["--data", str(tmp_path / "data"), "--out", str(tmp_path / "head"), "--history", str(tmp_path / "h.json")]
     argv += ["--prompts", "8", "--heldout", "4", "--new-tokens", "12", "--gen-batch", "8", "--steps", "4"]
     argv += ["--batch", "4", "--eval-every", "2", "--subset", "2048", "--unroll", "2", "--self-prompts", "8"]
+    argv += ["--feature-layers", "1,14"]
     assert main(argv) == 0
     history = json.loads((tmp_path / "h.json").read_text())
     assert history["schema"] == "specviz.head_training/1"
@@ -110,6 +112,8 @@ def test_train_head_recipe_smoke(tmp_path):
     shards = sorted(p.name for p in (tmp_path / "data").glob("*-0.pt"))
     assert "self-greedy-0.pt" in shards and "self-sampled-1-0.pt" in shards
     assert "bench-greedy-0.pt" in shards and "bench-sampled-0.pt" in shards
+    written = load_shard(tmp_path / "data" / "heldout-greedy-0.pt")[0]
+    assert written.layer_ids == (1, 14) and written.layers.shape == (written.features.shape[0], 2, 576)
     bench = history["history"][-1]["bench_prompts"]
     assert len(bench["alpha_by_position"]) == 4 and 0 <= bench["alpha_by_position"][0] <= 1
     assert [p["step"] for p in history["history"]] == [0, 2, 4]
@@ -120,6 +124,7 @@ def test_train_head_recipe_smoke(tmp_path):
     assert all(0 < c["coverage"] < 1 for c in subset["candidates"])
     target = load_model()
     head = load_head(tmp_path / "head", target.model)
+    assert head.cfg.feature_layers == (1, 14) and history["recipe"]["feature_layers"] == [1, 14]
     trace = speculative_generate(
         PROMPTS[0], target=target, draft=HeadDrafter(head, "smoke"), gamma=2, temperature=1.0, max_new_tokens=8
     )
@@ -140,3 +145,6 @@ def test_recipe_refuses_data_written_for_other_prompts(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "greedy-0.pt holds answers to other prompts" in err
     assert "Traceback" not in err
+    assert main(argv + ["--prompts", "8", "--feature-layers", "3"]) == 2  # text written for a head without layers
+    err = capsys.readouterr().err
+    assert "does not hold the outputs of decoder layers [3]" in err and "Traceback" not in err
