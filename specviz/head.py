@@ -257,14 +257,16 @@ def layer_outputs(target_model, layer_ids: tuple[int, ...]):
 
 
 def head_config_for(target_model, subset_size: int, target_name: str, feature_layers=(), depth: int = 1) -> HeadConfig:
+    from specviz.errors import ConfigError
+
     c = target_model.config
     if not 1 <= depth <= c.num_hidden_layers:
-        raise ValueError(f"A head's depth must be from 1 to the target's {c.num_hidden_layers} layers; got {depth}.")
+        raise ConfigError(f"--depth {depth}: a head has from 1 to the target's {c.num_hidden_layers} layers.")
     bad = [i for i in feature_layers if not 0 <= i < c.num_hidden_layers - 1]
     if bad:
-        raise ValueError(
-            f"feature layers {bad} do not exist before the last of this target's {c.num_hidden_layers} decoder "
-            f"layers; choose indices from 0 to {c.num_hidden_layers - 2}."
+        raise ConfigError(
+            f"--feature-layers: {bad} are not decoder layers before the last of this target's "
+            f"{c.num_hidden_layers}; choose indices from 0 to {c.num_hidden_layers - 2}."
         )
     return HeadConfig(
         hidden=c.hidden_size,

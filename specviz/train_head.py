@@ -402,8 +402,9 @@ def train(cfg: HeadTrainConfig, data: Path, out: Path, history_path: Path | None
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     wall0 = time.perf_counter()
-    train_seqs, held, free, gen_seconds = make_data(cfg, data, log)
     target = load_model(cfg.target, device=cfg.device, dtype="float32")
+    head_config_for(target.model, 1, target.name, cfg.feature_layers, cfg.depth)  # bad flags fail before the text
+    train_seqs, held, free, gen_seconds = make_data(cfg, data, log)
     tokens = sum(s.ids.shape[0] - s.start for s in train_seqs)
     log(f"data: {len(train_seqs)} answers, {tokens} answer tokens ({gen_seconds:.0f} s)")
 

@@ -68,3 +68,18 @@ def test_unknown_offline_model_from_the_cli():
     done = run_cli("generate", "--prompt", "hi", "--target", "nobody/nothing-here")
     assert done.returncode == 2
     assert "not available offline" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_train_head_refuses_bad_feature_layers_without_a_traceback():
+    done = run_cli("train-head", "--feature-layers", "1,mid", "--steps", "0")
+    assert done.returncode == 2
+    assert "--feature-layers" in done.stderr and "comma-separated list of integers, like 1,14" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_train_head_refuses_a_missing_layer_before_writing_text(tmp_path):
+    done = run_cli("train-head", "--feature-layers", "1,29", "--data", str(tmp_path / "data"))
+    assert done.returncode == 2
+    assert "error: --feature-layers: [29] are not decoder layers" in done.stderr and "0 to 28" in done.stderr
+    assert not (tmp_path / "data").exists()  # refused before any text was written
+    assert "Traceback" not in done.stderr
