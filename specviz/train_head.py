@@ -299,9 +299,9 @@ def unrolled(head: DraftHead, ids: torch.Tensor, feats: torch.Tensor, steps: int
     return outs
 
 
-def _without_threads(cfg: HeadTrainConfig) -> dict:
+def _without_threads(config: dict) -> dict:
     """The config a checkpoint must match to resume: the thread count changes speed, not the run."""
-    return {k: v for k, v in asdict(cfg).items() if k != "threads"}
+    return {k: v for k, v in config.items() if k != "threads"}
 
 
 def head_loss(head, ids, feats, mask, cfg: HeadTrainConfig, generator) -> tuple[torch.Tensor, float]:
@@ -439,7 +439,7 @@ def train(cfg: HeadTrainConfig, data: Path, out: Path, history_path: Path | None
     history, order, start_step, train_seconds = [], [], 1, 0.0
     if checkpoint.is_file():
         state = torch.load(checkpoint, weights_only=True)
-        same_run = {k: v for k, v in state["config"].items() if k != "threads"} == _without_threads(cfg)
+        same_run = _without_threads(state["config"]) == _without_threads(asdict(cfg))
         if same_run and state["subset_size"] == size:
             head.load_state_dict(state["head"], strict=False)
             optim.load_state_dict(state["optim"])
