@@ -26,11 +26,10 @@ The recipe, with fixed seeds (the same flags give the same head on the same mach
 
     python -m specviz train-head [--data ~/.cache/specviz/head-data] [--threads 1] [--device cpu]
 
-On a 2-core CPU with both cores it takes about 85 minutes: 26 writing the text and about 58
-training (49 minutes of steps at 1.47 s each, plus the evaluations). A clean-clone run of the
-previous recipe (no feature layers) reproduced its head's alpha within 0.006 at every draft
-position; the shipped head was trained on that same text with layers 1 and 14 added, and a
-clean-clone run of this recipe has not been made yet (docs/benchmarks.md).
+On a 2-core CPU with both cores it takes about 75 minutes: 25 writing the text and 49 training
+(2,000 steps at about 1.45 s each, plus the evaluations). A clean-clone run of this recipe
+reproduced the shipped head's alpha within 0.015 at every draft position and evaluation, 0.003
+at the end (docs/benchmarks.md).
 """
 
 from __future__ import annotations
