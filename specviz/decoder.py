@@ -9,6 +9,14 @@ in the trace:
     (5) roll the target's KV cache back to the accepted prefix (the drafter rolls its own back
         at its next proposal)
 
+At T=0 a drafter may propose a tree (specviz.drafters.draft_tree): several branches of gamma
+tokens that share the first position. Step (2) then verifies every branch in the same single
+pass (a tree attention mask: a draft sees the text and its own branch's earlier drafts), and the
+iteration keeps the branch whose first draft is the target's own choice (the first branch when
+none is). From there it is the chain algorithm on that branch, with p from the same pass, so
+steps (3)-(5) and every recorded number keep their meaning; the other branches are recorded as
+`other_branches`. A chain is a tree of one branch and runs exactly as before.
+
 `_decode_loop` owns everything around it: timing, stopping, progress and recording.
 
 The baseline is the same loop with no drafter: each iteration is one target step, with the same
@@ -24,7 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from specviz.config import DecodeConfig, SamplingConfig, validate_prompt
-from specviz.drafters import Drafter, crop_cache, resolve_drafter, target_forward
+from specviz.drafters import Drafter, crop_cache, draft_tree, resolve_drafter, target_forward
 from specviz.errors import ConfigError
 from specviz.gate import device_gate
 from specviz.models import DEFAULT_TARGET, LoadedModel, load_model
@@ -124,33 +132,73 @@ class TargetState:
         self.seq = torch.tensor(prompt_ids, dtype=torch.long, device=self.device)  # [L] prompt + output
         self.seen = 0  # positions of seq the cache holds
 
-    def forward(self, drafts: torch.Tensor, feature_layers: tuple[int, ...] | None):
-        """One pass over the unseen tokens and the drafts -> logits [g + 1, V] for the last g + 1
-        positions, and (unless feature_layers is None) the features [T, (n+1)D] of every position
-        fed: the outputs of those decoder layers, then the final-norm feature."""
-        feed = torch.cat([self.seq[self.seen :], drafts])  # [T]
-        logits, features = target_forward(self.target.model, feed, self.cache, drafts.shape[0] + 1, feature_layers)
+    def forward(self, tree: torch.Tensor, feature_layers: tuple[int, ...] | None):
+        """One pass over the unseen tokens and every draft of tree [k, g] -> logits [1 + k*g, V]
+        (the last unseen position, then the drafts level by level: draft j of branch b is row
+        1 + j*k + b), and (unless feature_layers is None) the features [T, (n+1)D] of every
+        position fed: the outputs of those decoder layers, then the final-norm feature."""
+        k, g = tree.shape
+        unseen = self.seq[self.seen :]  # [u]
+        feed = torch.cat([unseen, tree.T.reshape(-1)])  # [T = u + k*g]
+        layout = None if k == 1 else tree_layout(self.seen, unseen.shape[0], k, g, self.device, self.target.model.dtype)
+        logits, features = target_forward(self.target.model, feed, self.cache, k * g + 1, feature_layers, layout)
         return logits[:, : self.target.vocab_size], features
 
-    def accept(self, emitted: torch.Tensor, n_accepted: int) -> None:
-        """Append the emitted tokens and keep in the cache only the accepted prefix."""
-        old_len = self.seq.shape[0]
+    def accept(self, emitted: torch.Tensor, kept_drafts: torch.Tensor, tree_width: int) -> None:
+        """Append the emitted tokens; keep in the cache the text and the accepted drafts, given as
+        their indices kept_drafts [n] among the drafts fed (level by level, tree_width per level)."""
+        old_len, n = self.seq.shape[0], kept_drafts.shape[0]
         self.seq = torch.cat([self.seq, emitted])
-        self.seen = min(old_len + n_accepted, self.seq.shape[0] - 1)  # the newest token is fed next time
+        if tree_width > 1 and n > 0:  # a tree: close the gaps the other branches leave in the cache
+            keep = torch.cat([torch.arange(old_len, device=self.device), old_len + kept_drafts])
+            select_cache_positions(self.cache, keep)
+        self.seen = min(old_len + n, self.seq.shape[0] - 1)  # the newest token is fed next time
         crop_cache(self.cache, self.seen)
+
+
+def tree_layout(seen: int, unseen: int, k: int, g: int, device, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Positions [T] and attention mask [1, 1, T, seen + T] (0 where allowed, the dtype's minimum
+    elsewhere) for a pass over `unseen` text tokens and a tree of k branches x g drafts, level by
+    level. Text tokens attend causally; a draft sees the text and its own branch's drafts up to
+    itself; the k drafts of one level share a position."""
+    t = unseen + k * g
+    level = torch.arange(g, device=device).repeat_interleave(k)  # [k*g]
+    branch = torch.arange(k, device=device).repeat(g)
+    positions = torch.cat([torch.arange(seen, seen + unseen, device=device), seen + unseen + level])
+    allowed = torch.zeros(t, seen + t, dtype=torch.bool, device=device)
+    allowed[:, : seen + unseen] = True
+    allowed[:unseen, seen : seen + unseen] = torch.ones(unseen, unseen, dtype=torch.bool, device=device).tril()
+    same_branch_before = (branch[:, None] == branch[None, :]) & (level[None, :] <= level[:, None])
+    allowed[unseen:, seen + unseen :] = same_branch_before
+    mask = torch.zeros(1, 1, t, seen + t, dtype=dtype, device=device)
+    return positions, mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+
+
+def select_cache_positions(cache, keep: torch.Tensor) -> None:
+    """Keep only the cached positions `keep` [N] (in that order) in every layer of a transformers
+    DynamicCache (transformers 5 keeps them per layer; 4 in key_cache/value_cache lists)."""
+    if hasattr(cache, "layers"):
+        for layer in cache.layers:
+            layer.keys = layer.keys.index_select(-2, keep)
+            layer.values = layer.values.index_select(-2, keep)
+    else:
+        cache.key_cache = [k.index_select(-2, keep) for k in cache.key_cache]
+        cache.value_cache = [v.index_select(-2, keep) for v in cache.value_cache]
 
 
 @dataclass
 class Step:
     """What one iteration of Algorithm 1 produced."""
 
-    drafts: torch.Tensor  # [g] proposed tokens (g <= gamma; 0 for the baseline)
+    drafts: torch.Tensor  # [g] proposed tokens (g <= gamma; 0 for the baseline): the kept branch
     q: torch.Tensor  # [g, V] the distributions they were drawn from
     p: torch.Tensor  # [g + 1, V] the target's distributions at the same positions and one more
     verdict: Verdict
     correction: int | None  # resampled or bonus token; None when the text ended inside the drafts
     emitted: torch.Tensor  # [n + 1] (or [n]) tokens this iteration added to the text
     ended: bool  # the text reached end of sequence
+    kept_branch: int = 0  # which of a draft tree's branches `drafts` is (0: the drafter's first choice)
+    other_branches: torch.Tensor | None = None  # [k - 1, g] a draft tree's branches not kept
 
 
 def speculative_iteration(
@@ -158,18 +206,29 @@ def speculative_iteration(
 ) -> Step:
     """Algorithm 1, one iteration. `lap(phase)` marks the end of the draft and verify phases."""
     device, vocab = state.device, state.target.vocab_size
-    # (1) draft gamma tokens; nothing follows end of sequence, so drafts stop at an EOS.
+    # (1) draft gamma tokens (at T=0 perhaps a tree of several branches of them).
     if drafter is not None and gamma > 0:
-        drafts, q = drafter.propose(state.seq, gamma)  # [g], [g, V]
-        drafts, q = _cut_after_eos(drafts.to(device), q.to(device), eos)
+        tree, q_tree = draft_tree(drafter, state.seq, gamma, sampling.greedy)  # [k, g], [k, g, V]
+        tree, q_tree = tree.to(device), q_tree.to(device)
+        if tree.shape[0] == 1:  # a chain: drop what follows an EOS before the pass, not after
+            drafts, q = _cut_after_eos(tree[0], q_tree[0], eos)
+            tree, q_tree = drafts[None], q[None]
     else:
-        drafts, q = torch.empty(0, dtype=torch.long, device=device), torch.empty(0, vocab, device=device)
+        tree, q_tree = torch.empty(1, 0, dtype=torch.long, device=device), torch.empty(1, 0, vocab, device=device)
     lap("draft")
 
-    # (2) verify: one target pass gives p at every draft position and the one after.
+    # (2) verify: one target pass gives p at every draft position of every branch and the one after.
     reads_features = drafter is not None and drafter.reads_features
-    logits, features = state.forward(drafts, drafter.feature_layers if reads_features else None)
-    p = probabilities(logits, sampling)  # [g + 1, V]
+    logits, features = state.forward(tree, drafter.feature_layers if reads_features else None)
+    p_all = probabilities(logits, sampling)  # [1 + k*g, V]
+    # Keep one branch: the one whose first draft the target's first p favours (at T=0: is the
+    # target's own choice), the first on a tie. Drafts stop at an EOS: nothing follows it.
+    width, depth = tree.shape
+    branch = int(p_all[0, tree[:, 0]].argmax()) if width > 1 and depth > 0 else 0
+    rows = torch.arange(depth, device=device) * width + branch  # the kept branch's drafts among those fed
+    drafts, q = _cut_after_eos(tree[branch], q_tree[branch], eos)
+    rows = rows[: drafts.shape[0]]
+    p = p_all[torch.cat([torch.zeros(1, dtype=torch.long, device=device), 1 + rows])]  # [g + 1, V]
 
     # (3) accept with min(1, p/q) against r; (4) resample from the residual, or the bonus.
     verdict = verify(drafts, q, p, generator, sampling.greedy, rule)
@@ -185,11 +244,13 @@ def speculative_iteration(
     if correction is not None:
         emitted = torch.cat([emitted, torch.tensor([correction], device=device)])
     first_fed = state.seen
-    old_len = state.seq.shape[0]
-    state.accept(emitted, n)
+    unseen = state.seq.shape[0] - first_fed
+    state.accept(emitted, rows[:n], width)
     if reads_features:  # features of the positions still on the text: the context and accepted drafts
-        drafter.observe(features[: old_len + n - first_fed], first_fed)
-    return Step(drafts, q, p, verdict, correction, emitted, ended)
+        kept = torch.cat([torch.arange(unseen, device=device), unseen + rows[:n]])
+        drafter.observe(features[kept], first_fed)
+    others = tree[[b for b in range(width) if b != branch]] if width > 1 else None
+    return Step(drafts, q, p, verdict, correction, emitted, ended, branch, others)
 
 
 def _cut_after_eos(drafts: torch.Tensor, q: torch.Tensor, eos: int | None):
@@ -324,6 +385,8 @@ def _config_dict(target: LoadedModel, drafter, cfg: DecodeConfig, device, traced
         "target": target.name,
         "draft": drafter.name if drafter is not None else None,
         "gamma": cfg.gamma if drafter is not None else 0,
+        # branches of the draft tree at the first draft position (1: a chain; trees only at T=0)
+        "draft_tree": getattr(drafter, "branches", 1) if drafter is not None and s.greedy else 1,
         "temperature": s.temperature,
         "top_k": s.top_k,
         "top_p": s.top_p,

@@ -18,6 +18,14 @@ One small interface (like transformers' candidate generators), three kinds:
 - HybridDrafter: per iteration, the n-gram draft when the context holds a match, else the head.
   Each iteration's q is the distribution its own drafter sampled from, so it stays exact.
 
+Draft trees (greedy only). At T=0 the head also proposes a tree (`propose_tree`): its top
+`branches` tokens at the first draft position, each continued greedily (branches chains sharing
+the root). The decoder verifies every branch in one target pass and keeps the branch whose first
+token is the target's own choice, so greedy output stays the target's. A drafter without
+`propose_tree` drafts a chain, a tree of one branch (`draft_tree`). At T>0 every drafter drafts a
+chain: keeping one of several sampled branches would change the output distribution without a
+multi-candidate rule, which specviz does not implement.
+
 `resolve_drafter` turns a draft name into one of these; it is the one place that knows the names.
 """
 
@@ -51,28 +59,40 @@ class Drafter(Protocol):
         when reads_features is True."""
 
 
-def target_forward(model, input_ids: torch.Tensor, cache, keep: int, feature_layers: tuple[int, ...] | None):
+def target_forward(model, input_ids: torch.Tensor, cache, keep: int, feature_layers: tuple[int, ...] | None, tree=None):
     """One cached target forward. input_ids [T] -> (logits [keep, V_model] for the last `keep`
     positions, features [T, (n+1)D] or None). feature_layers None: no features; otherwise the
     outputs of those decoder layers and the final-norm feature, concatenated. With features, the
     body and the LM head run as the CausalLM's own forward runs them, so the logits are the same
-    numbers either way."""
+    numbers either way. tree: None (causal) or (position_ids [T], attention mask [1, 1, T, N]) for a
+    draft tree (specviz.decoder.tree_layout)."""
+    extra = {} if tree is None else {"position_ids": tree[0][None], "attention_mask": tree[1]}
     if feature_layers is None:
-        return forward_logits(model, input_ids, cache, keep), None
+        return forward_logits(model, input_ids, cache, keep, **extra), None
     from specviz.head import layer_outputs
 
     with layer_outputs(model, feature_layers) as earlier:
-        hidden = model.model(input_ids=input_ids[None], past_key_values=cache, use_cache=True).last_hidden_state[0]
+        out = model.model(input_ids=input_ids[None], past_key_values=cache, use_cache=True, **extra)
+    hidden = out.last_hidden_state[0]
     features = torch.cat([*(earlier[i][0][0] for i in feature_layers), hidden], dim=-1)  # [T, (n+1)D]
     return model.lm_head(hidden[-keep:]), features  # [keep, V]
 
 
-def forward_logits(model, input_ids: torch.Tensor, cache, keep: int) -> torch.Tensor:
+def forward_logits(model, input_ids: torch.Tensor, cache, keep: int, **extra) -> torch.Tensor:
     """One cached forward. input_ids [T] -> logits [keep, V_model] for the last `keep` positions."""
-    kwargs = {"past_key_values": cache, "use_cache": True}
+    kwargs = {"past_key_values": cache, "use_cache": True, **extra}
     if _accepts_logits_to_keep(model):
         kwargs["logits_to_keep"] = keep  # skip the vocabulary projection for the prompt positions
     return model(input_ids[None], **kwargs).logits[0, -keep:]
+
+
+def draft_tree(drafter, context: torch.Tensor, gamma: int, greedy: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """The drafter's proposal as a tree: tokens [k, g], q [k, g, V]. A tree of several branches
+    only when greedy and the drafter can make one; otherwise its chain as one branch."""
+    if greedy and hasattr(drafter, "propose_tree"):
+        return drafter.propose_tree(context, gamma)
+    tokens, q = drafter.propose(context, gamma)  # [g], [g, V]
+    return tokens[None], q[None]
 
 
 _logits_to_keep_support: dict[type, bool] = {}
@@ -188,6 +208,13 @@ def lookup_continuation(ids: list[int], gamma: int, max_ngram: int, min_ngram: i
     return []
 
 
+# First-position candidates of the head's greedy draft tree, chosen by measurement: on the bench's
+# eight prompts two candidates, each continued for gamma - 1 more tokens, raised the tokens per
+# iteration from 1.51 to 1.63 at gamma 2; three or a deeper tree added tokens but cost more than
+# they brought (docs/benchmarks.md, "Width").
+TREE_BRANCHES = 2
+
+
 class HeadDrafter:
     """The draft head: catches its KV cache up on the target's true features, then chains.
 
@@ -199,8 +226,8 @@ class HeadDrafter:
 
     reads_features = True
 
-    def __init__(self, head, name: str):
-        self.head, self.name = head, name
+    def __init__(self, head, name: str, branches: int = TREE_BRANCHES):
+        self.head, self.name, self.branches = head, name, branches
         self.feature_layers = head.cfg.feature_layers
 
     def start(self, sampling: SamplingConfig, generator: torch.Generator, vocab_size: int) -> None:
@@ -220,11 +247,7 @@ class HeadDrafter:
         device = self.features.device
         if self.features.shape[0] < length - 1:  # no features for this text yet
             return torch.empty(0, dtype=torch.long, device=device), torch.empty(0, self.vocab_size, device=device)
-        context = context.to(device)
-        self.cache.crop(self.true_entries)
-        start = self.true_entries  # catch up entries start..length-2 on true features
-        f, logits = self.head.step(self.features[start : length - 1], context[start + 1 :], start + 1, self.cache)
-        self.true_entries = length - 1
+        f, logits = self._catch_up(context.to(device))
         tokens, qs = [], []
         for k in range(gamma):
             q = self._q(logits[-1])  # [V]
@@ -234,6 +257,39 @@ class HeadDrafter:
             if k + 1 < gamma:  # the chain: the predicted feature and the drafted token feed the next step
                 f, logits = self.head.step(f[-1:], token, length + k, self.cache)
         return torch.cat(tokens), torch.stack(qs)  # [gamma], [gamma, V]
+
+    def propose_tree(self, context: torch.Tensor, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Greedy only: the head's top-`branches` tokens at the first draft position, each
+        continued greedily -> tokens [k, g], q [k, g, V]. Branch 0 is propose()'s chain. A branch's
+        q is one-hot on each token it proposes: at T=0 each branch is a deterministic guess."""
+        length = context.shape[0]
+        if self.branches == 1 or gamma == 0 or self.features.shape[0] < length - 1:
+            tokens, q = self.propose(context, gamma)
+            return tokens[None], q[None]
+        f, logits = self._catch_up(context.to(self.features.device))
+        k = self.branches
+        levels = [self.head.subset[logits[-1].topk(k).indices]]  # level 1: [k] token ids
+        prefix = self.cache.length
+        features = f[-1:].expand(k, -1)  # [k, D] every branch reads the same predicted feature
+        for level in range(1, gamma):
+            features, logits = self.head.branch_step(
+                features, levels[-1], length + level - 1, self.cache, prefix, level
+            )  # [k, D], [k, S]
+            levels.append(self.head.subset[logits.argmax(-1)])
+        tokens = torch.stack(levels, 1)  # [k, g]
+        q = torch.zeros(k, gamma, self.vocab_size, device=tokens.device)
+        q.scatter_(2, tokens[..., None], 1.0)
+        return tokens, q
+
+    def _catch_up(self, context: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Drop the head's guessed entries and feed the true features it has not seen; returns the
+        last step's (f^ [T, D], subset logits [T, S]): its last row predicts the first draft."""
+        length = context.shape[0]
+        self.cache.crop(self.true_entries)
+        start = self.true_entries  # catch up entries start..length-2 on true features
+        f, logits = self.head.step(self.features[start : length - 1], context[start + 1 :], start + 1, self.cache)
+        self.true_entries = length - 1
+        return f, logits
 
     def _q(self, subset_logits: torch.Tensor) -> torch.Tensor:
         """Logits over the head's vocabulary subset [S] -> q over the full vocabulary [V], 0 outside S."""
@@ -253,6 +309,10 @@ class HybridDrafter:
         self.feature_layers = head_drafter.feature_layers
         self.ngram = NgramDrafter(max_ngram=3, min_ngram=min_ngram)
 
+    @property
+    def branches(self) -> int:
+        return self.head_drafter.branches
+
     def start(self, sampling: SamplingConfig, generator: torch.Generator, vocab_size: int) -> None:
         self.ngram.start(sampling, generator, vocab_size)
         self.head_drafter.start(sampling, generator, vocab_size)
@@ -265,6 +325,13 @@ class HybridDrafter:
         if drafts.shape[0] > 0:
             return drafts, q
         return self.head_drafter.propose(context, gamma)
+
+    def propose_tree(self, context: torch.Tensor, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Greedy only: the n-gram chain when the context holds a match, else the head's tree."""
+        drafts, q = self.ngram.propose(context, gamma)
+        if drafts.shape[0] > 0:
+            return drafts[None], q[None]
+        return self.head_drafter.propose_tree(context, gamma)
 
 
 # ----- names -> drafters ------------------------------------------------------------------------

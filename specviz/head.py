@@ -200,6 +200,28 @@ class DraftHead(nn.Module):
             x = layer.finish(x, attended)
         return self.out(x)
 
+    def branch_step(
+        self, features: torch.Tensor, tokens: torch.Tensor, index: int, cache: HeadCache, prefix: int, level: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One chained step for k branches of a draft tree at once: features [k, D] and tokens [k],
+        all at head index `index`. The cache holds `prefix` entries shared by every branch, then
+        the branches' entries level by level (k per level); branch b sees the shared ones and its
+        own entries of levels 1..level, this one included -> (f^ [k, D], subset logits [k, S])."""
+        k = tokens.shape[0]
+        cos, sin = self.rope(torch.full((k,), index, device=tokens.device))
+        x = self.merge(features, tokens)  # [k, D]
+        branch_of = torch.arange(k * level, device=tokens.device) % k
+        allowed = torch.ones(k, prefix + k * level, dtype=torch.bool, device=tokens.device)
+        allowed[:, prefix:] = branch_of[None, :] == torch.arange(k, device=tokens.device)[:, None]
+        for i, layer in enumerate(self.layers):
+            q, key, value = layer.qkv(x, cos, sin)  # [H, k, hd], [Hkv, k, hd]
+            keys, values = cache.append(i, key, value)
+            attended = nn.functional.scaled_dot_product_attention(
+                q, layer.expand_kv(keys), layer.expand_kv(values), attn_mask=allowed
+            )  # [H, k, hd]
+            x = layer.finish(x, attended)
+        return self.out(x)
+
     # -- files --
     def save(self, folder: Path, extra: dict | None = None) -> None:
         from safetensors.torch import save_file

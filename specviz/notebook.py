@@ -162,6 +162,8 @@ def step_parts(trace: Trace, iteration: int) -> list[str | go.Figure]:
         + token_stream_html([view.iteration], trace.extra)
         + "</div>",
     ]
+    if view.tree_note:
+        parts.append(_paragraph(view.tree_note))
     for panel in view.drafts:
         parts += [_paragraph("", panel.title), panel.figure]
     if view.discarded_note:

@@ -65,7 +65,7 @@ class IterationRecorder:
         for pairs in q_top + p_top:
             for token_id, _ in pairs:
                 self.text(token_id)
-        return {
+        record = {
             "index": index,
             "start_ms": start_ms,
             "draft_ms": draft_ms,
@@ -74,6 +74,14 @@ class IterationRecorder:
             "drafts": draft_records,
             "correction": corr,
         }
+        if step.other_branches is not None:  # a draft tree: which branch was kept, and the others
+            record["tree"] = {
+                "kept_branch": step.kept_branch,
+                "other_branches": [
+                    [{"token_id": t, "token": self.text(t)} for t in branch] for branch in step.other_branches.tolist()
+                ],
+            }
+        return record
 
     def text(self, token_id: int) -> str:
         key = str(token_id)

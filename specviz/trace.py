@@ -19,6 +19,12 @@ torch and round-trips through JSON unchanged. Field meanings (p is always the ta
                         it was drawn from), residual_top (resample only: [token_id, prob] top 10
                         of norm(max(0, p - q))), p_top (bonus/target: top 10 of p)
                         null only when the run stopped at an end-of-sequence draft token
+      tree              only when the drafter proposed a draft tree (T=0): several branches
+                        sharing the first draft position, all verified in the same target pass.
+                        drafts[] is the branch kept (the one whose first token is the target's
+                        own choice; the drafter's first choice when none is), scored as a chain;
+                        kept_branch (0 = the drafter's first choice), other_branches[] (each a
+                        list of {token_id, token}: guesses the target's choice ruled out)
     summary             iterations, drafted, accepted, acceptance_rate, mean_accepted_length,
                         alpha (mean beta over the positions the text reached: the accepted
                         drafts and the first rejected one of each iteration), wall_ms,
@@ -264,6 +270,19 @@ def _too_big(size: int) -> str:
 # ----- validation -----------------------------------------------------------------------------
 
 
+def _tree(tree: Any, where: str) -> None:
+    _expect(isinstance(tree, dict), where, "an object")
+    _int(tree.get("kept_branch"), f"{where}.kept_branch", 0, 64)
+    branches = tree.get("other_branches")
+    _expect(isinstance(branches, list), f"{where}.other_branches", "a list")
+    for b, branch in enumerate(branches):
+        _expect(isinstance(branch, list), f"{where}.other_branches[{b}]", "a list of tokens")
+        for j, token in enumerate(branch):
+            at = f"{where}.other_branches[{b}][{j}]"
+            _expect(isinstance(token, dict) and isinstance(token.get("token"), str), at, "{token_id, token}")
+            _int(token.get("token_id"), f"{at}.token_id", 0, 10**7)
+
+
 def validate(data: Any) -> None:
     """Check a trace dict's shape, types, ranges and invariants. Raises TraceError."""
     _expect(isinstance(data, dict), "", "a JSON object")
@@ -395,6 +414,8 @@ def _validate_iterations(data: dict) -> None:
         drafted += len(drafts)
         accepted_total += n
         emitted.extend(d["token_id"] for d in drafts[:n])
+        if "tree" in it:
+            _tree(it["tree"], f"{where}.tree")
         corr = it.get("correction")
         if corr is None:
             last = i == len(iterations) - 1

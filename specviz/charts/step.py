@@ -1,9 +1,10 @@
 """One iteration, explained: what the step inspector (app) and `trace.show("step")` (notebook) show.
 
 `step_view(trace, i)` gathers, for iteration i (1-based): a one-line summary, each checked draft with
-its q-versus-p figure, the drafts discarded unchecked, and the correction (resample from the
-residual, bonus token, or the target's own token when the draft proposed nothing) with its figure
-and the sentence that says why. Texts are plain (no markup); each front end styles them.
+its q-versus-p figure, the drafts discarded unchecked, the correction (resample from the residual,
+bonus token, or the target's own token when the draft proposed nothing) with its figure and the
+sentence that says why, and for a greedy draft tree which branches were checked and why this one was
+kept. Texts are plain (no markup); each front end styles them.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from specviz.charts.inspector import bonus_figure, draft_figure, residual_figure
-from specviz.charts.tokens import iteration_tokens, label_token
+from specviz.charts.tokens import display_token, iteration_tokens, label_token
 from specviz.errors import TraceError
 from specviz.trace import Trace
 
@@ -63,6 +64,26 @@ class StepView:
     drafts: list[DraftPanel] = field(default_factory=list)
     discarded_note: str | None = None
     correction: Correction | None = None
+    tree_note: str | None = None  # a draft tree only: the branches checked and why this one was kept
+
+
+def tree_note(it: dict[str, Any]) -> str | None:
+    """For an iteration that drafted a tree (T=0): the other branches, and why the one shown was kept."""
+    tree = it.get("tree")
+    if not tree or not it["drafts"]:
+        return None
+    others = "; ".join(
+        "“" + "".join(display_token(t["token"]) for t in branch).strip() + "”" for branch in tree["other_branches"]
+    )
+    k = len(tree["other_branches"]) + 1
+    text = (
+        f"Draft tree: the draft proposed {k} branches that start with different first tokens, and the target "
+        f"checked them all in the same single pass. The other branch{'es' if k > 2 else ''}: {others}. "
+    )
+    guess = "its first guess" if tree["kept_branch"] == 0 else f"its guess number {tree['kept_branch'] + 1}"
+    if it["accepted_count"] > 0:
+        return text + f"The branch shown is the one starting with the target's own choice ({guess}), so it was kept."
+    return text + "None started with the target's own choice, so the draft's first guess is shown, rejected."
 
 
 def iteration_summary(it: dict[str, Any], i: int, n: int) -> str:
@@ -88,7 +109,7 @@ def step_view(trace: Trace, i: int) -> StepView:
     rows = iteration_tokens(it)
     drafts = [r for r in rows if r["is_draft"]]
     corr = next((r for r in rows if not r["is_draft"]), None)
-    view = StepView(i, n, iteration_summary(it, i, n), it)
+    view = StepView(i, n, iteration_summary(it, i, n), it, tree_note=tree_note(it))
     for row in drafts:
         if row["status"] != "discarded":
             title = f"Draft {row['slot']}: {label_token(row['token'])} ({row['status']})"

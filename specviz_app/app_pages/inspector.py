@@ -52,6 +52,8 @@ def inspector() -> None:
     st.subheader(view.summary)
     st.html(render.legend_html(render.statuses_in([view.iteration])))
     st.html(render.token_stream_html([view.iteration], trace.extra))
+    if view.tree_note:
+        st.info(render.md_escape(view.tree_note), icon=":material/account_tree:")
 
     for panel in view.drafts:
         with st.container(border=True):

@@ -1,0 +1,125 @@
+"""Greedy draft trees on tiny random Llamas: one tree pass gives every branch the logits and
+features a cache-free pass over that branch gives, keeping a branch leaves the cache a fresh pass
+would build, greedy output stays the target's, and sampled runs never draft a tree."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_head import PROMPT, TRAINED_SUBSET, VOCAB, RecordingHeadDrafter, random_head
+
+from specviz.charts.step import step_view
+from specviz.decoder import TargetState, autoregressive_generate, speculative_generate
+from specviz.drafters import HeadDrafter
+from specviz.toy import tiny_llama
+from specviz.trace import validate
+
+TOL = {"atol": 1e-4, "rtol": 1e-4}
+
+
+@pytest.fixture(scope="module")
+def target():
+    return tiny_llama(vocab_size=VOCAB, seed=5, init_scale=20.0)
+
+
+def full_pass(target, ids: list[int]):
+    """Cache-free: logits [L, V] and the final-norm features [L, D] of every position."""
+    with torch.inference_mode():
+        hidden = target.model.model(input_ids=torch.tensor([ids])).last_hidden_state[0]
+        return target.model.lm_head(hidden)[:, :VOCAB], hidden
+
+
+def test_one_tree_pass_equals_a_cache_free_pass_over_each_branch(target):
+    tree = torch.tensor([[7, 2, 9], [4, 4, 1], [11, 0, 2]])  # 3 branches x 3 drafts
+    state = TargetState(target, PROMPT)
+    with torch.inference_mode():
+        logits, features = state.forward(tree, feature_layers=())  # [1 + 9, V], [8 + 9, D]
+    n = len(PROMPT)
+    for b in range(3):
+        want_logits, want_features = full_pass(target, PROMPT + tree[b].tolist())
+        rows = [0] + [1 + j * 3 + b for j in range(3)]  # the last prompt position, then the branch
+        torch.testing.assert_close(logits[rows], want_logits[n - 1 :], **TOL)
+        torch.testing.assert_close(features[:n], want_features[:n], **TOL)
+        torch.testing.assert_close(features[[n + j * 3 + b for j in range(3)]], want_features[n:], **TOL)
+
+
+@pytest.mark.parametrize(("branch", "accepted"), [(0, 0), (1, 2), (2, 3)])
+def test_keeping_a_branch_leaves_the_cache_a_fresh_pass_builds(target, branch, accepted):
+    tree = torch.tensor([[7, 2, 9], [4, 4, 1], [11, 0, 2]])
+    state = TargetState(target, PROMPT)
+    with torch.inference_mode():
+        state.forward(tree, feature_layers=None)
+        kept = torch.arange(accepted) * 3 + branch  # the branch's first drafts among those fed
+        emitted = torch.cat([tree[branch, :accepted], torch.tensor([5])])  # accepted drafts + a correction
+        state.accept(emitted, kept, tree_width=3)
+        assert state.cache.get_seq_length() == len(PROMPT) + accepted
+        logits, _ = state.forward(torch.empty(1, 0, dtype=torch.long), feature_layers=None)  # feeds the correction
+    want, _ = full_pass(target, state.seq.tolist())
+    torch.testing.assert_close(logits[0], want[-1], **TOL)
+
+
+def test_greedy_tree_output_equals_the_target_alone_and_records_the_tree(target):
+    base = autoregressive_generate(PROMPT, target=target, temperature=0, max_new_tokens=40)
+    kept_other = 0
+    for gamma in (1, 3):
+        head = random_head(target, subset=TRAINED_SUBSET, feature_layers=(0,), scale=0.3)
+        drafter = RecordingHeadDrafter(head, "head", branches=3)
+        spec = speculative_generate(PROMPT, target=target, draft=drafter, gamma=gamma, temperature=0, max_new_tokens=40)
+        assert spec.output_token_ids == base.output_token_ids, gamma
+        assert spec.config["draft_tree"] == 3
+        trees = [it["tree"] for it in spec.iterations if "tree" in it]
+        assert trees and all(len(t["other_branches"]) == 2 for t in trees)
+        lengths = [len(branch) for t in trees for branch in t["other_branches"]]
+        assert max(lengths) == gamma and min(lengths) >= 1  # shorter only where the run's end is near
+        kept_other += sum(t["kept_branch"] > 0 for t in trees)
+        validate(spec.to_dict())
+        # The head was handed the features of exactly the positions on the text, across tree
+        # passes whose other branches were dropped from the target's cache.
+        seq = spec.prompt_token_ids + spec.output_token_ids
+        with torch.inference_mode():
+            out = target.model.model(input_ids=torch.tensor([seq]), output_hidden_states=True)
+        expected = torch.cat([out.hidden_states[1][0], out.last_hidden_state[0]], dim=-1)[:-1]
+        kept = torch.empty(0, expected.shape[1])
+        for features, start in zip(drafter.handed, drafter.starts, strict=True):
+            kept = torch.cat([kept[:start], features])
+        torch.testing.assert_close(kept, expected, **TOL)
+    assert kept_other > 0  # the target chose a branch other than the head's first choice
+    # The step view explains the tree: which branches were checked, and why this one was kept.
+    i = next(j for j, it in enumerate(spec.iterations) if it.get("tree", {}).get("kept_branch", 0) > 0)
+    note = step_view(spec, i + 1).tree_note
+    assert note.startswith("Draft tree: the draft proposed 3 branches") and "guess number" in note
+    other = spec.iterations[i]["tree"]["other_branches"][0]
+    assert "".join(spec.extra["token_text"][str(t["token_id"])] for t in other).strip() in note
+    assert step_view(spec, 1).tree_note is None  # the first iteration drafts nothing
+
+
+def test_branch_zero_is_the_chain_the_head_drafts(target):
+    head = random_head(target, subset=TRAINED_SUBSET, scale=0.3)
+    drafter = HeadDrafter(head, "head", branches=2)
+    from specviz.config import SamplingConfig
+
+    context = torch.tensor(PROMPT)
+    _, features = full_pass(target, PROMPT)
+
+    def fresh():  # the head having seen the target's features of the prompt, as after a prefill
+        drafter.start(SamplingConfig(0.0), torch.Generator().manual_seed(0), VOCAB)
+        drafter.observe(features[:-1], 0)
+        return drafter
+
+    with torch.inference_mode():
+        chain, q_chain = fresh().propose(context, 4)
+        tree, q_tree = fresh().propose_tree(context, 4)
+    assert tree.shape == (2, 4) and q_tree.shape == (2, 4, VOCAB)
+    assert tree[0].tolist() == chain.tolist()
+    assert tree[1, 0] != tree[0, 0]  # the head's second choice at the first position
+    torch.testing.assert_close(q_tree[0], q_chain)  # one-hot on the chain's tokens at T=0
+    torch.testing.assert_close(q_tree.sum(-1), torch.ones(2, 4))
+
+
+def test_sampling_drafts_chains_only(target):
+    head = random_head(target, subset=TRAINED_SUBSET, scale=0.3)
+    spec = speculative_generate(
+        PROMPT, target=target, draft=HeadDrafter(head, "head", branches=3), gamma=3, temperature=1.0, max_new_tokens=30
+    )
+    assert spec.config["draft_tree"] == 1
+    assert not any("tree" in it for it in spec.iterations)
