@@ -9,13 +9,16 @@ in the trace:
     (5) roll the target's KV cache back to the accepted prefix (the drafter rolls its own back
         at its next proposal)
 
-At T=0 a drafter may propose a tree (specviz.drafters.draft_tree): several branches of gamma
-tokens that share the first position. Step (2) then verifies every branch in the same single
-pass (a tree attention mask: a draft sees the text and its own branch's earlier drafts), and the
-iteration keeps the branch whose first draft is the target's own choice (the first branch when
-none is). From there it is the chain algorithm on that branch, with p from the same pass, so
-steps (3)-(5) and every recorded number keep their meaning; the other branches are recorded as
-`other_branches`. A chain is a tree of one branch and runs exactly as before.
+A drafter may propose a tree (specviz.drafters.draft_tree): several branches of gamma tokens that
+start with different first tokens. Step (2) then verifies every branch in the same single pass (a
+tree attention mask: a draft sees the text and its own branch's earlier drafts), and the iteration
+keeps one branch by recursive rejection sampling over the first tokens
+(specviz.verify.choose_branch): the first candidate that passes its test, each test made against
+what the earlier rejections left of p. At T=0 that is the branch starting with the target's own
+choice. From there it is the chain algorithm on that branch, with p from the same pass (its first
+row the p its first token was tested against), so steps (3)-(5) and every recorded number keep
+their meaning; the rejected first tokens and the other branches are recorded in `tree`. A chain is
+a tree of one branch and runs exactly as before. The wrong-rule variants of the lab run chains.
 
 `_decode_loop` owns everything around it: timing, stopping, progress and recording.
 
@@ -40,7 +43,7 @@ from specviz.prompting import prompt_token_ids
 from specviz.recorder import IterationRecorder
 from specviz.sampling import probabilities
 from specviz.trace import Trace, reached_betas, summarize
-from specviz.verify import RULES, Verdict, verify
+from specviz.verify import RULES, FirstTest, Verdict, choose_branch, verify
 
 
 @dataclass
@@ -199,6 +202,7 @@ class Step:
     ended: bool  # the text reached end of sequence
     kept_branch: int = 0  # which of a draft tree's branches `drafts` is (0: the drafter's first choice)
     other_branches: torch.Tensor | None = None  # [k - 1, g] a draft tree's branches not kept
+    rejected_first: list[FirstTest] | None = None  # a draft tree's first tokens rejected before the kept one
 
 
 def speculative_iteration(
@@ -206,9 +210,13 @@ def speculative_iteration(
 ) -> Step:
     """Algorithm 1, one iteration. `lap(phase)` marks the end of the draft and verify phases."""
     device, vocab = state.device, state.target.vocab_size
-    # (1) draft gamma tokens (at T=0 perhaps a tree of several branches of them).
+    # (1) draft gamma tokens (perhaps a tree of several branches of them; the lab's variants: a chain).
     if drafter is not None and gamma > 0:
-        tree, q_tree = draft_tree(drafter, state.seq, gamma, sampling.greedy)  # [k, g], [k, g, V]
+        if rule == "exact":
+            tree, q_tree = draft_tree(drafter, state.seq, gamma)  # [k, g], [k, g, V]
+        else:
+            tokens, q_chain = drafter.propose(state.seq, gamma)  # [g], [g, V]
+            tree, q_tree = tokens[None], q_chain[None]
         tree, q_tree = tree.to(device), q_tree.to(device)
         if tree.shape[0] == 1:  # a chain: drop what follows an EOS before the pass, not after
             drafts, q = _cut_after_eos(tree[0], q_tree[0], eos)
@@ -221,17 +229,21 @@ def speculative_iteration(
     reads_features = drafter is not None and drafter.reads_features
     logits, features = state.forward(tree, drafter.feature_layers if reads_features else None)
     p_all = probabilities(logits, sampling)  # [1 + k*g, V]
-    # Keep one branch: the one whose first draft the target's first p favours (at T=0: is the
-    # target's own choice), the first on a tie. Drafts stop at an EOS: nothing follows it.
+    # Keep one branch: recursive rejection sampling over the first drafts (at T=0: the one that is
+    # the target's own choice, else the last). Drafts stop at an EOS: nothing follows it.
     width, depth = tree.shape
-    branch = int(p_all[0, tree[:, 0]].argmax()) if width > 1 and depth > 0 else 0
+    branch, p_first, first_r, rejected = 0, p_all[0], None, []
+    if width > 1 and depth > 0:
+        branch, p_first, first_r, rejected = choose_branch(
+            tree[:, 0], q_tree[:, 0], p_all[0], generator, sampling.greedy
+        )
     rows = torch.arange(depth, device=device) * width + branch  # the kept branch's drafts among those fed
     drafts, q = _cut_after_eos(tree[branch], q_tree[branch], eos)
     rows = rows[: drafts.shape[0]]
-    p = p_all[torch.cat([torch.zeros(1, dtype=torch.long, device=device), 1 + rows])]  # [g + 1, V]
+    p = torch.cat([p_first[None], p_all[1 + rows]])  # [g + 1, V] row 0: what the first draft is tested against
 
     # (3) accept with min(1, p/q) against r; (4) resample from the residual, or the bonus.
-    verdict = verify(drafts, q, p, generator, sampling.greedy, rule)
+    verdict = verify(drafts, q, p, generator, sampling.greedy, rule, first_r)
     n, g = verdict.accepted_count, drafts.shape[0]
     correction = verdict.correction_token
     ended = eos is not None and correction == eos
@@ -250,7 +262,7 @@ def speculative_iteration(
         kept = torch.cat([torch.arange(unseen, device=device), unseen + rows[:n]])
         drafter.observe(features[kept], first_fed)
     others = tree[[b for b in range(width) if b != branch]] if width > 1 else None
-    return Step(drafts, q, p, verdict, correction, emitted, ended, branch, others)
+    return Step(drafts, q, p, verdict, correction, emitted, ended, branch, others, rejected if width > 1 else None)
 
 
 def _cut_after_eos(drafts: torch.Tensor, q: torch.Tensor, eos: int | None):
@@ -385,8 +397,8 @@ def _config_dict(target: LoadedModel, drafter, cfg: DecodeConfig, device, traced
         "target": target.name,
         "draft": drafter.name if drafter is not None else None,
         "gamma": cfg.gamma if drafter is not None else 0,
-        # branches of the draft tree at the first draft position (1: a chain; trees only at T=0)
-        "draft_tree": getattr(drafter, "branches", 1) if drafter is not None and s.greedy else 1,
+        # branches of the draft tree at the first draft position (1: a chain; the lab's variants run chains)
+        "draft_tree": getattr(drafter, "branches", 1) if drafter is not None and rule == "exact" else 1,
         "temperature": s.temperature,
         "top_k": s.top_k,
         "top_p": s.top_p,

@@ -18,13 +18,13 @@ One small interface (like transformers' candidate generators), three kinds:
 - HybridDrafter: per iteration, the n-gram draft when the context holds a match, else the head.
   Each iteration's q is the distribution its own drafter sampled from, so it stays exact.
 
-Draft trees (greedy only). At T=0 the head also proposes a tree (`propose_tree`): its top
-`branches` tokens at the first draft position, each continued greedily (branches chains sharing
-the root). The decoder verifies every branch in one target pass and keeps the branch whose first
-token is the target's own choice, so greedy output stays the target's. A drafter without
-`propose_tree` drafts a chain, a tree of one branch (`draft_tree`). At T>0 every drafter drafts a
-chain: keeping one of several sampled branches would change the output distribution without a
-multi-candidate rule, which specviz does not implement.
+Draft trees. The head also proposes a tree (`propose_tree`): `branches` different tokens at the
+first draft position, each continued for gamma - 1 more (branches chains sharing the root). At T=0
+they are its top choices, continued greedily; at T>0 they are drawn from q without replacement (the
+second from q without the first), continued by sampling. The decoder verifies every branch in one
+target pass and keeps one by recursive rejection sampling (specviz.verify.choose_branch), which
+keeps the output exact at any temperature; at T=0 that is the branch starting with the target's
+own choice. A drafter without `propose_tree` drafts a chain, a tree of one branch (`draft_tree`).
 
 `resolve_drafter` turns a draft name into one of these; it is the one place that knows the names.
 """
@@ -86,10 +86,11 @@ def forward_logits(model, input_ids: torch.Tensor, cache, keep: int, **extra) ->
     return model(input_ids[None], **kwargs).logits[0, -keep:]
 
 
-def draft_tree(drafter, context: torch.Tensor, gamma: int, greedy: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """The drafter's proposal as a tree: tokens [k, g], q [k, g, V]. A tree of several branches
-    only when greedy and the drafter can make one; otherwise its chain as one branch."""
-    if greedy and hasattr(drafter, "propose_tree"):
+def draft_tree(drafter, context: torch.Tensor, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The drafter's proposal as a tree: tokens [k, g], q [k, g, V] (q[b, j]: the distribution
+    branch b's draft j was drawn from). A tree of several branches when the drafter can make one;
+    otherwise its chain as one branch."""
+    if hasattr(drafter, "propose_tree"):
         return drafter.propose_tree(context, gamma)
     tokens, q = drafter.propose(context, gamma)  # [g], [g, V]
     return tokens[None], q[None]
@@ -259,27 +260,52 @@ class HeadDrafter:
         return torch.cat(tokens), torch.stack(qs)  # [gamma], [gamma, V]
 
     def propose_tree(self, context: torch.Tensor, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Greedy only: the head's top-`branches` tokens at the first draft position, each
-        continued greedily -> tokens [k, g], q [k, g, V]. Branch 0 is propose()'s chain. A branch's
-        q is one-hot on each token it proposes: at T=0 each branch is a deterministic guess."""
+        """`branches` different first tokens, each continued for gamma - 1 more -> tokens [k, g],
+        q [k, g, V], q[b, j] the distribution branch b's draft j was drawn from. At T=0: the
+        head's top-k first tokens, continued greedily (q one-hot on each token: every branch is a
+        deterministic guess); branch 0 is propose()'s chain. At T>0: the first tokens drawn from q
+        without replacement (q_b is q without the earlier candidates, renormalised), continued by
+        sampling. Fewer branches when q holds fewer tokens."""
         length = context.shape[0]
         if self.branches == 1 or gamma == 0 or self.features.shape[0] < length - 1:
             tokens, q = self.propose(context, gamma)
             return tokens[None], q[None]
         f, logits = self._catch_up(context.to(self.features.device))
-        k = self.branches
-        levels = [self.head.subset[logits[-1].topk(k).indices]]  # level 1: [k] token ids
+        firsts, q_firsts = self._first_candidates(logits[-1])  # [k], [k, V]
+        k = firsts.shape[0]
+        levels, qs = [firsts], [q_firsts]
         prefix = self.cache.length
         features = f[-1:].expand(k, -1)  # [k, D] every branch reads the same predicted feature
         for level in range(1, gamma):
             features, logits = self.head.branch_step(
                 features, levels[-1], length + level - 1, self.cache, prefix, level
             )  # [k, D], [k, S]
-            levels.append(self.head.subset[logits.argmax(-1)])
-        tokens = torch.stack(levels, 1)  # [k, g]
-        q = torch.zeros(k, gamma, self.vocab_size, device=tokens.device)
-        q.scatter_(2, tokens[..., None], 1.0)
-        return tokens, q
+            q = self._q(logits)  # [k, V]
+            levels.append(torch.cat([sample_token(row, self.sampling, self.generator) for row in q]))
+            qs.append(q)
+        return torch.stack(levels, 1), torch.stack(qs, 1)  # [k, g], [k, g, V]
+
+    def _first_candidates(self, subset_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The head's logits at the first draft position [S] -> up to `branches` different first
+        tokens [k] and the distributions they were drawn from [k, V]: at T=0 its top choices, q
+        one-hot on each; at T>0 drawn from q without replacement."""
+        if self.sampling.greedy:
+            tokens = self.head.subset[subset_logits.topk(min(self.branches, subset_logits.shape[-1])).indices]
+            q = torch.zeros(tokens.shape[0], self.vocab_size, device=tokens.device)
+            return tokens, q.scatter_(1, tokens[:, None], 1.0)
+        tokens, dists = [], []
+        remaining = self._q(subset_logits)  # [V]
+        for _ in range(self.branches):
+            token = sample_token(remaining, self.sampling, self.generator)  # [1]
+            tokens.append(token)
+            dists.append(remaining)
+            remaining = remaining.clone()
+            remaining[token] = 0.0
+            mass = remaining.sum()
+            if not mass > 0:  # q held no other token (top-k 1, or a peaked q)
+                break
+            remaining = remaining / mass
+        return torch.cat(tokens), torch.stack(dists)
 
     def _catch_up(self, context: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Drop the head's guessed entries and feed the true features it has not seen; returns the
@@ -292,9 +318,10 @@ class HeadDrafter:
         return f, logits
 
     def _q(self, subset_logits: torch.Tensor) -> torch.Tensor:
-        """Logits over the head's vocabulary subset [S] -> q over the full vocabulary [V], 0 outside S."""
-        full = torch.full((self.vocab_size,), float("-inf"), device=subset_logits.device)
-        full[self.head.subset] = subset_logits.float()
+        """Logits over the head's vocabulary subset [..., S] -> q over the full vocabulary [..., V],
+        0 outside S."""
+        full = torch.full((*subset_logits.shape[:-1], self.vocab_size), float("-inf"), device=subset_logits.device)
+        full[..., self.head.subset] = subset_logits.float()
         return probabilities(full, self.sampling)
 
 
@@ -327,7 +354,7 @@ class HybridDrafter:
         return self.head_drafter.propose(context, gamma)
 
     def propose_tree(self, context: torch.Tensor, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Greedy only: the n-gram chain when the context holds a match, else the head's tree."""
+        """The n-gram chain when the context holds a match, else the head's tree."""
         drafts, q = self.ngram.propose(context, gamma)
         if drafts.shape[0] > 0:
             return drafts[None], q[None]

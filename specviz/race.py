@@ -31,7 +31,7 @@ LABELS = {
 EXPLAINED = {
     NGRAM_DRAFT: "copies what followed the last match in the context",
     TRAINED_DRAFT: "a separate small model distilled from the target",
-    HEAD_DRAFT: "one layer reading three of the target's own layers; at T=0 it also offers its second-best first token",
+    HEAD_DRAFT: "one layer reading three of the target's own layers; it also offers a second first token",
     HYBRID_DRAFT: "the n-gram draft when the context matches, else the head",
     SELF_DRAFT: "the target drafting for itself: always right, as slow as the target",
 }

@@ -80,6 +80,18 @@ class IterationRecorder:
                 "other_branches": [
                     [{"token_id": t, "token": self.text(t)} for t in branch] for branch in step.other_branches.tolist()
                 ],
+                "rejected_first": [
+                    {
+                        "branch": t.branch,
+                        "token_id": t.token,
+                        "token": self.text(t.token),
+                        "p": t.p,
+                        "q": t.q,
+                        "accept_prob": t.accept_prob,
+                        "r": t.r,
+                    }
+                    for t in step.rejected_first or []
+                ],
             }
         return record
 

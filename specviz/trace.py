@@ -19,12 +19,16 @@ torch and round-trips through JSON unchanged. Field meanings (p is always the ta
                         it was drawn from), residual_top (resample only: [token_id, prob] top 10
                         of norm(max(0, p - q))), p_top (bonus/target: top 10 of p)
                         null only when the run stopped at an end-of-sequence draft token
-      tree              only when the drafter proposed a draft tree (T=0): several branches
-                        sharing the first draft position, all verified in the same target pass.
-                        drafts[] is the branch kept (the one whose first token is the target's
-                        own choice; the drafter's first choice when none is), scored as a chain;
-                        kept_branch (0 = the drafter's first choice), other_branches[] (each a
-                        list of {token_id, token}: guesses the target's choice ruled out)
+      tree              only when the drafter proposed a draft tree: several branches that start
+                        with different first tokens, all verified in the same target pass.
+                        drafts[] is the branch kept, scored as a chain: the first whose first
+                        token passed its test (recursive rejection sampling; at T=0 the one
+                        starting with the target's own choice), else the last. kept_branch
+                        (0 = the drafter's first choice), other_branches[] (each a list of
+                        {token_id, token}), rejected_first[] (optional: the first tokens tested
+                        and rejected before the kept one, in order: branch, token_id, token, p, q,
+                        accept_prob, r; after each rejection p becomes norm(max(0, p - q)), so
+                        the kept branch's first p, p_top and beta are that residual's)
     summary             iterations, drafted, accepted, acceptance_rate, mean_accepted_length,
                         alpha (mean beta over the positions the text reached: the accepted
                         drafts and the first rejected one of each iteration), wall_ms,
@@ -281,6 +285,22 @@ def _tree(tree: Any, where: str) -> None:
             at = f"{where}.other_branches[{b}][{j}]"
             _expect(isinstance(token, dict) and isinstance(token.get("token"), str), at, "{token_id, token}")
             _int(token.get("token_id"), f"{at}.token_id", 0, 10**7)
+    tests = tree.get("rejected_first", [])
+    _expect(isinstance(tests, list), f"{where}.rejected_first", "a list")
+    _expect(len(tests) <= len(branches), f"{where}.rejected_first", "at most one test per other branch")
+    for j, test in enumerate(tests):
+        at = f"{where}.rejected_first[{j}]"
+        _expect(isinstance(test, dict) and isinstance(test.get("token"), str), at, "a test of a first token")
+        _int(test.get("branch"), f"{at}.branch", 0, 64)
+        _int(test.get("token_id"), f"{at}.token_id", 0, 10**7)
+        p = _number(test.get("p"), f"{at}.p", 0, 1 + 1e-4)
+        q = _number(test.get("q"), f"{at}.q", 0, 1 + 1e-4)
+        a = _number(test.get("accept_prob"), f"{at}.accept_prob", 0, 1)
+        _expect(q > 0, f"{at}.q", "a probability > 0 (the draft proposed this token)")
+        if abs(a - min(1.0, p / q)) > ACCEPT_PROB_TOLERANCE:
+            raise TraceError(f"{at}.accept_prob is {a} but min(1, p/q) is {min(1.0, p / q)}.")
+        if test.get("r") is not None and _number(test["r"], f"{at}.r", 0, 1) < a:
+            raise TraceError(f"{at}: rejected although r = {test['r']} is below accept_prob = {a}.")
 
 
 def validate(data: Any) -> None:

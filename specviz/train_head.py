@@ -77,6 +77,9 @@ class HeadTrainConfig:
     weight_decay: float = 0.0
     noise: float = 0.05  # uniform noise on the true input features, relative to their RMS
     feature_weight: float = 0.1
+    # Weight of 1 - sum_S min(p, q) (the rejection probability at T=1, p renormalised on S) added
+    # to the cross-entropy: alpha itself as a loss (DistillSpec's total variation). 0: off.
+    tv_weight: float = 0.0
     # Decoder layers whose outputs the head reads besides the final feature (EAGLE-3's fusion;
     # specviz.head); (): the final feature alone. Layers 1 and 14 of 30 (a low and a middle one)
     # raised held-out alpha from 0.433 to 0.454 and greedy agreement from 0.529 to 0.579 on the
@@ -322,6 +325,8 @@ def head_loss(head, ids, feats, mask, cfg: HeadTrainConfig, generator) -> tuple[
         f_sel = f_hat[:, :-1][m]  # [M, D]
         log_q = torch.log_softmax(head.lm_head(f_sel).float(), dim=-1)  # [M, S]
         ce = -(p_sub * log_q).sum(-1)  # [M]
+        if cfg.tv_weight:
+            ce = ce + cfg.tv_weight * (1 - torch.minimum(p_sub, log_q.exp()).sum(-1))  # [M]
         feat = nn.functional.smooth_l1_loss(f_sel.float(), target_f[m].float(), reduction="none").mean(-1)  # [M]
         valid = (column >= k).float()  # [M]
         step_loss = ((ce + cfg.feature_weight * feat) * valid).sum() / valid.sum().clamp(min=1)

@@ -10,6 +10,16 @@ Beside the exact rule live variants a student might invent. They exist so the di
 and the tests can show which of them change the output distribution: accepting on a token match
 then resampling from the residual, and resampling from p, do; skipping the bonus does not (it
 only wastes a target pass), which is itself worth seeing.
+
+A draft tree offers several first tokens (`choose_branch`, recursive rejection sampling as in
+SpecInfer, Miao et al. 2024, and Jeon et al. 2024): candidate b, drawn from q_b, is tested with
+min(1, p_b(x)/q_b(x)); at a rejection p_{b+1} = norm(max(0, p_b - q_b)), the residual, so each
+test is the chain's test and resample in one. The first candidate to pass is kept; when all fail
+the last is kept, rejected, and `verify` resamples from its residual. At every stage the output is
+distributed as p_b, so as p: the tree is exact at any temperature when q_b is the distribution
+candidate b was drawn from (at T=1 the head draws its candidates without replacement, so q_b is q
+without the earlier candidates). At T=0 the test passes only the target's argmax and the residual
+of a rejected guess is p itself, so the branch kept is the one starting with the target's choice.
 """
 
 from __future__ import annotations
@@ -67,6 +77,48 @@ def beta(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return torch.minimum(p, q).sum(dim=-1)
 
 
+@dataclass
+class FirstTest:
+    """A draft tree's first token tested and rejected before the branch kept (see choose_branch)."""
+
+    branch: int
+    token: int
+    p: float  # p_b(x): the stage's target distribution at the token
+    q: float  # q_b(x): the distribution the candidate was drawn from
+    accept_prob: float
+    r: float | None  # None when greedy
+
+
+def choose_branch(
+    first_tokens: torch.Tensor,  # [k] int64: each branch's first draft
+    q_first: torch.Tensor,  # [k, V] q_b: the distribution candidate b was drawn from
+    p_first: torch.Tensor,  # [V] the target's p at the first draft position
+    generator: torch.Generator,
+    greedy: bool,
+) -> tuple[int, torch.Tensor, torch.Tensor | None, list[FirstTest]]:
+    """Recursive rejection sampling over the first tokens of a draft tree's k branches.
+
+    -> (the branch kept, p_b [V] its first token is tested against, r_b [1] the draw of that test
+    (None when greedy), the tests of the branches rejected before it). `verify` then runs the
+    kept branch as a chain with p_b as its first row and r_b as its first draw: if candidate b
+    passed it passes again there; if it was the last and failed, verify resamples from
+    norm(max(0, p_b - q_b)). Both outcomes are the b-th stage of the rule, so the output is exact."""
+    p_b, rejected = p_first, []
+    k = first_tokens.shape[0]
+    for b in range(k):
+        x = int(first_tokens[b])
+        accept_prob = accept_probability(p_b[x], q_first[b, x])
+        r = None if greedy else torch.rand(1, generator=generator, device=p_b.device)
+        passed = bool(accept_prob >= 1.0) if greedy else bool(r[0] < accept_prob)
+        if passed or b == k - 1:
+            return b, p_b, r, rejected
+        rejected.append(
+            FirstTest(b, x, float(p_b[x]), float(q_first[b, x]), float(accept_prob), None if r is None else float(r[0]))
+        )
+        p_b = residual_distribution(p_b, q_first[b])
+    raise ValueError("a draft tree needs at least one branch")
+
+
 def verify(
     draft_tokens: torch.Tensor,  # [gamma] int64
     q: torch.Tensor,  # [gamma, V] draft probabilities at each draft position
@@ -74,6 +126,7 @@ def verify(
     generator: torch.Generator,
     greedy: bool,
     rule: str = "exact",
+    first_r: torch.Tensor | None = None,  # [1] the first draft's draw, already made (choose_branch)
 ) -> Verdict:
     """Decide how many drafts to keep and which token ends the iteration."""
     gamma = draft_tokens.shape[0]
@@ -90,7 +143,10 @@ def verify(
         r = None
         accepted = accept_prob >= 1.0
     else:
-        r = torch.rand(gamma, generator=generator, device=p.device)
+        if first_r is None:
+            r = torch.rand(gamma, generator=generator, device=p.device)
+        else:  # the first test was drawn when the branch was chosen; the rest are drawn now
+            r = torch.cat([first_r, torch.rand(gamma - 1, generator=generator, device=p.device)])
         accepted = r < accept_prob
     # n = index of the first rejection (gamma when every draft passed).
     rejected = (~accepted).nonzero()

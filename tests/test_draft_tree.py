@@ -1,12 +1,12 @@
-"""Greedy draft trees on tiny random Llamas: one tree pass gives every branch the logits and
-features a cache-free pass over that branch gives, keeping a branch leaves the cache a fresh pass
-would build, greedy output stays the target's, and sampled runs never draft a tree."""
+"""Draft trees on tiny random Llamas: one tree pass gives every branch the logits and features a
+cache-free pass over that branch gives, keeping a branch leaves the cache a fresh pass would
+build, greedy output stays the target's, and sampled trees keep the target's distribution."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from test_head import PROMPT, TRAINED_SUBSET, VOCAB, RecordingHeadDrafter, random_head
+from test_head import ALPHA_LEVEL, PROMPT, TRAINED_SUBSET, VOCAB, RecordingHeadDrafter, random_head
 
 from specviz.charts.step import step_view
 from specviz.decoder import TargetState, autoregressive_generate, speculative_generate
@@ -116,10 +116,40 @@ def test_branch_zero_is_the_chain_the_head_drafts(target):
     torch.testing.assert_close(q_tree.sum(-1), torch.ones(2, 4))
 
 
-def test_sampling_drafts_chains_only(target):
+def test_sampled_tree_keeps_the_target_distribution_and_records_its_tests(target):
+    """chi-square over the first three tokens with a two-branch tree at T=1: the first token comes
+    from the prefill pass, the next two from the head's tree, chosen by recursive rejection."""
+    from specviz.lab import run_lab
+
     head = random_head(target, subset=TRAINED_SUBSET, scale=0.3)
-    spec = speculative_generate(
-        PROMPT, target=target, draft=HeadDrafter(head, "head", branches=3), gamma=3, temperature=1.0, max_new_tokens=30
-    )
-    assert spec.config["draft_tree"] == 1
-    assert not any("tree" in it for it in spec.iterations)
+    drafter = HeadDrafter(head, "head", branches=2)
+    result = run_lab(PROMPT, target=target, draft=drafter, k=3, n=700, gamma=2, temperature=1.0, seed=0)
+    assert result.impossible_spec == 0
+    assert result.spec_test.p_value > ALPHA_LEVEL, result.spec_test
+
+    spec = speculative_generate(PROMPT, target=target, draft=drafter, gamma=3, temperature=1.0, max_new_tokens=60)
+    validate(spec.to_dict())
+    assert spec.config["draft_tree"] == 2
+    trees = [it for it in spec.iterations if "tree" in it]
+    assert trees
+    second = [it for it in trees if it["tree"]["kept_branch"] == 1 and it["accepted_count"] > 0]
+    assert second, "a second candidate was never accepted"
+    for it in second:  # its first draft was tested against the residual left by the first's rejection
+        (test,) = it["tree"]["rejected_first"]
+        assert test["branch"] == 0 and test["r"] >= test["accept_prob"]
+        assert test["token_id"] != it["drafts"][0]["token_id"]
+    i = spec.iterations.index(second[0])
+    note = step_view(spec, i + 1).tree_note
+    assert "guess number 1" in note and "failed its test" in note and "Its guess number 2 passed its test" in note
+
+
+def test_the_wrong_rule_variants_draft_chains(target):
+    """The lab's variants are defined for a chain; a tree drafter drafts one under them."""
+    head = random_head(target, subset=TRAINED_SUBSET, scale=0.3)
+    drafter = HeadDrafter(head, "head", branches=2)
+    for rule in ("resample_from_p", "no_bonus"):
+        spec = speculative_generate(
+            PROMPT, target=target, draft=drafter, gamma=3, temperature=1.0, rule=rule, max_new_tokens=20
+        )
+        assert spec.config["draft_tree"] == 1 and not any("tree" in it for it in spec.iterations), rule
+        assert sum(len(it["drafts"]) for it in spec.iterations) > 0, rule

@@ -195,3 +195,77 @@ def test_verify_function_samples_its_exact_distribution(rule):
         assert p_value_vs_p > 0.001
     else:
         assert p_value_vs_p < 1e-6
+
+
+# ----- draft trees: two first candidates, recursive rejection sampling (specviz.verify.choose_branch)
+
+
+def without(q, x):
+    """q with token x removed, renormalised: what the second candidate is drawn from."""
+    rest = q.clone()
+    rest[x] = 0.0
+    return rest / rest.sum()
+
+
+def two_candidate_output(p, q, residual_update=True):
+    """Exact distribution of the first token emitted when two first candidates are drawn from q
+    without replacement and tested in turn: candidate 1 against p; after its rejection candidate 2
+    (from q without candidate 1) against p2 = norm(max(0, p - q)); after that rejection a resample
+    from norm(max(0, p2 - q2)). residual_update=False tests candidate 2 against p itself (wrong)."""
+    out = torch.zeros_like(p)
+    for x1 in range(V):
+        if q[x1] == 0:
+            continue
+        a1 = min(1.0, float(p[x1] / q[x1]))
+        out[x1] += q[x1] * a1
+        if q[x1] == 1:  # nothing else to draw: the tree is a chain
+            out += q[x1] * (1 - a1) * residual_distribution(p, q)
+            continue
+        p2 = residual_distribution(p, q) if residual_update else p
+        q2 = without(q, x1)
+        for x2 in range(V):
+            if q2[x2] == 0:
+                continue
+            a2 = min(1.0, float(p2[x2] / q2[x2]))
+            out[x2] += q[x1] * (1 - a1) * q2[x2] * a2
+            out += q[x1] * (1 - a1) * q2[x2] * (1 - a2) * residual_distribution(p2, q2)
+    return out
+
+
+@pytest.mark.parametrize(("name", "p", "q"), CASES, ids=[c[0] for c in CASES])
+def test_two_first_candidates_reproduce_p(name, p, q):
+    torch.testing.assert_close(two_candidate_output(p, q), p, atol=1e-9, rtol=0)
+
+
+def test_testing_the_second_candidate_against_p_itself_breaks_the_formula():
+    broken = [
+        name for name, p, q in CASES if (two_candidate_output(p, q, residual_update=False) - p).abs().max() > 1e-3
+    ]
+    assert len(broken) > len(CASES) // 2, broken
+
+
+def test_choose_branch_and_verify_sample_the_exact_distribution():
+    """The real functions, sampled: two candidates drawn without replacement, choose_branch, then
+    verify on the kept one-draft branch; the first emitted token must be distributed as p."""
+    scipy_stats = pytest.importorskip("scipy.stats")
+    from specviz.sampling import draw
+    from specviz.verify import choose_branch
+
+    p = torch.tensor([0.50, 0.25, 0.15, 0.06, 0.03, 0.01])
+    q = torch.tensor([0.05, 0.10, 0.15, 0.20, 0.25, 0.25])
+    gen = torch.Generator().manual_seed(5)
+    n, counts, kept_second = 6000, torch.zeros(V), 0
+    for _ in range(n):
+        x1 = draw(q, gen)
+        q2 = without(q.double(), x1).float()
+        x2 = draw(q2, gen)
+        firsts, q_firsts = torch.tensor([x1, x2]), torch.stack([q, q2])
+        branch, p_b, r_b, rejected = choose_branch(firsts, q_firsts, p, gen, greedy=False)
+        assert len(rejected) == branch
+        p_rows = torch.stack([p_b, p])  # the kept branch: one draft, then the bonus row
+        verdict = verify(firsts[branch : branch + 1], q_firsts[branch : branch + 1], p_rows, gen, False, "exact", r_b)
+        token = int(firsts[branch]) if verdict.accepted_count == 1 else verdict.correction_token
+        counts[token] += 1
+        kept_second += branch == 1 and verdict.accepted_count == 1
+    assert scipy_stats.chisquare(counts.numpy(), (p.double() * n).numpy()).pvalue > 0.001
+    assert kept_second > 0.1 * n  # what the tree adds: the second candidate is often accepted

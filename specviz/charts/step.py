@@ -68,7 +68,7 @@ class StepView:
 
 
 def tree_note(it: dict[str, Any]) -> str | None:
-    """For an iteration that drafted a tree (T=0): the other branches, and why the one shown was kept."""
+    """For an iteration that drafted a tree: the other branches, and why the one shown was kept."""
     tree = it.get("tree")
     if not tree or not it["drafts"]:
         return None
@@ -81,10 +81,28 @@ def tree_note(it: dict[str, Any]) -> str | None:
         f"checked {'both' if k == 2 else 'them all'} in the same single pass. "
         f"The other branch{'es' if k > 2 else ''}: {others}. "
     )
-    guess = "its first guess" if tree["kept_branch"] == 0 else f"its guess number {tree['kept_branch'] + 1}"
+    kept = tree["kept_branch"]
+    guess = "its first guess" if kept == 0 else f"its guess number {kept + 1}"
+    if it["drafts"][0]["r"] is None:  # greedy: a guess passes exactly when it is the target's choice
+        if it["accepted_count"] > 0:
+            return (
+                text + f"The branch shown is the one starting with the target's own choice ({guess}), so it was kept."
+            )
+        return text + f"None started with the target's own choice, so {guess} is shown, rejected."
+    failed = [
+        f"guess number {t['branch'] + 1}, “{display_token(t['token'])}”, failed its test "
+        f"(r = {t['r']:.2f} is not below min(1, p/q) = {t['accept_prob']:.2f})"
+        for t in tree.get("rejected_first", [])
+    ]
+    if failed:
+        text += (
+            "First " + "; then ".join(failed) + ". After a rejection the target's p becomes what is left of it, "
+            "norm(max(0, p − q)), the residual a resample would draw from, and the next guess is tested against "
+            "that, so the p shown for this branch's first token is that residual. "
+        )
     if it["accepted_count"] > 0:
-        return text + f"The branch shown is the one starting with the target's own choice ({guess}), so it was kept."
-    return text + "None started with the target's own choice, so the draft's first guess is shown, rejected."
+        return text + f"{guess[0].upper() + guess[1:]} passed its test, so its branch was kept."
+    return text + f"{guess[0].upper() + guess[1:]} failed too, so the correction comes from what is left of p."
 
 
 def iteration_summary(it: dict[str, Any], i: int, n: int) -> str:
