@@ -111,7 +111,7 @@ def record_race(target) -> None:
 
     from specviz.race import run_race
 
-    result = run_race(RACE_PROMPT, target=target, gamma=3, temperature=0.0, max_new_tokens=48)
+    result = run_race(RACE_PROMPT, target=target, gamma=DEFAULTS.gamma, temperature=0.0, max_new_tokens=48)
     (ASSETS / "race.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     for r in result["rows"]:
         print(f"race {r['draft']}: {r['speedup']:.2f}x, {r['tokens_per_iteration']:.2f} tokens per iteration")

@@ -1,9 +1,11 @@
 """Measurement probe: which draft TREE shapes pay at T=0? (It chose the shipped one.)
 
-The product drafts a tree of two branches at T=0 (specviz.drafters.TREE_BRANCHES, verified in
-specviz.decoder); this standalone loop compares shapes k x d cheaply, outside the product.
+The product drafts a tree of two branches at every temperature (specviz.drafters.TREE_BRANCHES,
+verified in specviz.decoder, kept by specviz.verify.choose_branch); this standalone loop compares
+greedy shapes k x d cheaply, outside the product; scripts/tree_vs_chain.py compares the product's
+tree with its chain at T > 0.
 
-The shipped decoder drafts a chain: one token per position. The fused head's top-1 token at the
+When this probe was written the decoder drafted a chain: one token per position. The fused head's top-1 token at the
 first draft position is the target's greedy token at 40% of the bench's positions, its top 2 at
 51%, top 3 at 58% (docs/benchmarks.md, "What limited it"), so proposing several first tokens
 should raise the accepted length. This probe measures what that is worth in speed, greedy only.
@@ -22,9 +24,8 @@ output is compared with the target alone's.
 
     PYTHONPATH=. HF_HUB_OFFLINE=1 python scripts/tree_probe.py --threads 2 --prompts 8 --trees 1x2,2x2,3x2
 
-Not built, in the probe or the product: trees at T > 0, which need an exact multi-candidate rule
-(SpecInfer's recursive rejection sampling: try each sibling with min(1, p/q), replacing p by the
-residual after each rejection).
+The probe is greedy only; the product's trees at T > 0 use SpecInfer's recursive rejection
+sampling (specviz.verify.choose_branch).
 """
 
 from __future__ import annotations

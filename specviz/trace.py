@@ -256,7 +256,11 @@ def parse_json(text: str | bytes) -> Any:
     try:
         return json.loads(text, parse_constant=refuse_constant)
     except json.JSONDecodeError as exc:
-        hint = " It looks truncated." if exc.pos >= len(text.rstrip()) - 1 else ""
+        # Cut short: the error is in the file's last token (a partial word such as "nul", or
+        # nothing at all), or inside a string, where json names where the string started.
+        last_token = not any(ch in ' \t\r\n,:[]{}"' for ch in text.rstrip()[exc.pos :])
+        cut = last_token or exc.msg.startswith("Unterminated string")
+        hint = " It looks truncated." if cut else ""
         raise TraceError(
             f"The trace file is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.{hint}"
         ) from None

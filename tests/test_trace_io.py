@@ -161,6 +161,15 @@ def test_truncated_json_says_so():
     text = Trace.from_dict(hand_made_trace()).to_json()
     with pytest.raises(TraceError, match="not valid JSON.*truncated"):
         Trace.from_json(text[: len(text) // 2])
+    inside_a_string = text.index('"output_text": "') + len('"output_text": "') + 2
+    with pytest.raises(TraceError, match="Unterminated string.*truncated"):
+        Trace.from_json(text[:inside_a_string])
+    inside_a_word = text.index('"accepted": true') + len('"accepted": tr')
+    with pytest.raises(TraceError, match="Expecting value.*truncated"):
+        Trace.from_json(text[:inside_a_word])
+    with pytest.raises(TraceError) as refused:  # a broken file that is not cut short says nothing of it
+        Trace.from_json(text.replace('"mode":', '"mode"', 1))
+    assert "truncated" not in str(refused.value)
 
 
 @pytest.mark.parametrize("text", ["", "not json", "[1, 2]", '"a string"', b"\xff\xfe"])

@@ -90,13 +90,13 @@ def tree_note(it: dict[str, Any]) -> str | None:
             )
         return text + f"None started with the target's own choice, so {guess} is shown, rejected."
     failed = [
-        f"guess number {t['branch'] + 1}, “{display_token(t['token'])}”, failed its test "
-        f"(r = {t['r']:.2f} is not below min(1, p/q) = {t['accept_prob']:.2f})"
+        f"Its guess number {t['branch'] + 1}, “{display_token(t['token'])}”, failed its test "
+        f"(r = {t['r']:.2f} is not below min(1, p/q) = {t['accept_prob']:.2f})."
         for t in tree.get("rejected_first", [])
     ]
     if failed:
         text += (
-            "First " + "; then ".join(failed) + ". After a rejection the target's p becomes what is left of it, "
+            " ".join(failed) + " After a rejection the target's p becomes what is left of it, "
             "norm(max(0, p − q)), the residual a resample would draw from, and the next guess is tested against "
             "that, so the p shown for this branch's first token is that residual. "
         )

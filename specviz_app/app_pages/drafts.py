@@ -72,7 +72,9 @@ def _show_race(result: dict, source: str) -> None:
         f"{glossary.C.label}: {glossary.C.definition}. "
         f"{glossary.VERIFY_COST.label}: {glossary.VERIFY_COST.definition}. "
         "A draft pays when it is right often (high α, deep acceptance) and cheap (small c); the prediction is "
-        "above the measurement wherever verification costs more than one target step."
+        "above the measurement wherever verification costs more than one target step. The head and the hybrid "
+        "draft a tree (two first guesses, one checked after the other), which the formula for one guess per "
+        "position does not model, so their prediction can miss either way."
     )
     cols = st.columns(2)
     cols[0].download_button("Download JSON", json.dumps(result, indent=1), "race.json", key="race_json")

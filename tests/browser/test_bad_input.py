@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from specviz.config import DEFAULT_GAMMA
 from specviz.trace import MAX_TRACE_BYTES
 
 from .helpers import (
@@ -72,14 +73,14 @@ def _kept(page, before: str, gamma: float) -> None:
 def test_empty_prompt_keeps_the_trace_and_the_settings(new_page):
     page = new_page()
     before = showing(page)
-    nudge_slider(page, GAMMA, "ArrowRight", times=2)  # the user's own settings: γ 6
+    nudge_slider(page, GAMMA, "ArrowRight", times=2)  # the user's own settings: two above the default
     type_into(page, "Prompt", "")
     click_run(page)
     msgs = errors(page)
     assert any("The prompt is empty: type some text for the model to continue." in m for m in msgs), msgs
     assert any("Nothing was lost" in m for m in msgs)
     shot(page, "bad-empty-prompt")
-    _kept(page, before, 6)
+    _kept(page, before, DEFAULT_GAMMA + 2)
 
 
 def test_link_values_outside_the_sliders_are_clamped_with_a_message(new_page):
@@ -101,7 +102,7 @@ def test_link_values_outside_the_sliders_are_clamped_with_a_message(new_page):
     side = sidebar_text(nan_page)
     assert "γ: 'nan' is not a finite number; using the default." in side
     assert "temperature: 'hot' is not a number; using the default." in side
-    assert slider_value(nan_page, GAMMA) == 4 and slider_value(nan_page, TEMPERATURE) == 0.0
+    assert slider_value(nan_page, GAMMA) == DEFAULT_GAMMA and slider_value(nan_page, TEMPERATURE) == 0.0
 
 
 def test_a_prompt_longer_than_the_app_allows_is_cut_with_a_message(new_page):
@@ -118,7 +119,7 @@ def test_a_prompt_longer_than_the_app_allows_is_cut_with_a_message(new_page):
 def test_bad_trace_files_get_clear_errors_and_keep_the_trace(new_page):
     page = new_page()
     before = showing(page)
-    nudge_slider(page, GAMMA, "ArrowLeft")  # γ 3: the user's settings must survive too
+    nudge_slider(page, GAMMA, "ArrowRight")  # one above the default: the user's settings must survive too
     goto_page(page, "Traces")
     for name, (content, words) in bad_traces().items():
         upload(page, [(name, content)])
@@ -133,7 +134,7 @@ def test_bad_trace_files_get_clear_errors_and_keep_the_trace(new_page):
     assert page.locator('[data-testid="stMain"] button', has_text="Open the uploaded trace").count() == 0
     shot(page, "bad-trace-too-big")
     clear_uploads(page)
-    _kept(page, before, 3)
+    _kept(page, before, DEFAULT_GAMMA + 1)
 
 
 def test_missing_custom_model_wrong_vocabulary_and_offline_pair(new_page, foreign_vocab_model):

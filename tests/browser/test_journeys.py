@@ -10,6 +10,7 @@ import json
 import pytest
 
 from specviz.charts.style import STATUS_COLORS
+from specviz.config import DEFAULT_GAMMA
 from specviz.trace import validate
 
 from .helpers import (
@@ -147,14 +148,15 @@ def test_playground_run_every_page_download_and_upload(new_page, greedy_referenc
     # move γ and temperature: the pages say a run is needed, the URL follows, Run decodes with them
     nudge_slider(page, GAMMA, "ArrowRight")
     nudge_slider(page, TEMPERATURE, "ArrowRight", times=2)
-    assert slider_value(page, GAMMA) == 5 and slider_value(page, TEMPERATURE) == pytest.approx(0.1)
+    moved = DEFAULT_GAMMA + 1
+    assert slider_value(page, GAMMA) == moved and slider_value(page, TEMPERATURE) == pytest.approx(0.1)
     assert any("differ" in w for w in warnings(page))
-    assert "gamma=5" in page.url and "temperature=0.1" in page.url
+    assert f"gamma={moved}" in page.url and "temperature=0.1" in page.url
     assert "file: mine.json" in showing(page)  # nothing re-ran yet
     click_run(page)
-    assert "run here" in showing(page) and "γ 5" in showing(page) and "temperature 0.1" in showing(page)
+    assert "run here" in showing(page) and f"γ {moved}" in showing(page) and "temperature 0.1" in showing(page)
     assert not any("differ" in w for w in warnings(page))
-    shot(page, "playground-gamma5-temperature0.1")
+    shot(page, "playground-gamma-up-temperature0.1")
 
 
 def test_a_shared_link_reproduces_the_settings_and_the_trace(new_page):
