@@ -212,11 +212,7 @@ def speculative_iteration(
     device, vocab = state.device, state.target.vocab_size
     # (1) draft gamma tokens (perhaps a tree of several branches of them; the lab's variants: a chain).
     if drafter is not None and gamma > 0:
-        if rule == "exact":
-            tree, q_tree = draft_tree(drafter, state.seq, gamma)  # [k, g], [k, g, V]
-        else:
-            tokens, q_chain = drafter.propose(state.seq, gamma)  # [g], [g, V]
-            tree, q_tree = tokens[None], q_chain[None]
+        tree, q_tree = draft_tree(drafter, state.seq, gamma, allow_tree=rule == "exact")  # [k, g], [k, g, V]
         tree, q_tree = tree.to(device), q_tree.to(device)
         if tree.shape[0] == 1:  # a chain: drop what follows an EOS before the pass, not after
             drafts, q = _cut_after_eos(tree[0], q_tree[0], eos)

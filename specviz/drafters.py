@@ -86,11 +86,13 @@ def forward_logits(model, input_ids: torch.Tensor, cache, keep: int, **extra) ->
     return model(input_ids[None], **kwargs).logits[0, -keep:]
 
 
-def draft_tree(drafter, context: torch.Tensor, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
+def draft_tree(
+    drafter, context: torch.Tensor, gamma: int, allow_tree: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The drafter's proposal as a tree: tokens [k, g], q [k, g, V] (q[b, j]: the distribution
-    branch b's draft j was drawn from). A tree of several branches when the drafter can make one;
-    otherwise its chain as one branch."""
-    if hasattr(drafter, "propose_tree"):
+    branch b's draft j was drawn from). A tree of several branches when allowed and the drafter can
+    make one; otherwise its chain as one branch."""
+    if allow_tree and hasattr(drafter, "propose_tree"):
         return drafter.propose_tree(context, gamma)
     tokens, q = drafter.propose(context, gamma)  # [g], [g, V]
     return tokens[None], q[None]
