@@ -46,8 +46,17 @@ def test_bench_tiny(tmp_path):
     model_run, ngram_run = report["runs"]
     assert [model_run["draft"], ngram_run["draft"]] == [str(tmp_path / "draft"), "ngram"]
     assert set(model_run["baseline"]) == {"0.0", "1.0"} and set(model_run["best"]) == {"0.0", "1.0"}
-    # Packed and eager target alone, side by side in the same run.
+    # Packed and eager target alone, side by side in the same run (alternating between gamma blocks).
     assert report["settings"]["kernels"] == "packed" and set(report["packing"]) == {"0.0", "1.0"}
+    for t, base in model_run["baseline"].items():
+        assert base["eager_tokens_per_s"] > 0
+        assert report["packing"][t]["eager_tokens_per_s"] == base["eager_tokens_per_s"]
+        for row in (r for r in model_run["results"] if str(r["temperature"]) == t):
+            fastest = max(base["tokens_per_s"], base["eager_tokens_per_s"])
+            assert row["speedup_over_fastest_alone"] == pytest.approx(row["tokens_per_s"]["untraced"] / fastest)
+            assert row["fastest_alone"] == (
+                "eager" if base["eager_tokens_per_s"] > base["tokens_per_s"] else "same kernels"
+            )
     for row in ngram_run["results"]:
         assert "hf" not in row["tokens_per_s"] and row["specviz_over_hf"] is None  # no assistant model to compare
     assert len(model_run["results"]) == 2
@@ -79,6 +88,8 @@ def test_bench_tiny(tmp_path):
         "verify / step",
         "output vs target alone",
         "packed",
+        "speedup over the fastest target alone",
+        "with eager weights",
         "Hardware",
     ):
         assert column in table
@@ -90,3 +101,28 @@ def test_bench_refuses_bad_prompt_count(capsys):
 
     assert main(["--prompts", "0"]) == 2
     assert "--prompts" in capsys.readouterr().err
+
+
+def test_speedup_over_the_fastest_target_alone():
+    """A speedup over a slower way of running the target alone is no gain: when eager weights run
+    the target alone faster than the packed ones, the second speedup is measured against them."""
+    from specviz.bench import _row
+
+    class FakeTrace:
+        def __init__(self):
+            self.iterations = []
+            self.summary = {"iterations": 2, "drafted": 4, "accepted": 2, "new_tokens": 4}
+            self.summary.update(draft_ms=4.0, verify_ms=80.0)
+
+    run = {"tokens_per_s": 30.0, "tokens": 4, "traces": [FakeTrace()]}
+    runs = {"traced": [run], "untraced": [run]}
+    slower_eager = _row(0.0, 2, runs, base_tps=20.0, target_ms=40.0, hf=False, eager_tps=15.0)
+    assert slower_eager["speedup"]["untraced"] == pytest.approx(1.5)
+    assert slower_eager["speedup_over_fastest_alone"] == pytest.approx(1.5)
+    assert slower_eager["fastest_alone"] == "same kernels"
+    faster_eager = _row(0.0, 2, runs, base_tps=20.0, target_ms=40.0, hf=False, eager_tps=25.0)
+    assert faster_eager["speedup"]["untraced"] == pytest.approx(1.5)
+    assert faster_eager["speedup_over_fastest_alone"] == pytest.approx(1.2)
+    assert faster_eager["fastest_alone"] == "eager"
+    no_eager = _row(0.0, 2, runs, base_tps=20.0, target_ms=40.0, hf=False)
+    assert no_eager["speedup_over_fastest_alone"] == pytest.approx(1.5)
