@@ -295,7 +295,7 @@ class _Clock:
 
     def lap(self, phase: str) -> None:
         if self.traced:
-            _sync(self.device)
+            sync_device(self.device)
         self.marks[phase] = time.perf_counter()
 
     def phase_ms(self) -> tuple[float, float]:
@@ -317,7 +317,7 @@ def _decode_loop(prompt, target: LoadedModel, drafter, cfg: DecodeConfig, traced
     stop_reason = "max_new_tokens"
     eos = target.eos_token_id
 
-    _sync(state.device)
+    sync_device(state.device)
     t_start = time.perf_counter()
     while new_tokens < cfg.max_new_tokens:
         # Leave room for the correction so the run never overshoots max_new_tokens.
@@ -342,7 +342,7 @@ def _decode_loop(prompt, target: LoadedModel, drafter, cfg: DecodeConfig, traced
             stop_reason = "eos"
             break
 
-    _sync(state.device)
+    sync_device(state.device)
     wall_ms = (time.perf_counter() - t_start) * 1e3
     output_ids = state.seq[len(prompt_ids) :].tolist()
     betas = reached_betas(records) if traced else None
@@ -409,7 +409,7 @@ def _config_dict(target: LoadedModel, drafter, cfg: DecodeConfig, device, traced
     }
 
 
-def _sync(device: torch.device) -> None:
+def sync_device(device) -> None:
     """Wait for queued GPU work so a timestamp means what it says (a no-op on the CPU)."""
-    if device.type == "cuda":
+    if torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)

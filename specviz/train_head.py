@@ -183,7 +183,8 @@ def choose_subset(target, counts: torch.Tensor, held: list[Sequence], requested:
     order = torch.argsort(counts, descending=True, stable=True)
     candidates = SUBSET_CANDIDATES + ((requested,) if requested and requested not in SUBSET_CANDIDATES else ())
     embed = target.model.get_input_embeddings().weight.detach().float()
-    feats = torch.cat([s.features[s.start - 1 :].float() for s in held])  # [N, D] answer positions
+    # [N, D] answer positions (the text is kept on the CPU; the target may sit on a GPU)
+    feats = torch.cat([s.features[s.start - 1 :].float() for s in held]).to(embed.device)
     p = torch.softmax(feats @ embed.T, dim=-1)  # [N, V] the exact T=1 target distributions
     target_ms = _time_target_step(target)
     report = {"target_step_ms": round(target_ms, 2), "candidates": []}
@@ -215,6 +216,8 @@ def choose_subset(target, counts: torch.Tensor, held: list[Sequence], requested:
 def _time_target_step(target, reps: int = 20) -> float:
     from transformers import DynamicCache
 
+    from specviz.decoder import sync_device
+
     model = target.model
     ids = torch.arange(100, 160, device=model.device)[None]
     with torch.inference_mode():
@@ -222,30 +225,38 @@ def _time_target_step(target, reps: int = 20) -> float:
         model(ids, past_key_values=cache, use_cache=True)
         times = []
         for i in range(reps):
+            sync_device(model.device)
             t0 = time.perf_counter()
             model(
                 torch.tensor([[200 + i]], device=model.device), past_key_values=cache, use_cache=True, logits_to_keep=1
             )
+            sync_device(model.device)
             times.append(time.perf_counter() - t0)
     return sorted(times)[len(times) // 2] * 1e3
 
 
 def _time_head_step(target, subset: torch.Tensor, reps: int = 30) -> float:
+    from specviz.decoder import sync_device
     from specviz.packing import pack_linears
 
     cfg = head_config_for(target.model, len(subset), target.name)
     head = DraftHead(cfg, subset)
     init_from_target(head, target.model)
-    head.attach(target.model).eval()
-    pack_linears(head)
+    head.attach(target.model)
+    device = head.embed.device  # the head drafts where the target runs
+    head.to(device).eval()
+    pack_linears(head)  # as drafting does on a CPU in float32 (a no-op elsewhere)
     dim = cfg.hidden
     with torch.inference_mode():
         cache = HeadCache()
-        head.step(torch.randn(60, dim), torch.arange(60), 1, cache)
+        head.step(torch.randn(60, dim, device=device), torch.arange(60, device=device), 1, cache)
         times = []
         for i in range(reps):
+            feature, token = torch.randn(1, dim, device=device), torch.tensor([5], device=device)
+            sync_device(device)
             t0 = time.perf_counter()
-            head.step(torch.randn(1, dim), torch.tensor([5]), 61 + i, cache)
+            head.step(feature, token, 61 + i, cache)
+            sync_device(device)
             times.append(time.perf_counter() - t0)
     return sorted(times)[len(times) // 2] * 1e3
 
