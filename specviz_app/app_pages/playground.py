@@ -13,7 +13,9 @@ def playground() -> None:
     render.headline(trace, baseline)
     st.caption(
         "Speeds are from one run on the machine that made the trace, and noisy on a busy CPU; target calls "
-        "saved does not depend on the hardware. For careful numbers use `python -m specviz bench`."
+        "saved does not depend on the hardware. Both runs use the same weights and kernels, so the comparison "
+        "is like for like; on some CPUs the target alone runs faster with eager (unpacked) weights, and "
+        "`python -m specviz bench` measures both and also gives the speedup over the faster one."
     )
 
     st.subheader("The generated text, token by token")
