@@ -118,6 +118,12 @@ def test_unrolled_training_equals_chained_drafting(target, feature_layers, depth
                 torch.testing.assert_close(logits[-1], head.lm_head(outs[k][0, j]), **tol)
 
 
+# A cached pass and a full pass add the same float32 numbers in another order: 1.2e-5 apart on an
+# Intel Xeon (MKL), under 1e-5 on AMD EPYC. A feature of the wrong position or a missed rollback is
+# off by the size of the features themselves (about 1 to 10 in this tiny target).
+CACHED_VS_FULL = {"atol": 1e-4, "rtol": 1e-4}
+
+
 def test_features_handed_to_the_head_equal_a_cache_free_full_pass(target):
     drafter = RecordingHeadDrafter(random_head(target), "head")
     trace = speculative_generate(PROMPT, target=target, draft=drafter, gamma=3, temperature=1.0, max_new_tokens=30)
@@ -127,7 +133,7 @@ def test_features_handed_to_the_head_equal_a_cache_free_full_pass(target):
         full = target.model.model(input_ids=seq[None]).last_hidden_state[0]  # [L, D]
     got = drafter.seen_features
     assert got.shape[0] == seq.shape[0] - 1  # every position but the newest, which was never fed
-    torch.testing.assert_close(got, full[:-1], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got, full[:-1], **CACHED_VS_FULL)
 
 
 def test_features_of_earlier_layers_equal_a_cache_free_full_pass(target):
@@ -146,7 +152,7 @@ def test_features_of_earlier_layers_equal_a_cache_free_full_pass(target):
     kept = torch.empty(0, expected.shape[1])
     for features, start in zip(drafter.handed, drafter.starts, strict=True):
         kept = torch.cat([kept[:start], features])
-    torch.testing.assert_close(kept, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(kept, expected, **CACHED_VS_FULL)
 
 
 def test_a_fused_head_starts_as_the_single_feature_head(target):
