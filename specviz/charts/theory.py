@@ -9,6 +9,7 @@ plain numbers, so the same axes carry theory and measurement.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 import plotly.graph_objects as go
@@ -199,6 +200,18 @@ def walltime_curve_figure(
     return fig
 
 
+@lru_cache(maxsize=8)
+def best_speedup_grid(c_max: float, gamma_max: int, steps: int) -> tuple[list[float], list[float], list[list[float]]]:
+    """(alphas [steps], cs [steps], z [c][alpha]): the best speedup any gamma up to gamma_max gives
+    at each point of the (alpha, c) plane. It depends on nothing else, and 41 x 41 points x 16
+    gammas take a third of a second, so it is computed once per grid (the Theory page redraws on
+    every slider move). Callers must not modify the lists."""
+    alphas = [i / (steps - 1) for i in range(steps)]
+    cs = [c_max * j / (steps - 1) for j in range(steps)]
+    z = [[max(walltime_improvement(a, best_gamma(a, cc, gamma_max), cc), 0.0) for a in alphas] for cc in cs]
+    return alphas, cs, z
+
+
 def alpha_c_plane_figure(
     alpha: float,
     c: float,
@@ -211,9 +224,7 @@ def alpha_c_plane_figure(
     the line α = c splits it (Cor 3.9):
     above the line (c ≥ α) drafting cannot pay for any γ. The slider setting and the current trace
     are points on it; Table 4's rows are faint crosses for reference."""
-    alphas = [i / (steps - 1) for i in range(steps)]
-    cs = [c_max * j / (steps - 1) for j in range(steps)]
-    z = [[max(walltime_improvement(a, best_gamma(a, cc, gamma_max), cc), 0.0) for a in alphas] for cc in cs]
+    alphas, cs, z = best_speedup_grid(c_max, gamma_max, steps)
     fig = go.Figure()
     fig.add_heatmap(
         x=alphas,
