@@ -40,7 +40,7 @@ from transformers import DynamicCache
 
 from specviz.bench import PROMPTS
 from specviz.config import SamplingConfig
-from specviz.decoder import autoregressive_generate, speculative_generate
+from specviz.decoder import autoregressive_generate, select_cache_positions, speculative_generate
 from specviz.drafters import HeadDrafter, load_draft_head, lookup_continuation
 from specviz.head import layer_outputs
 from specviz.models import HEAD_DRAFT, HYBRID_DRAFT, load_model
@@ -183,9 +183,7 @@ class TreeTarget:
             want = argmax[1 + node]
         accepted = torch.tensor([tree.tokens[c] for c in path], dtype=torch.long)
         keep = torch.tensor(list(range(self.seen + u)) + [self.seen + u + r for r in path])
-        for layer in self.cache.layers:  # the text, then the accepted path only
-            layer.keys = layer.keys.index_select(-2, keep)
-            layer.values = layer.values.index_select(-2, keep)
+        select_cache_positions(self.cache, keep)  # the text, then the accepted path only
         first = self.seen
         self.seq = torch.cat([self.seq, accepted, torch.tensor([want])])
         self.seen = self.seq.shape[0] - 1  # the correction is fed next time
