@@ -16,6 +16,19 @@ GAMMA_MIN, GAMMA_MAX = 1, 16
 # draft (the hybrid, whose head drafts a two-branch tree) gamma 2 was the fastest in every bench run,
 # at T=0, 0.7 and 1 (docs/benchmarks.md).
 DEFAULT_GAMMA = 2
+# First-position candidates of the head's greedy draft tree, chosen by measurement: on the bench's
+# eight prompts two candidates, each continued for gamma - 1 more tokens, raised the tokens per
+# iteration from 1.51 to 1.63 at gamma 2; three or a deeper tree added tokens but cost more than
+# they brought (docs/benchmarks.md, "Width"). The draft head's tree (specviz.drafters.HeadDrafter).
+TREE_BRANCHES = 2
+
+
+def default_verify_rows() -> tuple[int, ...]:
+    """The new rows of the verification passes the default drafts make at the default gamma: the
+    n-gram chain (1 + gamma) and the head's tree (1 + branches x gamma). specviz.kernels times them."""
+    return (1 + DEFAULT_GAMMA, 1 + TREE_BRANCHES * DEFAULT_GAMMA)
+
+
 TEMPERATURE_MAX = 10.0  # beyond this every distribution is flat enough to teach nothing new
 MAX_NEW_TOKENS_MAX = 1024  # keeps one run (and its trace) bounded in time and memory
 SEED_MAX = 2**63 - 1

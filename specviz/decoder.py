@@ -23,7 +23,9 @@ a tree of one branch and runs exactly as before. The wrong-rule variants of the 
 `_decode_loop` owns everything around it: timing, stopping, progress and recording.
 
 The baseline is the same loop with no drafter: each iteration is one target step, with the same
-sampling, the same cache handling and the same random generator, so comparisons are like for like.
+sampling, the same cache handling and the same random generator. Its one-token steps run the
+kernels measured fastest for one row on this machine (specviz.kernels), so it is the fastest
+target alone specviz knows, not a handicapped one.
 """
 
 from __future__ import annotations
@@ -402,7 +404,8 @@ def _config_dict(target: LoadedModel, drafter, cfg: DecodeConfig, device, traced
         "max_new_tokens": cfg.max_new_tokens,
         "device": str(device),
         "dtype": target.dtype,
-        "kernels": target.kernels,
+        "kernels": target.kernels,  # specviz.kernels: the choice per group and shape, and its timings
+        "draft_kernels": getattr(drafter, "kernels", None),
         "rule": rule,
         "traced": traced,
         "chat_template": cfg.chat_template,

@@ -37,7 +37,7 @@ from typing import Protocol
 
 import torch
 
-from specviz.config import SamplingConfig
+from specviz.config import TREE_BRANCHES, SamplingConfig, default_verify_rows
 from specviz.models import LoadedModel, load_model
 from specviz.sampling import draw, probabilities
 
@@ -127,6 +127,10 @@ class ModelDrafter:
         self._cache = None
         self._cached_ids = torch.empty(0, dtype=torch.long)
 
+    @property
+    def kernels(self) -> dict:
+        return self.loaded.kernels
+
     def start(self, sampling: SamplingConfig, generator: torch.Generator, vocab_size: int) -> None:
         from transformers import DynamicCache
 
@@ -211,13 +215,6 @@ def lookup_continuation(ids: list[int], gamma: int, max_ngram: int, min_ngram: i
     return []
 
 
-# First-position candidates of the head's greedy draft tree, chosen by measurement: on the bench's
-# eight prompts two candidates, each continued for gamma - 1 more tokens, raised the tokens per
-# iteration from 1.51 to 1.63 at gamma 2; three or a deeper tree added tokens but cost more than
-# they brought (docs/benchmarks.md, "Width").
-TREE_BRANCHES = 2
-
-
 class HeadDrafter:
     """The draft head: catches its KV cache up on the target's true features, then chains.
 
@@ -229,9 +226,16 @@ class HeadDrafter:
 
     reads_features = True
 
-    def __init__(self, head, name: str, branches: int = TREE_BRANCHES):
+    def __init__(self, head, name: str, branches: int = TREE_BRANCHES, min_confidence: float = 0.0):
+        """min_confidence: stop drafting deeper once the head's confidence in its latest draft (every
+        branch's) is below it; 0 always drafts gamma tokens."""
         self.head, self.name, self.branches = head, name, branches
+        self.min_confidence = min_confidence
         self.feature_layers = head.cfg.feature_layers
+
+    @property
+    def kernels(self) -> dict:
+        return self.head.kernels
 
     def start(self, sampling: SamplingConfig, generator: torch.Generator, vocab_size: int) -> None:
         from specviz.head import HeadCache
@@ -257,8 +261,11 @@ class HeadDrafter:
             token = sample_token(q, self.sampling, self.generator)  # [1]
             tokens.append(token)
             qs.append(q)
-            if k + 1 < gamma:  # the chain: the predicted feature and the drafted token feed the next step
+            if k + 1 < gamma and not self._unsure(logits[-1:], q[None], token):
+                # the chain: the predicted feature and the drafted token feed the next step
                 f, logits = self.head.step(f[-1:], token, length + k, self.cache)
+            else:
+                break
         return torch.cat(tokens), torch.stack(qs)  # [gamma], [gamma, V]
 
     def propose_tree(self, context: torch.Tensor, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -279,6 +286,8 @@ class HeadDrafter:
         prefix = self.cache.length
         features = f[-1:].expand(k, -1)  # [k, D] every branch reads the same predicted feature
         for level in range(1, gamma):
+            if self._unsure(logits[-1:].expand(k, -1) if level == 1 else logits, qs[-1], levels[-1]):
+                break
             features, logits = self.head.branch_step(
                 features, levels[-1], length + level - 1, self.cache, prefix, level
             )  # [k, D], [k, S]
@@ -286,6 +295,20 @@ class HeadDrafter:
             levels.append(torch.cat([sample_token(row, self.sampling, self.generator) for row in q]))
             qs.append(q)
         return torch.stack(levels, 1), torch.stack(qs, 1)  # [k, g], [k, g, V]
+
+    def _unsure(self, subset_logits: torch.Tensor, q: torch.Tensor, tokens: torch.Tensor) -> bool:
+        """Whether to stop drafting after the latest level: every branch's confidence in its draft
+        is below min_confidence. subset_logits [k, S] and q [k, V] gave tokens [k]. Confidence is
+        q(token) when sampling and the head's softmax probability of its argmax at T=0 (q is
+        one-hot there). Stopping looks only at q and the drafts, never at p, so the output stays
+        exact (as transformers' assistant_confidence_threshold)."""
+        if self.min_confidence <= 0:
+            return False
+        if self.sampling.greedy:
+            confidence = subset_logits.float().softmax(-1).amax(-1)  # [k]
+        else:
+            confidence = q.gather(-1, tokens[:, None])[:, 0]  # [k]
+        return bool((confidence < self.min_confidence).all())
 
     def _first_candidates(self, subset_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The head's logits at the first draft position [S] -> up to `branches` different first
@@ -341,6 +364,10 @@ class HybridDrafter:
     @property
     def branches(self) -> int:
         return self.head_drafter.branches
+
+    @property
+    def kernels(self) -> dict:
+        return self.head_drafter.kernels
 
     def start(self, sampling: SamplingConfig, generator: torch.Generator, vocab_size: int) -> None:
         self.ngram.start(sampling, generator, vocab_size)
@@ -403,13 +430,14 @@ _heads: dict[tuple, tuple] = {}  # (name, id(target model)) -> (weak reference t
 
 
 def load_draft_head(name: str, target: LoadedModel):
-    """The named head attached to `target` (once per target model), packed when the target is."""
+    """The named head attached to `target` (once per target model), its kernels chosen by
+    measurement when the target's were (specviz.kernels)."""
     from pathlib import Path
 
     from specviz.errors import ModelError
     from specviz.head import load_head
-    from specviz.models import DEFAULT_TARGET, HEAD_DRAFT, offline_path
-    from specviz.packing import PACKED, pack_linears
+    from specviz.kernels import choose_for_head
+    from specviz.models import DEFAULT_TARGET, HEAD_DRAFT, cache_dir, offline_path
 
     if name == HEAD_DRAFT and target.name != DEFAULT_TARGET:
         raise ModelError(
@@ -423,8 +451,10 @@ def load_draft_head(name: str, target: LoadedModel):
     if cached is None or cached[0]() is not target.model:  # an id can be reused once a model is freed
         folder = offline_path(name) if name.startswith("offline:") else Path(name)
         head = load_head(folder, target.model)
-        if target.kernels == PACKED:
-            pack_linears(head)
+        if not target.kernels.get("reason"):
+            # head steps: the tree's branches at once, and catching up on the accepted drafts
+            rows = (TREE_BRANCHES, default_verify_rows()[0])
+            head.kernels = choose_for_head(head, name, rows, cache_dir() / "kernels.json")
         for stale in [k for k, (ref, _) in _heads.items() if ref() is None]:
             del _heads[stale]
         _heads[key] = (weakref.ref(target.model), head)

@@ -136,6 +136,7 @@ class DraftHead(nn.Module):
         self.embed: torch.Tensor | None = None
         self.lm_head: nn.Linear | None = None
         self.rotary = None
+        self.kernels: dict = {"reason": "not chosen"}  # how its linears run (specviz.kernels)
 
     # -- wiring to a target --
     def attach(self, target_model) -> DraftHead:

@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +63,15 @@ class LoadedModel:
     tokenizer: Any
     device: str
     dtype: str
-    kernels: str = "eager"  # "packed" (pre-packed CPU linears, specviz.packing) or "eager: <why not>"
+    # How the linears run (specviz.kernels): the kernel chosen per group and shape, its timings and
+    # where the choice came from; {"reason": why} when every linear runs eager.
+    kernels: dict = field(default_factory=lambda: {"reason": "not chosen"})
+
+    @property
+    def kernels_label(self) -> str:
+        from specviz.kernels import describe
+
+        return describe(self.kernels)
 
     @property
     def logits_width(self) -> int:
@@ -117,8 +125,9 @@ def load_model(
 ) -> LoadedModel:
     """Load (once per process) the named model. None means the offline default target.
 
-    On the CPU in float32 every linear is pre-packed for oneDNN (specviz.packing) unless
-    pack=False; where that is not possible the model stays eager and `kernels` says why."""
+    On the CPU in float32 each linear runs the kernel measured fastest here for its shape
+    (specviz.kernels) unless pack=False; where that is not possible the model stays eager and
+    `kernels` says why."""
     name = name or DEFAULT_TARGET
     if name in (NGRAM_DRAFT, SELF_DRAFT, HYBRID_DRAFT):
         raise ModelError(f"{name!r} is a draft strategy, not a model; use it only as the draft.")
@@ -128,7 +137,8 @@ def load_model(
         raise ModelError(f"dtype must be one of {', '.join(DTYPES)}; got {dtype!r}.")
     if device.startswith("cuda") and not _cuda_available():
         raise ModelError("device 'cuda' was asked for but no CUDA GPU is visible; use device 'cpu'.")
-    key = (name, device, dtype, repr(device_map), trust_remote_code, pack)
+    # SPECVIZ_KERNELS is in the key: a forced kernel choice makes a differently built model.
+    key = (name, device, dtype, repr(device_map), trust_remote_code, pack, os.environ.get("SPECVIZ_KERNELS", ""))
     with _load_lock:
         if key in _loaded:
             _loaded.move_to_end(key)
@@ -149,7 +159,8 @@ def _load(name: str, device: str, dtype: str, device_map: Any, trust_remote_code
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from specviz.packing import pack_linears
+    from specviz.config import default_verify_rows
+    from specviz.kernels import choose_for_target
 
     if name == OFFLINE_TARGET:
         source, local_only = str(prepare_offline_target()), True
@@ -174,11 +185,11 @@ def _load(name: str, device: str, dtype: str, device_map: Any, trust_remote_code
         model.to(device)
     model.eval()
     if not pack:
-        kernels = "eager: packing turned off"
+        kernels = {"reason": "kernel choice turned off (pack=False)"}
     elif device_map is not None:  # accelerate's dispatch hooks wrap the modules: leave them as they are
-        kernels = "eager: loaded with a device_map"
+        kernels = {"reason": "loaded with a device_map"}
     else:
-        kernels = pack_linears(model)
+        kernels = choose_for_target(model, name, default_verify_rows(), cache_dir() / "kernels.json")
     return LoadedModel(
         name=name, model=model, tokenizer=tokenizer, device=str(model.device), dtype=dtype, kernels=kernels
     )

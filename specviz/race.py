@@ -99,7 +99,7 @@ def run_race(
             "seed": seed,
             "max_new_tokens": max_new_tokens,
             "dtype": target.dtype,
-            "kernels": target.kernels,
+            "kernels": target.kernels_label,
         },  # fmt: skip
         "baseline": {"new_tokens": b["new_tokens"], "tokens_per_s": b["tokens_per_s"], "step_ms": step_ms},
         "rows": rows,

@@ -236,8 +236,10 @@ def _time_target_step(target, reps: int = 20) -> float:
 
 
 def _time_head_step(target, subset: torch.Tensor, reps: int = 30) -> float:
+    from specviz.config import default_verify_rows
     from specviz.decoder import sync_device
-    from specviz.packing import pack_linears
+    from specviz.kernels import choose_for_head
+    from specviz.models import cache_dir
 
     cfg = head_config_for(target.model, len(subset), target.name)
     head = DraftHead(cfg, subset)
@@ -245,7 +247,9 @@ def _time_head_step(target, subset: torch.Tensor, reps: int = 30) -> float:
     head.attach(target.model)
     device = head.embed.device  # the head drafts where the target runs
     head.to(device).eval()
-    pack_linears(head)  # as drafting does on a CPU in float32 (a no-op elsewhere)
+    if not target.kernels.get("reason"):  # the kernels drafting would choose here (specviz.kernels)
+        name = f"untrained head for {target.name}"
+        head.kernels = choose_for_head(head, name, default_verify_rows()[:1], cache_dir() / "kernels.json")
     dim = cfg.hidden
     with torch.inference_mode():
         cache = HeadCache()

@@ -1,6 +1,7 @@
 """Shared fixtures: tiny random Llama models (fast) and the offline default target (slow).
 
 Tests never reach the network: HF_HUB_OFFLINE is set before anything imports transformers.
+SPECVIZ_KERNELS=packed fixes the CPU kernels (specviz.kernels) for every test that does not set its own.
 """
 
 from __future__ import annotations
@@ -9,6 +10,9 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# One kernel choice for the whole suite, so bit-identity checks hold on every CPU; the measured
+# choice and mixed kernels have their own tests (tests/test_kernels.py).
+os.environ.setdefault("SPECVIZ_KERNELS", "packed")
 
 import pytest  # noqa: E402
 

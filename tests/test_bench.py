@@ -46,17 +46,25 @@ def test_bench_tiny(tmp_path):
     model_run, ngram_run = report["runs"]
     assert [model_run["draft"], ngram_run["draft"]] == [str(tmp_path / "draft"), "ngram"]
     assert set(model_run["baseline"]) == {"0.0", "1.0"} and set(model_run["best"]) == {"0.0", "1.0"}
-    # Packed and eager target alone, side by side in the same run (alternating between gamma blocks).
-    assert report["settings"]["kernels"] == "packed" and set(report["packing"]) == {"0.0", "1.0"}
-    for t, base in model_run["baseline"].items():
-        assert base["eager_tokens_per_s"] > 0
-        assert report["packing"][t]["eager_tokens_per_s"] == base["eager_tokens_per_s"]
-        for row in (r for r in model_run["results"] if str(r["temperature"]) == t):
-            fastest = max(base["tokens_per_s"], base["eager_tokens_per_s"])
-            assert row["speedup_over_fastest_alone"] == pytest.approx(row["tokens_per_s"]["untraced"] / fastest)
-            assert row["fastest_alone"] == (
-                "eager" if base["eager_tokens_per_s"] > base["tokens_per_s"] else "same kernels"
-            )
+    # transformers' generate() and its prompt lookup on the same model, side by side in the same run.
+    assert report["settings"]["kernels"] == "packed" and set(report["target_alone"]) == {"0.0", "1.0"}
+    assert report["settings"]["kernel_choice"]["source"].startswith("forced")
+    for run in (model_run, ngram_run):
+        for t, base in run["baseline"].items():
+            assert base["hf_generate_tokens_per_s"] > 0 and base["hf_lookup_tokens_per_s"] > 0
+            for row in (r for r in run["results"] if str(r["temperature"]) == t):
+                untraced = row["tokens_per_s"]["untraced"]
+                fastest = max(base["tokens_per_s"], base["hf_generate_tokens_per_s"])
+                assert row["speedup_over_fastest_alone"] == pytest.approx(untraced / fastest)
+                assert row["over_hf_generate"] == pytest.approx(untraced / base["hf_generate_tokens_per_s"])
+                assert row["over_hf_lookup"] == pytest.approx(untraced / base["hf_lookup_tokens_per_s"])
+                assert row["fastest_alone"] == (
+                    "transformers generate()" if base["hf_generate_tokens_per_s"] > base["tokens_per_s"] else "specviz"
+                )
+    first = model_run["baseline"]["0.0"]
+    assert report["target_alone"]["0.0"]["specviz_over_hf_generate"] == pytest.approx(
+        first["tokens_per_s"] / first["hf_generate_tokens_per_s"]
+    )
     for row in ngram_run["results"]:
         assert "hf" not in row["tokens_per_s"] and row["specviz_over_hf"] is None  # no assistant model to compare
     assert len(model_run["results"]) == 2
@@ -89,7 +97,9 @@ def test_bench_tiny(tmp_path):
         "output vs target alone",
         "packed",
         "speedup over the fastest target alone",
-        "with eager weights",
+        "× HF generate()",
+        "× HF prompt lookup",
+        "transformers generate()",
         "Hardware",
     ):
         assert column in table
@@ -104,8 +114,8 @@ def test_bench_refuses_bad_prompt_count(capsys):
 
 
 def test_speedup_over_the_fastest_target_alone():
-    """A speedup over a slower way of running the target alone is no gain: when eager weights run
-    the target alone faster than the packed ones, the second speedup is measured against them."""
+    """A speedup over a slower way of running the target alone is no gain: when transformers'
+    generate() runs the target alone faster than specviz does, the second speedup is over it."""
     from specviz.bench import _row
 
     class FakeTrace:
@@ -116,13 +126,27 @@ def test_speedup_over_the_fastest_target_alone():
 
     run = {"tokens_per_s": 30.0, "tokens": 4, "traces": [FakeTrace()]}
     runs = {"traced": [run], "untraced": [run]}
-    slower_eager = _row(0.0, 2, runs, base_tps=20.0, target_ms=40.0, hf=False, eager_tps=15.0)
-    assert slower_eager["speedup"]["untraced"] == pytest.approx(1.5)
-    assert slower_eager["speedup_over_fastest_alone"] == pytest.approx(1.5)
-    assert slower_eager["fastest_alone"] == "same kernels"
-    faster_eager = _row(0.0, 2, runs, base_tps=20.0, target_ms=40.0, hf=False, eager_tps=25.0)
-    assert faster_eager["speedup"]["untraced"] == pytest.approx(1.5)
-    assert faster_eager["speedup_over_fastest_alone"] == pytest.approx(1.2)
-    assert faster_eager["fastest_alone"] == "eager"
-    no_eager = _row(0.0, 2, runs, base_tps=20.0, target_ms=40.0, hf=False)
-    assert no_eager["speedup_over_fastest_alone"] == pytest.approx(1.5)
+    slower_hf = _row(0.0, 2, runs, base_tps=20.0, target_ms=40.0, hf=False, hf_generate_tps=15.0)
+    assert slower_hf["speedup"]["untraced"] == pytest.approx(1.5)
+    assert slower_hf["speedup_over_fastest_alone"] == pytest.approx(1.5)
+    assert slower_hf["over_hf_generate"] == pytest.approx(2.0)
+    assert slower_hf["fastest_alone"] == "specviz"
+    faster_hf = _row(0.0, 2, runs, base_tps=20.0, target_ms=40.0, hf=False, hf_generate_tps=25.0)
+    assert faster_hf["speedup"]["untraced"] == pytest.approx(1.5)
+    assert faster_hf["speedup_over_fastest_alone"] == pytest.approx(1.2)
+    assert faster_hf["fastest_alone"] == "transformers generate()"
+    no_hf = _row(0.0, 2, runs, base_tps=20.0, target_ms=40.0, hf=False)
+    assert no_hf["speedup_over_fastest_alone"] == pytest.approx(1.5) and no_hf["over_hf_generate"] is None
+
+
+def test_bench_and_held_out_prompts_are_in_no_training_pool():
+    """The bench measures on text no recipe trains on, and the held-out set on text no choice was
+    made on either (specviz.bench); the two sets do not overlap."""
+    from specviz import prompt_pool as pool
+    from specviz.bench import HELD_OUT_PROMPTS, PROMPTS
+
+    topics, formats = pool.TOPICS + pool.MORE_TOPICS, pool.FORMATS + pool.MORE_FORMATS
+    pools = {f.format(t=t) for t in topics for f in formats} | set(pool.STANDALONE + pool.MORE_STANDALONE)
+    assert set(pool.head_prompts(100, 0)) <= pools and set(pool.build_prompts(100, 0)) <= pools
+    assert not pools & set(PROMPTS) and not pools & set(HELD_OUT_PROMPTS)
+    assert not set(PROMPTS) & set(HELD_OUT_PROMPTS) and len(set(HELD_OUT_PROMPTS)) == 8

@@ -13,9 +13,9 @@ def playground() -> None:
     render.headline(trace, baseline)
     st.caption(
         "Speeds are from one run on the machine that made the trace, and noisy on a busy CPU; target calls "
-        "saved does not depend on the hardware. Both runs use the same weights and kernels, so the comparison "
-        "is like for like; on some CPUs the target alone runs faster with eager (unpacked) weights, and "
-        "`python -m specviz bench` measures both and also gives the speedup over the faster one."
+        "saved does not depend on the hardware. The speedup is over the fastest target alone: it runs the kernels "
+        "measured fastest for one-token steps on this machine (`python -m specviz bench` also compares both with "
+        "transformers' generate() on the same model)."
     )
 
     st.subheader("The generated text, token by token")

@@ -1,0 +1,154 @@
+"""Kernels chosen by measurement (specviz.kernels, specviz.packing).
+
+- each kernel computes the linear, and a call runs the kernel set for its row count;
+- the choice is the fastest candidate of each group and shape as measured (a fake pass whose
+  time depends on the kernels in use makes any other choice fail), recorded with its timings,
+  cached per machine and model, and forced by SPECVIZ_KERNELS;
+- exactness with mixed kernels (one row eager, several rows packed) on the offline target: greedy
+  output equals the target alone's except at a float32 near-tie (top-2 gap < 1e-3), counted.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import torch
+from torch import nn
+
+from specviz import kernels
+from specviz.packing import EAGER, PACKED, PACKED_ONE_ROW, KernelLinear, kernel_linears
+
+
+def _mlp() -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8, bias=False))
+
+
+@pytest.mark.parametrize("one_row", [EAGER, PACKED, PACKED_ONE_ROW])
+@pytest.mark.parametrize("many_rows", [EAGER, PACKED])
+def test_every_kernel_computes_the_linear(one_row, many_rows):
+    reference = nn.Linear(16, 32)
+    linear = KernelLinear(reference)
+    linear.use(one_row, many_rows)
+    x = torch.randn(5, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(linear(x), reference(x), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(linear(x[:1]), reference(x[:1]), atol=1e-5, rtol=1e-5)
+    assert set(linear.layouts) == {one_row, many_rows} - {EAGER}  # unused layouts are freed
+
+
+def test_a_call_runs_the_kernel_of_its_row_count():
+    linear = KernelLinear(nn.Linear(16, 32))
+    linear.use(EAGER, PACKED)
+    linear.layouts[PACKED] = torch.ops.mkldnn._reorder_linear_weight(torch.zeros(32, 16))  # packed: all zeros
+    x = torch.randn(3, 16)
+    with torch.no_grad():
+        assert linear(x[:1]).abs().sum() > 0  # one row: eager, the real weight
+        assert torch.equal(linear(x), linear.bias.expand(3, -1))  # three rows: the (zeroed) packed layout
+
+
+def test_packing_refuses_what_it_cannot_pack():
+    assert kernel_linears(_mlp().to(torch.bfloat16))[1] == "torch.bfloat16 weights (packing is used for float32 only)"
+    assert kernel_linears(nn.Sequential(nn.ReLU())) == ([], "no weights")
+
+
+def _fake_pass(model: nn.Module, cost_ms: dict):
+    """A pass that sleeps as long as its kernels cost: cost_ms[(shape, linear index, kernel)]."""
+
+    def run(rows: int) -> None:
+        linears = [m for m in model.modules() if isinstance(m, KernelLinear)]  # swapped in by choose()
+        shape = "one_row" if rows == 1 else "many_rows"
+        kernel = [lin.one_row if rows == 1 else lin.many_rows for lin in linears]
+        time.sleep(sum(cost_ms[(shape, i, k)] for i, k in enumerate(kernel)) / 1e3)
+
+    return run
+
+
+@pytest.fixture
+def measuring(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    monkeypatch.setenv("SPECVIZ_KERNELS", "measure")
+    monkeypatch.setattr(kernels, "MEASURE_REPS", 2)
+    return tmp_path
+
+
+def test_the_measured_fastest_kernel_is_chosen_per_group_and_shape(measuring, monkeypatch):
+    model = _mlp()
+    head = model[2]  # the output projection: its own group
+    # body (layer 0): eager wins one row, packed several; head (layer 2): packed1 wins one row, eager several
+    cost = {
+        ("one_row", 0, EAGER): 1, ("one_row", 0, PACKED): 6, ("one_row", 0, PACKED_ONE_ROW): 6,
+        ("one_row", 1, EAGER): 8, ("one_row", 1, PACKED): 8, ("one_row", 1, PACKED_ONE_ROW): 1,
+        ("many_rows", 0, EAGER): 8, ("many_rows", 0, PACKED): 1,
+        ("many_rows", 1, EAGER): 1, ("many_rows", 1, PACKED): 8,
+    }  # fmt: skip
+    cache = measuring / "kernels.json"
+    record = kernels.choose("test-model", cache, model, lambda: model[2], _fake_pass(model, cost), (3, 5))
+    assert record["one_row"] == {"body": EAGER, "head": PACKED_ONE_ROW}
+    assert record["many_rows"] == {"body": PACKED, "head": EAGER}
+    assert record["source"] == "measured at load"
+    timings = record["timings_ms"]
+    assert set(timings["one_row"]) == {f"{g}={k}" for g in ("body", "head") for k in (EAGER, PACKED, PACKED_ONE_ROW)}
+    assert timings["many_rows"]["body=eager"] > timings["many_rows"]["body=packed"]
+    assert model[0].one_row == EAGER and model[0].many_rows == PACKED and head is not model[2]
+    assert model[2].one_row == PACKED_ONE_ROW and model[2].many_rows == EAGER
+    assert kernels.describe(record) == "one row body eager, head packed1; several rows body packed, head eager"
+
+    # Cached per machine and model: a second load takes the choice without measuring.
+    saved = json.loads((measuring / "kernels.json").read_text())
+    assert list(saved["choices"]) == ["test-model"]
+    monkeypatch.setenv("SPECVIZ_KERNELS", "")
+    again = _mlp()
+    never = lambda rows: pytest.fail("a cached choice must not be measured again")  # noqa: E731
+    cached = kernels.choose("test-model", cache, again, lambda: again[2], never, (3, 5))
+    assert cached["source"].startswith("cached") and cached["one_row"] == record["one_row"]
+    assert again[0].one_row == EAGER and again[2].many_rows == EAGER
+
+
+def test_specviz_kernels_forces_one_choice(monkeypatch, tmp_path):
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    monkeypatch.setenv("SPECVIZ_KERNELS", "eager/packed")
+    model = _mlp()
+    record = kernels.choose(
+        "m", tmp_path / "kernels.json", model, lambda: model[2], lambda rows: pytest.fail("forced: no measuring"), (3,)
+    )
+    assert record["one_row"] == {"body": EAGER, "head": EAGER} and record["many_rows"]["head"] == PACKED
+    assert record["source"] == "forced (SPECVIZ_KERNELS=eager/packed)"
+    assert not (tmp_path / "kernels.json").exists()
+    monkeypatch.setenv("SPECVIZ_KERNELS", "fast")
+    with pytest.raises(ValueError, match="SPECVIZ_KERNELS='fast' is not a kernel choice"):
+        kernels.choose("m", tmp_path / "kernels.json", _mlp(), lambda: None, lambda rows: None, (3,))
+
+
+def test_describe_reads_old_and_new_records():
+    assert kernels.describe("packed") == "packed"  # traces recorded before the choice was measured
+    assert kernels.describe({"reason": "pack=False"}) == "eager: pack=False"
+    same = {"one_row": {"body": PACKED, "head": PACKED}, "many_rows": {"body": PACKED, "head": PACKED}}
+    assert kernels.describe(same) == "packed"
+
+
+@pytest.mark.slow
+def test_mixed_kernels_differ_from_the_target_alone_only_at_float32_near_ties(monkeypatch):
+    """One row eager (the target alone's steps) and several rows packed (verification): the two round
+    differently, so greedy output may differ only where the target's top-2 logits are < 1e-3 apart."""
+    from specviz.bench import PROMPTS
+    from specviz.decoder import autoregressive_generate, speculative_generate
+    from specviz.models import load_model
+    from specviz.sameness import FLOAT32_NEAR_TIE_TOLERANCE, compare_runs
+
+    monkeypatch.setenv("SPECVIZ_KERNELS", "eager/packed")
+    mixed = load_model()
+    assert mixed.kernels["one_row"]["body"] == EAGER and mixed.kernels["many_rows"]["body"] == PACKED
+    verdicts = []
+    for prompt in PROMPTS[:4]:
+        spec = speculative_generate(prompt, target=mixed, temperature=0, max_new_tokens=40)
+        base = autoregressive_generate(prompt, target=mixed, temperature=0, max_new_tokens=40)
+        assert spec.config["kernels"] == mixed.kernels  # the choice is in the trace
+        same = compare_runs(spec, base, mixed)
+        assert same.verdict in ("identical", "near_tie"), same
+        if same.verdict == "near_tie":
+            assert same.logit_gap < FLOAT32_NEAR_TIE_TOLERANCE == same.tolerance
+        verdicts.append(same.verdict)
+    assert verdicts.count("identical") >= 3, verdicts  # near-ties are rare: most decodes are identical
