@@ -40,11 +40,12 @@ from transformers import DynamicCache
 
 from specviz.bench import PROMPTS
 from specviz.config import SamplingConfig
-from specviz.decoder import autoregressive_generate, select_cache_positions, speculative_generate
+from specviz.decoder import autoregressive_generate, speculative_generate
 from specviz.drafters import HeadDrafter, load_draft_head, lookup_continuation
 from specviz.head import layer_outputs
 from specviz.models import HEAD_DRAFT, HYBRID_DRAFT, load_model
 from specviz.prompting import prompt_token_ids
+from specviz.target import select_cache_positions
 
 
 @dataclass(frozen=True)

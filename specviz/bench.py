@@ -491,7 +491,7 @@ def _main(args) -> int:
         print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
     # The same target as transformers loads it: what a user would run instead (module docstring).
-    plain = None if args.no_hf_generate else load_model(args.target, dtype=args.dtype, pack=False)
+    plain = None if args.no_hf_generate else load_model(args.target, dtype=args.dtype, pack=False, lean=False)
     load_before = load_average()
     t0 = time.perf_counter()
     runs = []

@@ -37,13 +37,14 @@ from dataclasses import dataclass
 import torch
 
 from specviz.config import DEFAULT_GAMMA, DecodeConfig, SamplingConfig, validate_prompt
-from specviz.drafters import Drafter, crop_cache, draft_tree, resolve_drafter, target_forward
+from specviz.drafters import Drafter, draft_tree, resolve_drafter
 from specviz.errors import ConfigError
 from specviz.gate import device_gate
 from specviz.models import DEFAULT_TARGET, LoadedModel, load_model
 from specviz.prompting import prompt_token_ids
 from specviz.recorder import IterationRecorder
 from specviz.sampling import probabilities
+from specviz.target import TargetState
 from specviz.trace import Trace, reached_betas, summarize
 from specviz.verify import RULES, FirstTest, Verdict, choose_branch, verify
 
@@ -123,72 +124,6 @@ def _resolve_target(target, device, dtype) -> LoadedModel:
 
 
 # ----- Algorithm 1 ------------------------------------------------------------------------------
-
-
-class TargetState:
-    """The target's side of a run: the text so far, its KV cache, and how much of it is cached."""
-
-    def __init__(self, target: LoadedModel, prompt_ids: list[int]):
-        from transformers import DynamicCache
-
-        self.target = target
-        self.device = torch.device(target.device)
-        self.cache = DynamicCache(config=target.model.config)
-        self.seq = torch.tensor(prompt_ids, dtype=torch.long, device=self.device)  # [L] prompt + output
-        self.seen = 0  # positions of seq the cache holds
-
-    def forward(self, tree: torch.Tensor, feature_layers: tuple[int, ...] | None):
-        """One pass over the unseen tokens and every draft of tree [k, g] -> logits [1 + k*g, V]
-        (the last unseen position, then the drafts level by level: draft j of branch b is row
-        1 + j*k + b), and (unless feature_layers is None) the features [T, (n+1)D] of every
-        position fed: the outputs of those decoder layers, then the final-norm feature."""
-        k, g = tree.shape
-        unseen = self.seq[self.seen :]  # [u]
-        feed = torch.cat([unseen, tree.T.reshape(-1)])  # [T = u + k*g]
-        layout = None if k == 1 else tree_layout(self.seen, unseen.shape[0], k, g, self.device, self.target.model.dtype)
-        logits, features = target_forward(self.target.model, feed, self.cache, k * g + 1, feature_layers, layout)
-        return logits[:, : self.target.vocab_size], features
-
-    def accept(self, emitted: torch.Tensor, kept_drafts: torch.Tensor, tree_width: int) -> None:
-        """Append the emitted tokens; keep in the cache the text and the accepted drafts, given as
-        their indices kept_drafts [n] among the drafts fed (level by level, tree_width per level)."""
-        old_len, n = self.seq.shape[0], kept_drafts.shape[0]
-        self.seq = torch.cat([self.seq, emitted])
-        if tree_width > 1 and n > 0:  # a tree: close the gaps the other branches leave in the cache
-            keep = torch.cat([torch.arange(old_len, device=self.device), old_len + kept_drafts])
-            select_cache_positions(self.cache, keep)
-        self.seen = min(old_len + n, self.seq.shape[0] - 1)  # the newest token is fed next time
-        crop_cache(self.cache, self.seen)
-
-
-def tree_layout(seen: int, unseen: int, k: int, g: int, device, dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """Positions [T] and attention mask [1, 1, T, seen + T] (0 where allowed, the dtype's minimum
-    elsewhere) for a pass over `unseen` text tokens and a tree of k branches x g drafts, level by
-    level. Text tokens attend causally; a draft sees the text and its own branch's drafts up to
-    itself; the k drafts of one level share a position."""
-    t = unseen + k * g
-    level = torch.arange(g, device=device).repeat_interleave(k)  # [k*g]
-    branch = torch.arange(k, device=device).repeat(g)
-    positions = torch.cat([torch.arange(seen, seen + unseen, device=device), seen + unseen + level])
-    allowed = torch.zeros(t, seen + t, dtype=torch.bool, device=device)
-    allowed[:, : seen + unseen] = True
-    allowed[:unseen, seen : seen + unseen] = torch.ones(unseen, unseen, dtype=torch.bool, device=device).tril()
-    same_branch_before = (branch[:, None] == branch[None, :]) & (level[None, :] <= level[:, None])
-    allowed[unseen:, seen + unseen :] = same_branch_before
-    mask = torch.zeros(1, 1, t, seen + t, dtype=dtype, device=device)
-    return positions, mask.masked_fill_(~allowed, torch.finfo(dtype).min)
-
-
-def select_cache_positions(cache, keep: torch.Tensor) -> None:
-    """Keep only the cached positions `keep` [N] (in that order) in every layer of a transformers
-    DynamicCache (transformers 5 keeps them per layer; 4 in key_cache/value_cache lists)."""
-    if hasattr(cache, "layers"):
-        for layer in cache.layers:
-            layer.keys = layer.keys.index_select(-2, keep)
-            layer.values = layer.values.index_select(-2, keep)
-    else:
-        cache.key_cache = [k.index_select(-2, keep) for k in cache.key_cache]
-        cache.value_cache = [v.index_select(-2, keep) for v in cache.value_cache]
 
 
 @dataclass
@@ -404,6 +339,7 @@ def _config_dict(target: LoadedModel, drafter, cfg: DecodeConfig, device, traced
         "max_new_tokens": cfg.max_new_tokens,
         "device": str(device),
         "dtype": target.dtype,
+        "forward": target.forward,  # "lean" (specviz.lean_llama) or transformers' own, and why
         "kernels": target.kernels,  # specviz.kernels: the choice per group and shape, and its timings
         "draft_kernels": getattr(drafter, "kernels", None),
         "rule": rule,

@@ -31,7 +31,6 @@ own choice. A drafter without `propose_tree` drafts a chain, a tree of one branc
 
 from __future__ import annotations
 
-import inspect
 import weakref
 from typing import Protocol
 
@@ -40,6 +39,7 @@ import torch
 from specviz.config import TREE_BRANCHES, SamplingConfig, default_verify_rows
 from specviz.models import LoadedModel, load_model
 from specviz.sampling import draw, probabilities
+from specviz.target import crop_cache, forward_logits
 
 
 class Drafter(Protocol):
@@ -59,33 +59,6 @@ class Drafter(Protocol):
         when reads_features is True."""
 
 
-def target_forward(model, input_ids: torch.Tensor, cache, keep: int, feature_layers: tuple[int, ...] | None, tree=None):
-    """One cached target forward. input_ids [T] -> (logits [keep, V_model] for the last `keep`
-    positions, features [T, (n+1)D] or None). feature_layers None: no features; otherwise the
-    outputs of those decoder layers and the final-norm feature, concatenated. With features, the
-    body and the LM head run as the CausalLM's own forward runs them, so the logits are the same
-    numbers either way. tree: None (causal) or (position_ids [T], attention mask [1, 1, T, N]) for a
-    draft tree (specviz.decoder.tree_layout)."""
-    extra = {} if tree is None else {"position_ids": tree[0][None], "attention_mask": tree[1]}
-    if feature_layers is None:
-        return forward_logits(model, input_ids, cache, keep, **extra), None
-    from specviz.head import layer_outputs
-
-    with layer_outputs(model, feature_layers) as earlier:
-        out = model.model(input_ids=input_ids[None], past_key_values=cache, use_cache=True, **extra)
-    hidden = out.last_hidden_state[0]
-    features = torch.cat([*(earlier[i][0][0] for i in feature_layers), hidden], dim=-1)  # [T, (n+1)D]
-    return model.lm_head(hidden[-keep:]), features  # [keep, V]
-
-
-def forward_logits(model, input_ids: torch.Tensor, cache, keep: int, **extra) -> torch.Tensor:
-    """One cached forward. input_ids [T] -> logits [keep, V_model] for the last `keep` positions."""
-    kwargs = {"past_key_values": cache, "use_cache": True, **extra}
-    if _accepts_logits_to_keep(model):
-        kwargs["logits_to_keep"] = keep  # skip the vocabulary projection for the prompt positions
-    return model(input_ids[None], **kwargs).logits[0, -keep:]
-
-
 def draft_tree(
     drafter, context: torch.Tensor, gamma: int, allow_tree: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -96,23 +69,6 @@ def draft_tree(
         return drafter.propose_tree(context, gamma)
     tokens, q = drafter.propose(context, gamma)  # [g], [g, V]
     return tokens[None], q[None]
-
-
-_logits_to_keep_support: dict[type, bool] = {}
-
-
-def _accepts_logits_to_keep(model) -> bool:
-    kind = type(model)
-    if kind not in _logits_to_keep_support:
-        _logits_to_keep_support[kind] = "logits_to_keep" in inspect.signature(model.forward).parameters
-    return _logits_to_keep_support[kind]
-
-
-def crop_cache(cache, keep: int) -> None:
-    """Drop cached positions beyond the first `keep` (transformers 5 crop takes a negative count)."""
-    extra = cache.get_seq_length() - keep
-    if extra > 0:
-        cache.crop(-extra)
 
 
 class ModelDrafter:

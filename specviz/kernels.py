@@ -199,21 +199,28 @@ def _write_cache(path: Path, key: str, record: dict) -> None:
 # ----- the two kinds of model specviz runs ------------------------------------------------------
 
 
-def choose_for_target(model, name: str, verify_rows: tuple[int, ...], cache_file: Path) -> dict:
+def choose_for_target(model, name: str, verify_rows: tuple[int, ...], cache_file: Path, lean=None) -> dict:
     """Kernels for a transformers causal LM: passes of `rows` new tokens over a cached context
-    (logits of every new row, as a verification pass needs them)."""
+    (logits of every new row, as a verification pass needs them), through the lean forward
+    (specviz.lean_llama) when it serves the model, else through transformers' own."""
     import torch
     from transformers import DynamicCache
 
     vocab = model.get_output_embeddings().weight.shape[0]
     context = (torch.arange(CONTEXT_TOKENS) * 7919) % vocab  # [C] a fixed stand-in for a prompt
-    cache = DynamicCache(config=model.config)
+    cache = lean.new_cache() if lean is not None else DynamicCache(config=model.config)
+
+    def forward(ids: torch.Tensor) -> None:
+        if lean is not None:
+            lean.forward(ids, cache, keep=ids.shape[0])
+        else:
+            model(ids[None], past_key_values=cache, use_cache=True)
 
     def prepare() -> None:
-        model(context[None], past_key_values=cache, use_cache=True)
+        forward(context)
 
     def run(rows: int) -> None:
-        model(context[None, :rows], past_key_values=cache, use_cache=True)
+        forward(context[:rows])
         cache.crop(CONTEXT_TOKENS)
 
     return choose(machine_key(name), cache_file, model, model.get_output_embeddings, run, verify_rows, prepare)

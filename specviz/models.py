@@ -67,6 +67,9 @@ class LoadedModel:
     # where the choice came from; {"reason": why} when every linear runs eager.
     kernels: dict = field(default_factory=lambda: {"reason": "not chosen"})
 
+    lean: Any = None  # specviz.lean_llama.LeanLlama when the lean forward serves it, else None
+    forward: str = "transformers"  # "lean", or "transformers" with the reason the lean one does not serve
+
     @property
     def kernels_label(self) -> str:
         from specviz.kernels import describe
@@ -122,12 +125,14 @@ def load_model(
     device_map: str | dict | None = None,
     trust_remote_code: bool = False,
     pack: bool = True,
+    lean: bool = True,
 ) -> LoadedModel:
     """Load (once per process) the named model. None means the offline default target.
 
     On the CPU in float32 each linear runs the kernel measured fastest here for its shape
     (specviz.kernels) unless pack=False; where that is not possible the model stays eager and
-    `kernels` says why."""
+    `kernels` says why. A Llama-family model on the CPU also gets the lean forward
+    (specviz.lean_llama) unless lean=False; pack=False and lean=False load it as transformers does."""
     name = name or DEFAULT_TARGET
     if name in (NGRAM_DRAFT, SELF_DRAFT, HYBRID_DRAFT):
         raise ModelError(f"{name!r} is a draft strategy, not a model; use it only as the draft.")
@@ -138,12 +143,12 @@ def load_model(
     if device.startswith("cuda") and not _cuda_available():
         raise ModelError("device 'cuda' was asked for but no CUDA GPU is visible; use device 'cpu'.")
     # SPECVIZ_KERNELS is in the key: a forced kernel choice makes a differently built model.
-    key = (name, device, dtype, repr(device_map), trust_remote_code, pack, os.environ.get("SPECVIZ_KERNELS", ""))
+    key = (name, device, dtype, repr(device_map), trust_remote_code, pack, lean, os.environ.get("SPECVIZ_KERNELS", ""))
     with _load_lock:
         if key in _loaded:
             _loaded.move_to_end(key)
         else:
-            _loaded[key] = _load(name, device, dtype, device_map, trust_remote_code, pack)
+            _loaded[key] = _load(name, device, dtype, device_map, trust_remote_code, pack, lean)
             while len(_loaded) > MAX_LOADED:
                 _loaded.popitem(last=False)  # a run still using it keeps its own reference
         return _loaded[key]
@@ -155,12 +160,15 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def _load(name: str, device: str, dtype: str, device_map: Any, trust_remote_code: bool, pack: bool) -> LoadedModel:
+def _load(
+    name: str, device: str, dtype: str, device_map: Any, trust_remote_code: bool, pack: bool, lean: bool
+) -> LoadedModel:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from specviz.config import default_verify_rows
     from specviz.kernels import choose_for_target
+    from specviz.lean_llama import LeanLlama, lean_unavailable
 
     if name == OFFLINE_TARGET:
         source, local_only = str(prepare_offline_target()), True
@@ -184,14 +192,25 @@ def _load(name: str, device: str, dtype: str, device_map: Any, trust_remote_code
     if device_map is None:
         model.to(device)
     model.eval()
+    why_not_lean = "lean=False" if not lean else lean_unavailable(model)
+    if device_map is not None:
+        why_not_lean = "loaded with a device_map"
+    fast = LeanLlama(model) if why_not_lean is None else None
     if not pack:
         kernels = {"reason": "kernel choice turned off (pack=False)"}
     elif device_map is not None:  # accelerate's dispatch hooks wrap the modules: leave them as they are
         kernels = {"reason": "loaded with a device_map"}
     else:
-        kernels = choose_for_target(model, name, default_verify_rows(), cache_dir() / "kernels.json")
+        kernels = choose_for_target(model, name, default_verify_rows(), cache_dir() / "kernels.json", fast)
     return LoadedModel(
-        name=name, model=model, tokenizer=tokenizer, device=str(model.device), dtype=dtype, kernels=kernels
+        name=name,
+        model=model,
+        tokenizer=tokenizer,
+        device=str(model.device),
+        dtype=dtype,
+        kernels=kernels,
+        lean=fast,
+        forward="lean" if fast is not None else f"transformers ({why_not_lean})",
     )
 
 

@@ -4,22 +4,30 @@ build, greedy output stays the target's, and sampled trees keep the target's dis
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from test_head import ALPHA_LEVEL, PROMPT, TRAINED_SUBSET, VOCAB, RecordingHeadDrafter, random_head
 
 from specviz.charts.step import step_view
-from specviz.decoder import TargetState, autoregressive_generate, speculative_generate
+from specviz.decoder import autoregressive_generate, speculative_generate
 from specviz.drafters import HeadDrafter
+from specviz.lean_llama import LeanLlama
+from specviz.target import TargetState
 from specviz.toy import tiny_llama
 from specviz.trace import validate
 
 TOL = {"atol": 1e-4, "rtol": 1e-4}
 
 
-@pytest.fixture(scope="module")
-def target():
-    return tiny_llama(vocab_size=VOCAB, seed=5, init_scale=20.0)
+@pytest.fixture(scope="module", params=["transformers", "lean"])
+def target(request):
+    """The tiny target through transformers' forward, and through the lean one (specviz.lean_llama)."""
+    tiny = tiny_llama(vocab_size=VOCAB, seed=5, init_scale=20.0)
+    if request.param == "transformers":
+        return tiny
+    return dataclasses.replace(tiny, lean=LeanLlama(tiny.model), forward="lean")
 
 
 def full_pass(target, ids: list[int]):
