@@ -461,6 +461,8 @@ def _validate_iterations(data: dict) -> None:
         _int(corr.get("token_id"), f"{where}.correction.token_id", 0, 10**7)
         _expect(isinstance(corr.get("token"), str), f"{where}.correction.token", "text")
         _number(corr.get("p"), f"{where}.correction.p", 0, 1 + 1e-4)
+        if "p_top" in corr:  # the target's top tokens where the correction was drawn (hover cards show them)
+            _top_list(corr["p_top"], f"{where}.correction.p_top")
         _expect(corr.get("position") == len(emitted), f"{where}.correction.position", str(len(emitted)))
         emitted.append(corr["token_id"])
 
