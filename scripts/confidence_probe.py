@@ -6,6 +6,7 @@ timed untraced beside the target alone, interleaved per prompt and repetition in
 Prints tokens per iteration and the speedup over the target alone per (T, gamma, c).
 
     .venv/bin/python scripts/confidence_probe.py --gammas 2,3,4 --confidences 0,0.3,0.5 --reps 2
+    .venv/bin/python scripts/confidence_probe.py --configs 2:0,3:0,3:0.3,4:0.3 --reps 2
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gammas", default="2,3,4")
     parser.add_argument("--confidences", default="0,0.3,0.5")
+    parser.add_argument("--configs", default=None, help="gamma:confidence pairs instead of the grid, e.g. 2:0,3:0.3")
     parser.add_argument("--temperatures", default="0,1")
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--max-new-tokens", type=int, default=64)
@@ -37,6 +39,8 @@ def main() -> None:
     head = load_draft_head(HEAD_DRAFT, target)
     prompts = [prompt_token_ids(target.tokenizer, p) for p in PROMPTS]
     configs = [(int(g), float(c)) for g in args.gammas.split(",") for c in args.confidences.split(",")]
+    if args.configs:
+        configs = [(int(g), float(c)) for g, c in (pair.split(":") for pair in args.configs.split(","))]
     results = []
     for temperature in (float(t) for t in args.temperatures.split(",")):
         seconds = {cfg: 0.0 for cfg in [None, *configs]}

@@ -12,10 +12,15 @@ from dataclasses import asdict, dataclass
 from specviz.errors import ConfigError
 
 GAMMA_MIN, GAMMA_MAX = 1, 16
-# The default gamma of the library, the CLI and the app, chosen by measurement: with the default
-# draft (the hybrid, whose head drafts a two-branch tree) gamma 2 was the fastest in every bench run,
-# at T=0, 0.7 and 1 (docs/benchmarks.md).
-DEFAULT_GAMMA = 2
+# The default gamma of the library, the CLI and the app: the most drafts per iteration. Chosen by
+# measurement with the default draft (the hybrid, whose head drafts a two-branch tree and stops
+# early when unsure, HEAD_MIN_CONFIDENCE): on the bench prompts, gamma 3 with the stop was ahead of
+# gamma 2 without it at T=1 in both probe runs (1.37x and 1.43x against 1.29x and 1.29x) and level
+# at T=0 (1.39x against 1.42x in the quiet run), on AMD EPYC (docs/benchmarks.md, "Stopping early").
+DEFAULT_GAMMA = 3
+# The draft head stops drafting deeper once its confidence in every branch's latest draft is below
+# this (specviz.drafters.HeadDrafter._unsure); 0.3 won the probe above against 0.6 and no stop.
+HEAD_MIN_CONFIDENCE = 0.3
 # First-position candidates of the head's greedy draft tree, chosen by measurement: on the bench's
 # eight prompts two candidates, each continued for gamma - 1 more tokens, raised the tokens per
 # iteration from 1.51 to 1.63 at gamma 2; three or a deeper tree added tokens but cost more than

@@ -26,6 +26,11 @@ target pass and keeps one by recursive rejection sampling (specviz.verify.choose
 keeps the output exact at any temperature; at T=0 that is the branch starting with the target's
 own choice. A drafter without `propose_tree` drafts a chain, a tree of one branch (`draft_tree`).
 
+Stopping early. The head stops drafting deeper once its confidence in every branch's latest draft
+is below `min_confidence` (config.HEAD_MIN_CONFIDENCE): q(token) when sampling, its softmax top
+probability at T=0. gamma is then the most it drafts. The decision reads only q and the drafts,
+never p, so the output stays exact (as transformers' assistant_confidence_threshold).
+
 `resolve_drafter` turns a draft name into one of these; it is the one place that knows the names.
 """
 
@@ -36,7 +41,7 @@ from typing import Protocol
 
 import torch
 
-from specviz.config import TREE_BRANCHES, SamplingConfig, default_verify_rows
+from specviz.config import HEAD_MIN_CONFIDENCE, TREE_BRANCHES, SamplingConfig, default_verify_rows
 from specviz.models import LoadedModel, load_model
 from specviz.sampling import draw, probabilities
 from specviz.target import crop_cache, forward_logits
@@ -182,7 +187,7 @@ class HeadDrafter:
 
     reads_features = True
 
-    def __init__(self, head, name: str, branches: int = TREE_BRANCHES, min_confidence: float = 0.0):
+    def __init__(self, head, name: str, branches: int = TREE_BRANCHES, min_confidence: float = HEAD_MIN_CONFIDENCE):
         """min_confidence: stop drafting deeper once the head's confidence in its latest draft (every
         branch's) is below it; 0 always drafts gamma tokens."""
         self.head, self.name, self.branches = head, name, branches

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from specviz.config import SamplingConfig
 from specviz.decoder import speculative_generate
 from specviz.trace import validate
 
@@ -62,3 +63,21 @@ def test_sampled_run_with_the_default_pair_is_a_valid_trace(offline_target):
     validate(trace.to_dict())
     assert trace.summary["new_tokens"] >= 1
     assert trace.extra["token_text"][str(trace.output_token_ids[0])]
+
+
+@pytest.mark.slow
+# "self" is left out: its q is p, so every draft passes and the test could not fail.
+@pytest.mark.parametrize("draft", ["hybrid", "offline:specviz-draft-smollm2"])
+def test_sampled_first_tokens_follow_the_targets_exact_distribution(offline_target, draft):
+    """Chi-square of the first two sampled tokens against the target's exact p, for the offline
+    target's model-based drafters as it loads (its kernels, the lean forward, the head's tree and
+    early stop in the hybrid): a wrong rule or a q that is not the one a token was drawn from is
+    caught here (the lab's tests show such rules fail this test)."""
+    from specviz.lab import exact_distribution, run_lab
+    from specviz.prompting import prompt_token_ids
+
+    ids = prompt_token_ids(offline_target.tokenizer, "Name a colour.")
+    exact = exact_distribution(offline_target, ids, k=2, sampling=SamplingConfig(1.0), min_prob=2e-3)
+    result = run_lab(ids, target=offline_target, draft=draft, k=2, n=80, gamma=2, exact=exact, with_target=False)
+    assert result.impossible_spec == 0
+    assert result.spec_test.p_value > 0.001, (draft, result.spec_test)
