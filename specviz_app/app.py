@@ -1,26 +1,30 @@
 """specviz: the Streamlit app. Routes the pages and draws the frame they share; no logic here.
 
-Run with `specviz app` (installed) or `./dev.sh app` (a checkout): specviz_app/launch.py holds
-the server settings.
+Run with `specviz app` (installed), `./dev.sh app` or `streamlit run app.py` (a checkout):
+specviz_app/launch.py holds the server settings.
 """
+
+from pathlib import Path
 
 import streamlit as st
 
 from specviz_app import keys, sidebar, state
 
+PAGES_DIR = Path(__file__).resolve().parent / "app_pages"  # absolute: `streamlit run app.py` at the root runs this too
+
 st.set_page_config(page_title="specviz: speculative decoding, made visible", page_icon="🔎", layout="wide")
 
 PAGES = [
-    st.Page("app_pages/playground.py", title="Playground", icon=":material/play_circle:", default=True),
-    st.Page("app_pages/inspector.py", title="Step inspector", icon=":material/biotech:"),
-    st.Page("app_pages/timeline.py", title="Timeline", icon=":material/timeline:"),
-    st.Page("app_pages/acceptance.py", title="Acceptance", icon=":material/bar_chart:"),
-    st.Page("app_pages/traces.py", title="Traces", icon=":material/folder_open:"),
-    st.Page("app_pages/theory.py", title="Theory", icon=":material/functions:"),
-    st.Page("app_pages/sweep.py", title="Sweep", icon=":material/grid_on:"),
-    st.Page("app_pages/drafts.py", title="Drafters", icon=":material/sports_score:"),
-    st.Page("app_pages/lab.py", title="Distribution lab", icon=":material/science:"),
-    st.Page("app_pages/lesson.py", title="Lesson", icon=":material/school:"),
+    st.Page(PAGES_DIR / "playground.py", title="Playground", icon=":material/play_circle:", default=True),
+    st.Page(PAGES_DIR / "inspector.py", title="Step inspector", icon=":material/biotech:"),
+    st.Page(PAGES_DIR / "timeline.py", title="Timeline", icon=":material/timeline:"),
+    st.Page(PAGES_DIR / "acceptance.py", title="Acceptance", icon=":material/bar_chart:"),
+    st.Page(PAGES_DIR / "traces.py", title="Traces", icon=":material/folder_open:"),
+    st.Page(PAGES_DIR / "theory.py", title="Theory", icon=":material/functions:"),
+    st.Page(PAGES_DIR / "sweep.py", title="Sweep", icon=":material/grid_on:"),
+    st.Page(PAGES_DIR / "drafts.py", title="Drafters", icon=":material/sports_score:"),
+    st.Page(PAGES_DIR / "lab.py", title="Distribution lab", icon=":material/science:"),
+    st.Page(PAGES_DIR / "lesson.py", title="Lesson", icon=":material/school:"),
 ]
 page = st.navigation(PAGES)
 

@@ -350,7 +350,7 @@ def test_token_and_prompt_text_is_escaped_in_every_html_piece():
 
 def test_uploads_are_size_limited_by_the_server_and_the_widget():
     server_mb = int(SERVER_SETTINGS["server.maxUploadSize"])
-    cmd = app_command()  # what `specviz app` and the browser tests run
+    cmd = app_command()  # what `specviz app` runs (the browser tests: the same settings from .streamlit/)
     assert cmd[cmd.index("--server.maxUploadSize") + 1] == str(server_mb)
     assert server_mb * 1024 * 1024 <= MAX_TRACE_BYTES  # the server stops anything the reader would refuse
     tree = ast.parse((ROOT / "specviz_app" / "app_pages" / "traces.py").read_text(encoding="utf-8"))

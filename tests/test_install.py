@@ -180,3 +180,17 @@ def test_the_specviz_command_without_streamlit_or_arguments_says_what_to_do(monk
     assert "pip install 'specviz[app]'" in capsys.readouterr().err
     cmd = launch.app_command(["--server.port", "9"])
     assert cmd[-2:] == ["--server.port", "9"] and str(launch.APP_SCRIPT) in cmd  # later options win
+
+
+def test_streamlit_run_app_py_gets_the_same_server_settings():
+    """`streamlit run app.py` at the root reads .streamlit/config.toml; it must say what
+    launch.SERVER_SETTINGS (their one home) says, so both ways serve the same app. The browser
+    tests serve the app that way (tests/browser/conftest.py), so every page is visited through it."""
+    import tomllib
+
+    from specviz_app.launch import SERVER_SETTINGS
+
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
+    flat = {f"{section}.{key}": value for section, values in config.items() for key, value in values.items()}
+    assert {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in flat.items()} == SERVER_SETTINGS
+    assert "specviz_app" in (ROOT / "app.py").read_text(encoding="utf-8")

@@ -11,14 +11,13 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
 import pytest
-
-from specviz_app.launch import app_command
 
 from .helpers import APP_LOG, CHROMIUM, CHROMIUM_ARGS, RUN_TIMEOUT_MS, SCREENSHOTS, assert_no_traceback, wait_idle
 
@@ -41,7 +40,9 @@ def _healthy(url: str) -> bool:
 
 @pytest.fixture(scope="session")
 def app_url():
-    """Start the app as `specviz app` does, on a free port, offline; stop it after the last browser test."""
+    """Start the app as `streamlit run app.py` from the repository root does (the same script and
+    server settings as `specviz app`, tests/test_install.py), on a free port, offline; stop it
+    after the last browser test."""
     if not Path(CHROMIUM).is_file():
         pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (./dev.sh test does)")
     pytest.importorskip("playwright")
@@ -50,7 +51,8 @@ def app_url():
     url = f"http://127.0.0.1:{port}"
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONPATH=str(ROOT))
     log = APP_LOG.open("w")
-    cmd = app_command(["--server.port", str(port), "--server.address", "127.0.0.1"])
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
+    cmd += ["--server.address", "127.0.0.1"]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 90
