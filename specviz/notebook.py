@@ -26,7 +26,7 @@ import plotly.graph_objects as go
 from specviz import theory
 from specviz.charts import accept_length_figure, acceptance_by_position_figure, beta_along_text_figure
 from specviz.charts import theory as theory_charts
-from specviz.charts.headline import headline_metrics
+from specviz.charts.headline import headline_metrics, passes_versus_time
 from specviz.charts.step import step_view
 from specviz.charts.stream import CSS, escaped_text, legend_html, statuses_in, token_stream_html
 from specviz.charts.timeline import time_to_tokens_ms, timeline_figure, tokens_in_common
@@ -105,7 +105,8 @@ def _metrics_html(trace: Trace, baseline: Trace | None) -> str:
         for row in headline_metrics(trace, baseline)
         for m in row
     )
-    return f"<div class='sv-metrics'>{cells}</div>"
+    note = passes_versus_time(trace, baseline)
+    return f"<div class='sv-metrics'>{cells}</div>" + (f"<p>{html.escape(note)}</p>" if note else "")
 
 
 def _config_html(trace: Trace) -> str:

@@ -167,3 +167,23 @@ def test_theory_headline_and_legend_give_the_trace_one_predicted_speedup(monkeyp
     legend = next(re.search(r"\((\d+\.\d+)×\)", n).group(1) for n in names if "predicted from its α, c" in n)
     assert headline == f"{predicted:.2f}×" and legend == f"{predicted:.2f}", (headline, legend)
     assert at.slider(key="th_alpha").value == pytest.approx(round(point["alpha"], 2))  # the slider shows it rounded
+
+
+def test_fewer_passes_that_lost_time_are_named_as_a_loss():
+    """ "Target passes 7 vs 14" beside a speedup under 1 must not read as a gain: the headline says so."""
+    import copy
+
+    from specviz.charts.headline import headline_metrics, passes_versus_time
+
+    _, trace, baseline = shipped_pairs()[2]  # the default example
+    s = trace.summary
+    assert s["target_calls"] < s["new_tokens"]
+    metrics = {m.label: m for row in headline_metrics(trace, baseline) for m in row}
+    assert metrics["Target passes"].value == f"{s['target_calls']} vs {s['new_tokens']}"
+    slower = copy.deepcopy(baseline)
+    slower.summary["tokens_per_s"] = s["tokens_per_s"] * 1.25  # the target alone was faster
+    note = passes_versus_time(trace, slower)
+    assert note and f"({s['target_calls']} instead of {s['new_tokens']}) still took longer (0.80×)" in note
+    faster = copy.deepcopy(baseline)
+    faster.summary["tokens_per_s"] = s["tokens_per_s"] / 1.25
+    assert passes_versus_time(trace, faster) is None and passes_versus_time(trace, None) is None
