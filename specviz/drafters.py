@@ -1,6 +1,6 @@
 """Drafters: anything that proposes gamma tokens and the distribution q each was drawn from.
 
-One small interface (like transformers' candidate generators), three kinds:
+One small interface (like transformers' candidate generators), five kinds:
 
 - ModelDrafter: a small causal LM with its own KV cache. Before drafting it rolls its cache
   back to the longest prefix it shares with the current context, then feeds only the tokens it

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specviz.charts.headline import headline_metrics
+from specviz.charts.headline import headline_metrics, passes_versus_time
 from specviz.charts.stream import escaped_text, legend_html, statuses_in, token_stream_html
 from specviz.charts.tokens import md_escape
 from specviz.sameness import sameness_of, sentence_for
@@ -26,6 +26,8 @@ def headline(trace, baseline) -> None:
     for row in headline_metrics(trace, baseline):
         for col, m in zip(st.columns(len(row)), row, strict=True):
             col.metric(m.label, m.value, help=m.help or None)
+    if note := passes_versus_time(trace, baseline):
+        st.warning(note, icon=":material/hourglass_bottom:")
 
 
 def side_by_side(trace, baseline) -> None:
