@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from specviz.errors import ConfigError
 from specviz.packing import MANY_ROWS_KERNELS, ONE_ROW_KERNELS, PACKED, kernel_linears
 
 MEASURE_REPS = 5  # per candidate and shape: enough for a stable median, under ~5 s for the offline target
@@ -55,7 +56,7 @@ def forced_choice() -> dict[str, str] | None:
     one, _, many = value.partition("/")
     many = many or one
     if one not in ONE_ROW_KERNELS or many not in MANY_ROWS_KERNELS:
-        raise ValueError(
+        raise ConfigError(
             f"SPECVIZ_KERNELS={value!r} is not a kernel choice: use eager, packed, ONE_ROW/MANY_ROWS "
             f"(one row: {', '.join(ONE_ROW_KERNELS)}; several rows: {', '.join(MANY_ROWS_KERNELS)}), or measure."
         )
