@@ -12,8 +12,8 @@ def playground() -> None:
     trace, baseline = loaded.trace, loaded.baseline
     render.headline(trace, baseline)
     st.caption(
-        "Speeds are from one run on the machine that made the trace, and noisy on a busy CPU; target calls "
-        "saved does not depend on the hardware. The speedup is over the fastest target alone: it runs the kernels "
+        "Speeds are from one run on the machine that made the trace, and noisy on a busy CPU; the target "
+        "passes do not depend on the hardware. The speedup is over the fastest target alone: it runs the kernels "
         "measured fastest for one-token steps on this machine (`python -m specviz bench` also compares both with "
         "transformers' generate() on the same model)."
     )
