@@ -4,13 +4,10 @@ Run with `specviz app` (installed), `./dev.sh app` or `streamlit run app.py` (a 
 specviz_app/launch.py holds the server settings.
 """
 
-from pathlib import Path
-
 import streamlit as st
 
 from specviz_app import keys, sidebar, state
-
-PAGES_DIR = Path(__file__).resolve().parent / "app_pages"  # absolute: `streamlit run app.py` at the root runs this too
+from specviz_app.render import PAGES_DIR
 
 st.set_page_config(page_title="specviz: speculative decoding, made visible", page_icon="🔎", layout="wide")
 

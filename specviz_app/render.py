@@ -8,12 +8,18 @@ from a user or a model passes through html.escape before it reaches st.html.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from specviz.charts.headline import headline_metrics, passes_versus_time
 from specviz.charts.stream import escaped_text, legend_html, statuses_in, token_stream_html
 from specviz.charts.tokens import md_escape
 from specviz.sameness import sameness_of, sentence_for
+
+# Absolute, so a link finds its page whichever main script serves the app (`specviz app` runs
+# specviz_app/app.py, `streamlit run app.py` the root's app.py, which runs it).
+PAGES_DIR = Path(__file__).resolve().parent / "app_pages"
 
 __all__ = ["escaped_text", "legend_html", "md_escape", "statuses_in", "token_stream_html"]  # for the pages
 
@@ -42,7 +48,7 @@ def side_by_side(trace, baseline) -> None:
     elif verdict.verdict in ("near_tie", "different_samples"):
         st.info(sentence, icon=":material/info:")
         if verdict.verdict == "different_samples":
-            st.page_link("app_pages/lab.py", label="Open the Distribution lab", icon=":material/science:")
+            st.page_link(PAGES_DIR / "lab.py", label="Open the Distribution lab", icon=":material/science:")
     else:
         st.warning(sentence, icon=":material/warning:")
     left, right = st.columns(2)
