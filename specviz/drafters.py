@@ -41,7 +41,7 @@ from typing import Protocol
 
 import torch
 
-from specviz.config import HEAD_MIN_CONFIDENCE, TREE_BRANCHES, SamplingConfig, default_verify_rows
+from specviz.config import HEAD_MIN_CONFIDENCE, TREE_BRANCHES, SamplingConfig
 from specviz.models import LoadedModel, load_model
 from specviz.sampling import draw, probabilities
 from specviz.target import crop_cache, forward_logits
@@ -413,9 +413,7 @@ def load_draft_head(name: str, target: LoadedModel):
         folder = offline_path(name) if name.startswith("offline:") else Path(name)
         head = load_head(folder, target.model)
         if not target.kernels.get("reason"):
-            # head steps: the tree's branches at once, and catching up on the accepted drafts
-            rows = (TREE_BRANCHES, default_verify_rows()[0])
-            head.kernels = choose_for_head(head, name, rows, cache_dir() / "kernels.json")
+            head.kernels = choose_for_head(head, name, cache_dir() / "kernels.json")
         for stale in [k for k, (ref, _) in _heads.items() if ref() is None]:
             del _heads[stale]
         _heads[key] = (weakref.ref(target.model), head)

@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from specviz.config import TREE_BRANCHES, default_verify_rows
 from specviz.errors import ConfigError
 from specviz.packing import MANY_ROWS_KERNELS, ONE_ROW_KERNELS, PACKED, kernel_linears
 
@@ -200,7 +201,7 @@ def _write_cache(path: Path, key: str, record: dict) -> None:
 # ----- the two kinds of model specviz runs ------------------------------------------------------
 
 
-def choose_for_target(model, name: str, verify_rows: tuple[int, ...], cache_file: Path, lean=None) -> dict:
+def choose_for_target(model, name: str, cache_file: Path, lean=None) -> dict:
     """Kernels for a transformers causal LM: passes of `rows` new tokens over a cached context
     (logits of every new row, as a verification pass needs them), through the lean forward
     (specviz.lean_llama) when it serves the model, else through transformers' own."""
@@ -224,11 +225,14 @@ def choose_for_target(model, name: str, verify_rows: tuple[int, ...], cache_file
         forward(context[:rows])
         cache.crop(CONTEXT_TOKENS)
 
-    return choose(machine_key(name), cache_file, model, model.get_output_embeddings, run, verify_rows, prepare)
+    return choose(
+        machine_key(name), cache_file, model, model.get_output_embeddings, run, default_verify_rows(), prepare
+    )
 
 
-def choose_for_head(head, name: str, verify_rows: tuple[int, ...], cache_file: Path) -> dict:
-    """Kernels for a draft head (specviz.head): head steps of `rows` entries over a cached context."""
+def choose_for_head(head, name: str, cache_file: Path) -> dict:
+    """Kernels for a draft head (specviz.head): head steps of `rows` entries over a cached context:
+    the tree's branches at once, and a catch-up on the accepted drafts."""
     import torch
 
     from specviz.head import HeadCache
@@ -245,4 +249,5 @@ def choose_for_head(head, name: str, verify_rows: tuple[int, ...], cache_file: P
         head.step(features[:rows], tokens[:rows], CONTEXT_TOKENS + 1, cache)
         cache.crop(CONTEXT_TOKENS)
 
-    return choose(machine_key(f"head {name}"), cache_file, head, lambda: head.lm_head, run, verify_rows, prepare)
+    rows = (TREE_BRANCHES, default_verify_rows()[0])
+    return choose(machine_key(f"head {name}"), cache_file, head, lambda: head.lm_head, run, rows, prepare)

@@ -166,7 +166,6 @@ def _load(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from specviz.config import default_verify_rows
     from specviz.kernels import choose_for_target
     from specviz.lean_llama import LeanLlama, lean_unavailable
 
@@ -201,7 +200,7 @@ def _load(
     elif device_map is not None:  # accelerate's dispatch hooks wrap the modules: leave them as they are
         kernels = {"reason": "loaded with a device_map"}
     else:
-        kernels = choose_for_target(model, name, default_verify_rows(), cache_dir() / "kernels.json", fast)
+        kernels = choose_for_target(model, name, cache_dir() / "kernels.json", fast)
     return LoadedModel(
         name=name,
         model=model,

@@ -236,7 +236,6 @@ def _time_target_step(target, reps: int = 20) -> float:
 
 
 def _time_head_step(target, subset: torch.Tensor, reps: int = 30) -> float:
-    from specviz.config import default_verify_rows
     from specviz.decoder import sync_device
     from specviz.kernels import choose_for_head
     from specviz.models import cache_dir
@@ -249,7 +248,7 @@ def _time_head_step(target, subset: torch.Tensor, reps: int = 30) -> float:
     head.to(device).eval()
     if not target.kernels.get("reason"):  # the kernels drafting would choose here (specviz.kernels)
         name = f"untrained head for {target.name}"
-        head.kernels = choose_for_head(head, name, default_verify_rows()[:1], cache_dir() / "kernels.json")
+        head.kernels = choose_for_head(head, name, cache_dir() / "kernels.json")
     dim = cfg.hidden
     with torch.inference_mode():
         cache = HeadCache()
