@@ -8,13 +8,18 @@ torch and round-trips through JSON unchanged. Field meanings (p is always the ta
     config              target, draft, gamma, temperature, top_k, top_p, seed, max_new_tokens,
                         device, dtype, rule, traced
     prompt, prompt_token_ids, output_token_ids, output_text, stop_reason
-    iterations[]        index, start_ms, draft_ms, verify_ms, accepted_count, drafts[], correction
+    iterations[]        index (0-based: its place in this list), iteration (index + 1: the number
+                        every page and the CSV show, "Iteration 2 of 7"; filled in by Trace when
+                        absent, so older files read the same), start_ms, draft_ms, verify_ms,
+                        accepted_count, drafts[], correction
       drafts[]          position (index into the generated text), token_id, token,
                         q, p (of this token, after temperature/top-k/top-p, as the rule used them),
                         accept_prob = min(1, p/q), r (the uniform draw; null when greedy),
                         accepted, q_top and p_top ([token_id, prob] for the top 10),
                         beta = sum_x min(p(x), q(x)) (clamped to 1 against float32 rounding)
-      correction        kind ("resample", "bonus", or "target" for a baseline step), position,
+      correction        kind ("resample", "bonus", or "target": drawn by the target with no draft
+                        to check, a baseline step or an iteration whose draft proposed nothing;
+                        older files called the latter "bonus", and Trace renames it), position,
                         token_id, token, p (the chosen token's probability under the distribution
                         it was drawn from), residual_top (resample only: [token_id, prob] top 10
                         of norm(max(0, p - q))), p_top (bonus/target: top 10 of p)
@@ -38,6 +43,11 @@ torch and round-trips through JSON unchanged. Field meanings (p is always the ta
                         so hover cards can show alternatives without a tokenizer
 
 With tracing off (benchmarks) `iterations` is empty and only the summary is filled.
+
+Token statuses (STATUSES, the one home of their words: the pages, the CSV and specviz.charts.style
+use them): accepted, rejected (the first draft refused), discarded (drafts after it, never
+checked), resampled and bonus (the correction after a rejection / after every draft passed), and
+target (drawn by the target alone, no draft to check).
 """
 
 from __future__ import annotations
@@ -56,11 +66,19 @@ MAX_TRACE_BYTES = 20 * 1024 * 1024  # a 1024-token trace at gamma 16 is far belo
 TOP_N = 10  # how many alternatives each draft and correction records
 ACCEPT_PROB_TOLERANCE = 1e-5  # float32 rounding between p/q and the stored min(1, p/q)
 
+# The status of every token, in the order the legend shows them (see the module docstring).
+STATUSES = ("accepted", "rejected", "discarded", "resampled", "bonus", "target")
+
+# The per-token CSV: one row per token of the stream, drafts and corrections, in reading order.
+# iteration counts from 1 as the pages do; cells that do not apply are left empty (accept_prob and
+# r of a discarded draft, which was never checked; q, accept_prob, r, accepted and beta of a
+# correction, which is drawn, not drafted).
 CSV_COLUMNS = (
     "iteration",
     "position",
     "token_id",
     "token",
+    "status",
     "q",
     "p",
     "accept_prob",
@@ -70,9 +88,39 @@ CSV_COLUMNS = (
 )
 
 
+def draft_status(j: int, accepted_count: int) -> str:
+    """The status of draft j (0-based) in an iteration that accepted its first `accepted_count`."""
+    return "accepted" if j < accepted_count else ("rejected" if j == accepted_count else "discarded")
+
+
+def correction_status(it: dict[str, Any]) -> str | None:
+    """The status of an iteration's correction: resampled, bonus or target (None: it has none)."""
+    corr = it.get("correction")
+    if corr is None:
+        return None
+    if corr["kind"] == "resample":
+        return "resampled"
+    if corr["kind"] == "bonus" and it["drafts"]:
+        return "bonus"
+    return "target"  # a baseline step, or a draft that proposed nothing: not a reward for good drafts
+
+
+def _settle_words(iterations: list[dict[str, Any]]) -> None:
+    """Give every iteration its 1-based number, and call a draft-less iteration's token what the
+    pages call it, "target", where older files (and the recorder) wrote "bonus"."""
+    for it in iterations:
+        it["iteration"] = it["index"] + 1
+        corr = it.get("correction")
+        if corr is not None and corr.get("kind") == "bonus" and not it["drafts"]:
+            corr["kind"] = "target"
+
+
 @dataclass
 class Trace:
-    """One decode, as plain data. Build it with the decoder or `Trace.from_dict`."""
+    """One decode, as plain data. Build it with the decoder or `Trace.from_dict`.
+
+    Building one numbers its iterations from 1 (`iteration`) and names a draft-less iteration's
+    token "target", in place (see _settle_words): in memory, in JSON and in the CSV alike."""
 
     mode: str
     config: dict[str, Any]
@@ -85,6 +133,9 @@ class Trace:
     summary: dict[str, Any]
     schema: str = SCHEMA
     extra: dict[str, Any] = field(default_factory=dict)  # free-form notes (e.g. where it was made)
+
+    def __post_init__(self) -> None:
+        _settle_words(self.iterations)
 
     # ----- conversion -------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -128,26 +179,33 @@ class Trace:
 
     # ----- exports ----------------------------------------------------------------------------
     def to_csv(self) -> str:
-        """One row per draft token, in order."""
+        """One row per token of the stream, drafts and corrections, in reading order (CSV_COLUMNS)."""
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(CSV_COLUMNS)
         for it in self.iterations:
-            for d in it["drafts"]:
+            number = it["index"] + 1
+            for j, d in enumerate(it["drafts"]):
+                status = draft_status(j, it["accepted_count"])
+                checked = status != "discarded"  # a discarded draft never met its test
                 writer.writerow(
                     [
-                        it["index"],
+                        number,
                         d["position"],
                         d["token_id"],
                         d["token"],
+                        status,
                         d["q"],
                         d["p"],
-                        d["accept_prob"],
-                        "" if d["r"] is None else d["r"],
+                        d["accept_prob"] if checked else "",
+                        d["r"] if checked and d["r"] is not None else "",
                         int(d["accepted"]),
                         d["beta"],
                     ]
                 )
+            if (status := correction_status(it)) is not None:
+                c = it["correction"]
+                writer.writerow([number, c["position"], c["token_id"], c["token"], status, "", c["p"], "", "", "", ""])
         return out.getvalue()
 
     def accept_lengths(self) -> list[int]:
@@ -402,6 +460,8 @@ def _validate_iterations(data: dict) -> None:
         where = f"iterations[{i}]"
         _expect(isinstance(it, dict), where, "an object")
         _expect(it.get("index") == i, f"{where}.index", f"{i}")
+        if "iteration" in it:  # optional: older files number only from 0
+            _expect(it["iteration"] == i + 1, f"{where}.iteration", f"{i + 1} (index + 1)")
         for key in ("start_ms", "draft_ms", "verify_ms"):
             _number(it.get(key), f"{where}.{key}", 0, 1e12)
         drafts = it.get("drafts")
@@ -451,13 +511,15 @@ def _validate_iterations(data: dict) -> None:
                 )
             continue
         _expect(isinstance(corr, dict), f"{where}.correction", "an object")
-        kinds = ("target",) if data["mode"] == "autoregressive" else ("resample", "bonus")
+        kinds = ("target",) if data["mode"] == "autoregressive" else ("resample", "bonus", "target")
         _expect(corr.get("kind") in kinds, f"{where}.correction.kind", " or ".join(map(repr, kinds)))
         if corr["kind"] == "resample":
             _expect(n < len(drafts), f"{where}.correction.kind", '"bonus" (every draft was accepted)')
             _top_list(corr.get("residual_top"), f"{where}.correction.residual_top")
         elif corr["kind"] == "bonus":
             _expect(n == len(drafts), f"{where}.correction.kind", '"resample" (a draft was rejected)')
+        elif data["mode"] == "speculative":  # "target" in a speculative run: the draft proposed nothing
+            _expect(not drafts, f"{where}.correction.kind", '"resample" or "bonus" (drafts were proposed)')
         _int(corr.get("token_id"), f"{where}.correction.token_id", 0, 10**7)
         _expect(isinstance(corr.get("token"), str), f"{where}.correction.token", "text")
         _number(corr.get("p"), f"{where}.correction.p", 0, 1 + 1e-4)

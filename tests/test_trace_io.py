@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import csv
+import io
 import json
 import subprocess
 import sys
@@ -117,11 +119,109 @@ def test_round_trip_is_lossless():
     assert Trace.from_json(trace.to_json(indent=2).encode()).to_dict() == trace.to_dict()
 
 
-def test_csv_has_one_row_per_draft_token():
+def test_csv_has_one_row_per_token_of_the_stream():
     rows = Trace.from_dict(hand_made_trace()).to_csv().strip().splitlines()
-    assert rows[0].startswith("iteration,position,token_id,token,q,p,accept_prob,r,accepted,beta")
-    assert len(rows) == 1 + 4
-    assert rows[3].split(",")[:3] == ["0", "2", "12"]
+    assert rows[0] == "iteration,position,token_id,token,status,q,p,accept_prob,r,accepted,beta"
+    assert len(rows) == 1 + 4 + 2  # four drafts and two corrections
+    assert rows[3].split(",")[:5] == ["1", "2", "12", "t12", "rejected"]
+
+
+def every_status_trace() -> dict:
+    """Three iterations: the draft proposes nothing (an older file's "bonus"); then A accepted, C
+    rejected and a third draft discarded (its accept_prob is 1: p > q), resampled D; then E
+    accepted and a bonus F."""
+    data = copy.deepcopy(hand_made_trace())
+    first, second = data["iterations"]
+    discarded = {**copy.deepcopy(first["drafts"][0]), "token_id": 16, "token": "t16", "r": 0.7, "accepted": False}
+    second_drafts = [first["drafts"][0], first["drafts"][2], discarded]
+    for j, d in enumerate(second_drafts):
+        d["position"] = 1 + j
+    draftless = {
+        "index": 0,
+        "start_ms": 0.0,
+        "draft_ms": 0.0,
+        "verify_ms": 5.0,
+        "accepted_count": 0,
+        "drafts": [],
+        "correction": {"kind": "bonus", "position": 0, "token_id": 20, "token": "t20", "p": 0.5, "p_top": [[20, 0.5]]},
+    }
+    first.update(index=1, accepted_count=1, drafts=second_drafts)
+    first["correction"].update(position=2)
+    second.update(index=2)
+    second["drafts"][0]["position"] = 3
+    second["correction"]["position"] = 4
+    data["iterations"] = [draftless, first, second]
+    data["output_token_ids"] = [20, 10, 13, 14, 15]
+    data["summary"].update(iterations=3, target_calls=3, drafted=4, accepted=2, acceptance_rate=0.5)
+    data["summary"].update(mean_accepted_length=5 / 3)
+    return data
+
+
+def csv_rows(trace: Trace) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(trace.to_csv())))
+
+
+def test_exports_number_iterations_from_one_as_the_pages_do():
+    """The inspector says "Iteration 2 of 3" of the second iteration; the JSON and the CSV say 2 too."""
+    from specviz.charts.step import step_view
+
+    trace = Trace.from_dict(every_status_trace())
+    assert step_view(trace, 2).summary.startswith("Iteration 2 of 3")
+    assert [it["iteration"] for it in json.loads(trace.to_json())["iterations"]] == [1, 2, 3]
+    assert [r["iteration"] for r in csv_rows(trace)] == ["1"] + ["2"] * 4 + ["3"] * 2
+    assert Trace.from_json(trace.to_json()).to_dict() == trace.to_dict()  # read back unchanged
+    with pytest.raises(TraceError, match=r"iterations\[1\]\.iteration"):
+        Trace.from_dict(_broken(lambda d: d["iterations"][1].update(iteration=1)))
+
+
+def test_csv_says_each_tokens_status_in_the_pages_words():
+    from specviz.charts.stream import MAIN_STATUSES
+    from specviz.charts.style import STATUS_COLORS, STATUS_LABELS
+    from specviz.charts.tokens import token_rows
+    from specviz.trace import STATUSES
+
+    trace = Trace.from_dict(every_status_trace())
+    rows = csv_rows(trace)
+    assert [r["status"] for r in rows] == [r["status"] for r in token_rows(trace)]
+    assert [r["status"] for r in rows] == [
+        "target", "accepted", "rejected", "discarded", "resampled", "accepted", "bonus",
+    ]  # fmt: skip
+    assert set(STATUSES) == set(STATUS_COLORS) == set(STATUS_LABELS) and set(MAIN_STATUSES) < set(STATUSES)
+    discarded = rows[3]
+    assert discarded["accept_prob"] == "" and discarded["r"] == ""  # never checked: no accept_prob, no r
+    assert discarded["p"] and discarded["q"] and discarded["beta"]
+    rejected = rows[2]
+    assert float(rejected["accept_prob"]) == pytest.approx(0.1 / 0.9) and float(rejected["r"]) == 0.5
+    resampled = rows[4]
+    assert resampled["q"] == resampled["accept_prob"] == resampled["r"] == resampled["accepted"] == ""
+    assert float(resampled["p"]) == 0.7
+
+
+def test_a_draftless_iteration_is_the_target_alone_in_the_json_too():
+    """An older file (and the recorder) called the token of an iteration without drafts a "bonus";
+    the page calls it the target alone. The trace reads it as "target" and writes that back."""
+    data = every_status_trace()
+    trace = Trace.from_dict(data)
+    assert trace.iterations[0]["correction"]["kind"] == "target"
+    assert json.loads(trace.to_json())["iterations"][0]["correction"]["kind"] == "target"
+    assert Trace.from_json(trace.to_json()).iterations[0]["correction"]["kind"] == "target"
+    assert trace.iterations[2]["correction"]["kind"] == "bonus"  # a real bonus keeps its word
+    with pytest.raises(TraceError, match="correction.kind"):  # "target" where drafts were proposed
+        Trace.from_dict(_broken(lambda d: d["iterations"][1]["correction"].update(kind="target")))
+
+
+def test_old_example_traces_still_load_and_export():
+    from specviz.charts.tokens import token_rows
+    from specviz.shipped import ASSETS
+
+    files = sorted((ASSETS / "examples").glob("*.json"))
+    assert files
+    for path in files:
+        trace = Trace.from_json(path.read_bytes())
+        rows = csv_rows(trace)
+        assert [r["status"] for r in rows] == [r["status"] for r in token_rows(trace)]
+        assert rows[0]["iteration"] == "1"
+        assert Trace.from_json(trace.to_json(indent=1)).to_dict() == trace.to_dict()
 
 
 def test_accept_lengths_count_the_correction():

@@ -13,6 +13,7 @@ import html
 from specviz.charts.style import STATUS_BACKGROUNDS, STATUS_COLORS, STATUS_LABELS
 from specviz.charts.tokens import display_token, hover_card, token_rows
 from specviz.charts.words import words
+from specviz.trace import STATUSES
 
 CSS = (
     "<style>"
@@ -65,7 +66,8 @@ def token_stream_html(iterations: list[dict], extra: dict, show_refused: bool = 
     return f'{CSS}<div class="sv-stream">{spans}</div>'
 
 
-MAIN_STATUSES = ("accepted", "rejected", "discarded", "resampled", "bonus")
+# The statuses' words live in one place, specviz.trace.STATUSES (the CSV's status column uses them too).
+MAIN_STATUSES = tuple(s for s in STATUSES if s != "target")
 
 
 def statuses_in(iterations: list[dict]) -> tuple[str, ...]:
