@@ -12,6 +12,7 @@ Seeds are fixed, so every p-value here is deterministic on a given torch build.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import pytest
 import torch
@@ -212,3 +213,23 @@ def test_bad_arguments(pair):
         run_lab(PROMPT, target=target, draft=draft, n=0)
     with pytest.raises(ValueError):
         exact_distribution(target, PROMPT, 0, SamplingConfig(1.0))
+
+
+def test_a_rejected_control_is_called_a_false_alarm_not_denied():
+    """The page's control (the target alone) got p = 0.0084 at the 0.01 level and the page still said
+    sampling from p "should not be rejected". It must say plainly that this run was rejected by chance."""
+    from specviz.charts.lab import SIGNIFICANCE
+    from specviz.lab import control_verdict
+
+    rejected = goodness_of_fit([70, 30, 0], [0.5, 0.3, 0.2])
+    assert rejected.p_value < SIGNIFICANCE
+    level, text = control_verdict(asdict(rejected), 100, SIGNIFICANCE)
+    assert level == "warning"
+    assert "false alarm" in text and "1 time in 100" in text and "0.01" in text
+    assert "should not be rejected" not in text and "not rejected" not in text
+
+    passed = goodness_of_fit([50, 30, 20], [0.5, 0.3, 0.2])
+    level, text = control_verdict(asdict(passed), 100, SIGNIFICANCE)
+    assert level == "caption" and "not rejected at the 0.01 level" in text and "false alarm" not in text
+    assert control_verdict(None, 0, SIGNIFICANCE) is None  # no target-alone samples: nothing to say
+    assert control_verdict(asdict(goodness_of_fit([5], [1.0])), 5, SIGNIFICANCE) is None  # one cell: no test

@@ -51,7 +51,10 @@ def traces() -> None:
             trace.to_csv(),
             f"{stem}.csv",
             "text/csv",
-            help="one row per draft token: q, p, accept prob, r, accepted, β",
+            help=(
+                "one row per token, as the pages show them: iteration (from 1), status (accepted, rejected, "
+                "discarded, resampled, bonus, target), q, p, accept prob, r, β; empty where a token was never checked"
+            ),
         )
         cols[2].download_button(
             "accept_lengths",
