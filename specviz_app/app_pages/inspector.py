@@ -40,11 +40,15 @@ def inspector() -> None:
     cols[1].button("Previous", icon=":material/chevron_left:", on_click=_step, args=(-1, n), width="stretch")
     cols[2].button("Next", icon=":material/chevron_right:", on_click=_step, args=(1, n), width="stretch")
     playing = st.session_state.get(keys.PLAYING, False)
+    # One button whose label switches. The fixed key keeps it the same element across its two labels:
+    # without it "Pause" was a new element, drawn above the greyed "Play" of the run before for as
+    # long as play slept, and the controls jumped.
     cols[3].button(
         "Pause" if playing else "Play",
         icon=":material/pause:" if playing else ":material/play_arrow:",
         on_click=_toggle_play,
         width="stretch",
+        key="inspector_play",
     )
 
     i = st.session_state[keys.INSPECT_ITER]
