@@ -25,10 +25,20 @@ def acceptance() -> None:
     left, right = st.columns(2)
     left.markdown("**By draft position**")
     fraction = st.column_config.NumberColumn(format="%.3f")
+    at_k = glossary.ACCEPTANCE_AT_POSITION
+    # Short headers, the full names on hover: in half the page at 1400 px the long ones cut "mean β" off.
     left.dataframe(
         charts.position_table(trace),
         hide_index=True,
-        column_config={glossary.ACCEPTANCE_AT_POSITION.label: fraction, "mean β": fraction},
+        column_config={
+            "draft position": st.column_config.NumberColumn("k", help="draft position k = 1..γ"),
+            at_k.label: st.column_config.NumberColumn(
+                "acceptance at k", help=f"{at_k.label}: {at_k.definition}", format="%.3f"
+            ),
+            "mean β": st.column_config.NumberColumn(
+                "mean β", help=f"mean over the iterations that reached k of {glossary.BETA.definition}", format="%.3f"
+            ),
+        },
     )
     right.markdown("**Tokens per iteration**")
     right.dataframe(

@@ -13,6 +13,27 @@ from specviz.training_record import read_training_record
 from specviz_app import keys, params, render, state
 
 
+def _number(short: str, help: str, width: int = 96) -> st.column_config.NumberColumn:
+    return st.column_config.NumberColumn(short, help=help, format="%.2f", width=width)
+
+
+# The race table's columns: short headers, each with its full name and definition on hover, so all of
+# them fit the page at 1400 px (the long headers pushed c, verify cost and both speedups off the right).
+RACE_COLUMNS = {
+    "drafter": st.column_config.TextColumn("drafter", width=150),
+    glossary.MEAN_ACCEPTED_LENGTH.label: _number(
+        glossary.MEAN_ACCEPTED_LENGTH.label, glossary.MEAN_ACCEPTED_LENGTH.definition, 150
+    ),
+    glossary.ALPHA.label: _number("α", f"{glossary.ALPHA.label}: {glossary.ALPHA.definition}", 72),
+    glossary.C.label: _number("c", f"{glossary.C.label}: {glossary.C.definition}", 72),
+    glossary.VERIFY_COST.label: _number(
+        "verify cost", f"{glossary.VERIFY_COST.label}: {glossary.VERIFY_COST.definition}"
+    ),
+    "measured speedup": _number("speedup", "measured speedup: tokens/s over the target alone's, on the same prompt"),
+    "predicted speedup": _number("predicted", "predicted speedup: the paper's formula (see below the table)"),
+}
+
+
 def _start_race() -> None:
     st.session_state[keys.RACE_REQUEST] = True
 
@@ -52,7 +73,6 @@ def _show_race(result: dict, source: str) -> None:
     rows = [
         {
             "drafter": r["label"],
-            "what it is": race.EXPLAINED.get(r["draft"], ""),
             glossary.MEAN_ACCEPTED_LENGTH.label: r["tokens_per_iteration"],
             glossary.ALPHA.label: r["alpha"],
             glossary.C.label: r["c"],
@@ -62,12 +82,14 @@ def _show_race(result: dict, source: str) -> None:
         }
         for r in result["rows"]
     ]
-    number = st.column_config.NumberColumn(format="%.2f")
-    st.dataframe(
-        rows,
-        hide_index=True,
-        column_config={k: number for k in rows[0] if k not in ("drafter", "what it is")} if rows else None,
-    )
+    st.dataframe(rows, hide_index=True, column_config=RACE_COLUMNS, width="content")
+    with st.expander("What each drafter is"):
+        st.markdown(
+            "\n".join(
+                f"- **{render.md_escape(r['label'])}**: {render.md_escape(race.EXPLAINED.get(r['draft'], ''))}"
+                for r in result["rows"]
+            )
+        )
     st.caption(
         f"{glossary.C.label}: {glossary.C.definition}. "
         f"{glossary.VERIFY_COST.label}: {glossary.VERIFY_COST.definition}. "
