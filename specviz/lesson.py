@@ -8,6 +8,12 @@ Words: the steps and the notes printed beside a figure are in assets/lesson/less
 ("notes": templates, English for a key a language leaves out); the figures' own words (titles,
 axes, legends, annotations) are in specviz.charts.words.
 
+Every text the page prints passes through `safe_bold`, so bold beside CJK punctuation renders in
+both languages; `shown_for(..., projector=True)` restyles the figure for a projector.
+
+Numbers: the example's own numbers (γ, tokens, times, α) come from its recordings, never from
+the text; the curves of step 9 and 10 are for the drafts the text names (GOOD_DRAFT, WEAK_DRAFT).
+
 Recordings (assets/): `lesson_trace.json` is the main example, recorded with a pair that is faster
 than the target alone on this machine, with its target-alone baseline beside it;
 `lesson_contrast.json` (optional) is the same prompt with a weak draft, shown where the lesson
@@ -17,6 +23,7 @@ explains when drafting does not pay.
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,10 +34,10 @@ import plotly.graph_objects as go
 from specviz import theory
 from specviz.charts import bonus_figure, draft_figure, residual_figure, timeline_figure
 from specviz.charts import lesson as lesson_charts
-from specviz.charts import theory as theory_charts
 from specviz.charts.timeline import time_to_tokens_ms, tokens_in_common
 from specviz.charts.tokens import draft_facts, iteration_tokens, md_escape
 from specviz.charts.words import words
+from specviz.config import DEFAULT_GAMMA
 from specviz.errors import SpecvizError, TraceError
 from specviz.shipped import ASSETS
 from specviz.trace import Trace
@@ -39,6 +46,10 @@ LESSON_DIR = ASSETS / "lesson"
 LANGUAGES = {"en": "English", "zh": "中文 Chinese"}
 MAIN_TRACE = ASSETS / "lesson_trace.json"
 CONTRAST_TRACE = ASSETS / "lesson_contrast.json"
+GOOD_DRAFT = (0.8, 0.05)  # (α, c) of the "good draft on predictable text" that step 9 describes
+WEAK_DRAFT = (0.25, 0.3)  # step 10's curve when no contrast recording is shipped
+PROJECTOR_FIGURE_PX = 500  # presenter view: the figure's height, beside the takeaway on a 720 px screen
+WORD_JOINER = "\u2060"  # invisible, neither space nor punctuation
 
 
 @dataclass
@@ -57,7 +68,37 @@ class Shown:
     figure: go.Figure | None = None
 
 
+def _punctuation(ch: str) -> bool:
+    # CommonMark 0.31 counts Unicode punctuation and symbols (P*, S*); older parsers only P*.
+    return unicodedata.category(ch)[0] in "PS"
+
+
+def _plain(ch: str) -> bool:
+    """Neither whitespace (a line's start and end count as whitespace) nor punctuation."""
+    return bool(ch) and not ch.isspace() and not _punctuation(ch)
+
+
+def safe_bold(text: str) -> str:
+    """`text` with every **bold** span made to render as bold. CommonMark opens `**` only when it is
+    not followed by punctuation unless preceded by space or punctuation (and the mirror rule for
+    closing), so Chinese like `**草稿（Drafters）**页面` showed its asterisks: `）` before `**`, `页`
+    after it. An invisible word joiner between the delimiter and the punctuation inside makes the
+    delimiter count again. Text with unpaired `**` is returned as it is."""
+    parts = text.split("**")
+    if len(parts) % 2 == 0:
+        return text
+    for i in range(1, len(parts), 2):  # the odd parts are the bold ones
+        inner, before, after = parts[i], parts[i - 1][-1:], parts[i + 1][:1]
+        if inner and _punctuation(inner[0]) and _plain(before):
+            inner = WORD_JOINER + inner
+        if inner and _punctuation(inner[-1]) and _plain(after):
+            inner += WORD_JOINER
+        parts[i] = inner
+    return "**".join(parts)
+
+
 def load_lesson(language: str) -> dict:
+    """The lesson text of `language`, its steps' body and takeaway made safe for bold (safe_bold)."""
     path = LESSON_DIR / f"lesson.{language}.json"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -65,6 +106,10 @@ def load_lesson(language: str) -> dict:
         raise SpecvizError(f"The lesson text {path.name} cannot be read ({exc}).") from None
     if not isinstance(data.get("steps"), list) or not data["steps"]:
         raise SpecvizError(f"The lesson text {path.name} has no steps.")
+    for step in data["steps"]:
+        for key in ("body", "takeaway"):
+            if isinstance(step.get(key), str):
+                step[key] = safe_bold(step[key])
     return data
 
 
@@ -122,6 +167,11 @@ def _teaching_iteration(rec: Recordings, kind: str, notes: dict[str, str]) -> tu
         missing = notes["missing_bonus" if kind == "bonus" else "missing_rejection"]
         return None, Shown([("info", notes["missing"].format(missing=missing))])
     return rec.trace.iterations[index], Shown()
+
+
+def statuses_of(it: dict) -> tuple[str, ...]:
+    """The token statuses one iteration shows, in reading order: its legend needs no others."""
+    return tuple(dict.fromkeys(row["status"] for row in iteration_tokens(it)))
 
 
 def _decisions(it: dict) -> tuple[list[dict], dict | None]:
@@ -191,17 +241,22 @@ def _iteration_part(kind: str) -> Callable[[Recordings, str], Shown]:
     return build
 
 
+def example_gamma(trace: Trace) -> int:
+    """The γ the example was recorded with (the default γ for a trace that does not say)."""
+    return int(trace.config.get("gamma") or DEFAULT_GAMMA)
+
+
 def _pays(rec: Recordings, lang: str) -> Shown:
     notes = notes_text(lang)
     alpha = theory.estimate_alpha(rec.trace)
     measured = notes["measured_alpha"].format(alpha=alpha) if alpha is not None else ""
     note = notes["pays"].format(measured=measured)
-    return Shown([("caption", note)], None, theory_charts.walltime_curve_figure(0.8, 0.05, 4, lang=lang))
+    return Shown([("caption", note)], None, lesson_charts.pays_figure(*GOOD_DRAFT, example_gamma(rec.trace), lang))
 
 
 def _not(rec: Recordings, lang: str) -> Shown:
     if rec.contrast is None:
-        return Shown(figure=theory_charts.walltime_curve_figure(0.25, 0.3, 4, lang=lang))
+        return Shown(figure=lesson_charts.pays_figure(*WEAK_DRAFT, example_gamma(rec.trace), lang))
     notes = notes_text(lang)
     who = notes["weak_draft"].format(draft=md_escape(str(rec.contrast.config.get("draft"))))
     shown_notes = [_race_note(rec.contrast, rec.contrast_baseline, who, notes)]
@@ -217,7 +272,12 @@ FIGURES: dict[str, Callable[[Recordings, str], Shown]] = {
 }
 
 
-def shown_for(kind: str, rec: Recordings, lang: str = "en") -> Shown:
-    """What step kind `kind` shows, its words in `lang` (a key of LANGUAGES)."""
+def shown_for(kind: str, rec: Recordings, lang: str = "en", projector: bool = False) -> Shown:
+    """What step kind `kind` shows, its words in `lang` (a key of LANGUAGES); with `projector`, its
+    figure restyled for presenter view (charts.lesson.projector_figure)."""
     builder = FIGURES.get(kind)
-    return builder(rec, lang) if builder is not None else Shown()
+    shown = builder(rec, lang) if builder is not None else Shown()
+    shown.notes = [(level, safe_bold(text)) for level, text in shown.notes]
+    if projector and shown.figure is not None:
+        lesson_charts.projector_figure(shown.figure, PROJECTOR_FIGURE_PX)
+    return shown

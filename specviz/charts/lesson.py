@@ -1,5 +1,6 @@
-"""Figures only the lesson needs: picking the iterations to teach from a trace, and the picture of
-why the output is unchanged, min(p, q) + max(0, p - q) = p, at one drafted position.
+"""Figures only the lesson needs: picking the iterations to teach from a trace, the picture of
+why the output is unchanged, min(p, q) + max(0, p - q) = p, at one drafted position, and the
+restyling of any lesson figure for a projector (large dark type, titles that fit).
 
 Pure functions of plain trace data: no torch, no streamlit.
 """
@@ -7,14 +8,25 @@ Pure functions of plain trace data: no torch, no streamlit.
 from __future__ import annotations
 
 import html
+import re
+import unicodedata
 from typing import Any
 
 import plotly.graph_objects as go
 
+from specviz.charts import theory as theory_charts
 from specviz.charts.inspector import MAX_BARS
 from specviz.charts.style import LAYOUT, P_COLOR, RESIDUAL_COLOR, STATUS_COLORS, titled
 from specviz.charts.tokens import label_token, token_text
 from specviz.charts.words import words
+
+PROJECTOR_PX = 20  # the smallest type read from the back of a classroom
+PROJECTOR_TITLE_PX = 22
+INK = "#1a1a1a"  # near-black: the default mid-grey tick labels fade away on a projector
+# The lesson's name for the marker the Theory page calls "your γ" (its slider): here it is the γ the
+# lesson's example was recorded with. Lesson-only, so kept beside its one figure rather than in
+# specviz.charts.words, whose keys the shared builders read.
+EXAMPLE_GAMMA = {"en": "γ = {gamma}, as in the lesson's example", "zh": "γ = {gamma}，与本课示例相同"}
 
 
 def pick_iterations(iterations: list[dict[str, Any]]) -> dict[str, int | None]:
@@ -89,4 +101,78 @@ def composition_figure(draft: dict[str, Any], extra: dict[str, Any], lang: str =
         yaxis_title=w["composition_y"],
     )
     fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def pays_figure(alpha: float, c: float, gamma: int, lang: str = "en") -> go.Figure:
+    """The walltime improvement curve (Thm 3.8) of a draft with `alpha` and `c`, its γ marker at
+    `gamma` (the lesson's example) and named so."""
+    fig = theory_charts.walltime_curve_figure(alpha, c, gamma, lang=lang)
+    yours = words(lang)["your_gamma"].format(gamma=gamma)
+    for t in fig.data:
+        if t.name == yours:
+            t.name = EXAMPLE_GAMMA.get(lang, EXAMPLE_GAMMA["en"]).format(gamma=gamma)
+    return fig
+
+
+def _text_px(text: str, px: int) -> float:
+    """Rough rendered width: CJK characters are one em wide, others about half an em."""
+    return sum(px * (1.0 if unicodedata.east_asian_width(ch) in "WF" else 0.5) for ch in text)
+
+
+def _split_long(word: str, max_px: float, px: int) -> list[str]:
+    """A word wider than max_px: Chinese may break between any two characters, so cut it into the
+    fewest equal pieces that fit; any other word stays whole."""
+    width = _text_px(word, px)
+    if width <= max_px or not any(unicodedata.east_asian_width(ch) in "WF" for ch in word):
+        return [word]
+    size = -(-len(word) // -(-int(width) // int(max_px)))  # ceil(len / ceil(width / max_px))
+    return [word[i : i + size] for i in range(0, len(word), size)]
+
+
+def wrap_title(text: str, max_px: float, px: int = PROJECTOR_PX) -> str:
+    """`text` broken into lines (Plotly's <br>) of at most about max_px: first before an opening
+    bracket, then, where a part is still too long, at spaces (Chinese between characters)."""
+    if _text_px(text, px) <= max_px:
+        return text
+    lines: list[str] = []
+    for part in re.split(r" (?=\()|(?=（)", text):
+        line = ""
+        for word in (piece for w in part.split(" ") for piece in _split_long(w, max_px, px)):
+            if line and _text_px(f"{line} {word}", px) > max_px:
+                lines.append(line)
+                line = word
+            else:
+                line = f"{line} {word}" if line else word
+        lines.append(line)
+    return "<br>".join(lines)
+
+
+def projector_figure(fig: go.Figure, height: int) -> go.Figure:
+    """`fig` restyled in place for a projector: every text at least PROJECTOR_PX in dark ink (an
+    annotation's arrow keeps its status colour), hidden traces out of the legend, `height` px tall,
+    and a y-axis title wrapped so it stays beside the plot instead of running up into the chart's
+    title. Returns `fig`."""
+    ink = {"size": PROJECTOR_PX, "color": INK}
+    fig.update_layout(
+        height=height,
+        font=ink,
+        title_font={"size": PROJECTOR_TITLE_PX, "color": INK},
+        legend_font=ink,
+        uniformtext_minsize=PROJECTOR_PX,  # a bar label that would shrink below it is left to the hover
+    )
+    fig.update_xaxes(tickfont=ink, title_font=ink, automargin=True)
+    fig.update_yaxes(tickfont=ink, title_font=ink, automargin=True)
+    for t in fig.data:  # nobody clicks a projected legend: a hidden trace's greyed entry is only noise
+        if t.visible == "legendonly":
+            t.showlegend = False
+    for a in fig.layout.annotations:  # status-coloured words (orange, red) are too pale to read
+        a.arrowcolor = a.arrowcolor or a.font.color  # from afar: the arrow keeps the status colour
+        a.font.size = max(a.font.size or 0, PROJECTOR_PX)
+        a.font.color = INK
+    # A vertical title is centred on the plot area; longer than about 40% of the figure it would
+    # reach past the plot's top (the title, the x axis and a legend of up to four rows take the rest).
+    for axis in fig.select_yaxes():
+        if axis.title.text:
+            axis.title.text = wrap_title(axis.title.text, height * 0.4)
     return fig

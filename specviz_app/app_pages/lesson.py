@@ -15,20 +15,32 @@ from specviz.errors import SpecvizError
 from specviz.lesson import LANGUAGES
 from specviz_app import keys, render
 
+# Presenter view fits a 1280x720 projector: Streamlit's own paddings (6rem above, 10rem below the
+# page) and header go, the body text folds into an expander, and every text a room must read (the
+# takeaway, notes, captions, the token stream and its legend) is at least 20 px in dark ink.
 PRESENTER_CSS = """<style>
+header[data-testid="stHeader"] {display: none !important}
+[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"] {display: none !important}
+[data-testid="stMainBlockContainer"] {padding: 0.75rem 2rem 0.5rem !important}
+[data-testid="stMain"] h1 {font-size: 2.1rem !important; padding: 0 !important; line-height: 1.25 !important}
 [data-testid="stMain"] [data-testid="stMarkdownContainer"] p,
 [data-testid="stMain"] [data-testid="stMarkdownContainer"] li
-{font-size: 1.6rem !important; line-height: 1.55 !important}
-[data-testid="stMain"] h1 {font-size: 2.6rem !important; padding: 0.2rem 0 !important}
-[data-testid="stMainBlockContainer"] {padding-top: 1rem !important}
-header[data-testid="stHeader"] {display: none !important}
-[data-testid="stMain"] h2 {font-size: 2.4rem !important}
-[data-testid="stMain"] .sv-stream {font-size: 26px !important}
-[data-testid="stMain"] [data-testid="stWidgetLabel"] p {font-size: 1rem !important}
+{font-size: 1.5rem !important; line-height: 1.45 !important; color: #1a1a1a}
+[data-testid="stMain"] .st-key-lesson_notes [data-testid="stMarkdownContainer"] p,
+[data-testid="stMain"] [data-testid="stCaptionContainer"],
+[data-testid="stMain"] [data-testid="stCaptionContainer"] p
+{font-size: 1.25rem !important; line-height: 1.4 !important; color: #1a1a1a !important; opacity: 1 !important}
+[data-testid="stMain"] .st-key-lesson_side, [data-testid="stMain"] .st-key-lesson_notes {gap: 0.6rem}
+[data-testid="stMain"] .sv-stream {font-size: 26px !important; line-height: 1.8 !important}
+[data-testid="stMain"] .sv-legend {font-size: 20px !important; line-height: 1.3; gap: 4px 14px !important;
+color: #1a1a1a; margin: 0 !important}
+[data-testid="stMain"] [data-testid="stWidgetLabel"] p,
+[data-testid="stMain"] [data-testid="stExpander"] summary p {font-size: 1.1rem !important}
 [data-testid="stMain"] [data-testid="stButtonGroup"] [data-testid="stMarkdownContainer"] p
 {font-size: 1.05rem !important; line-height: 1.3 !important}
-[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"] {display: none !important}
 </style>"""
+# The expander that holds a step's full text in presenter view, where the lesson text has no word for it.
+DETAILS = {"en": "The whole explanation", "zh": "完整讲解"}
 
 
 @st.cache_data(show_spinner=False)
@@ -62,27 +74,72 @@ def _stream(it: dict, extra: dict, language: str, hide_decisions: bool = False) 
         )
         st.html(f'<div class="sv-stream" style="font-family:ui-monospace,monospace;font-size:16px">{drafts}</div>')
         return
-    st.html(render.legend_html(lang=language))
+    st.html(render.legend_html(lesson_content.statuses_of(it), lang=language))  # only what this iteration shows
     st.html(render.token_stream_html([it], extra))
 
 
-def _figure(kind: str, rec: lesson_content.Recordings, big: bool, language: str) -> None:
-    shown = lesson_content.shown_for(kind, rec, language)
-    notes = st.container() if not big else None  # presenter view: the figure first, its notes after it
-    if shown.stream is not None and not big:
-        _stream(shown.stream[0], rec.trace.extra, language, hide_decisions=shown.stream[1])
-    if shown.figure is not None:
-        if big:
-            shown.figure.update_layout(font={"size": 20}, height=420, title_font={"size": 22}, legend_font={"size": 18})
-            shown.figure.update_annotations(font_size=18)  # no chart text under 18 px on a projector
-            shown.figure.update_xaxes(tickfont_size=18, title_font_size=20)
-            shown.figure.update_yaxes(tickfont_size=18, title_font_size=20)
-        st.plotly_chart(shown.figure, key=f"lesson-{kind}")
-    if big and shown.stream is not None:
-        _stream(shown.stream[0], rec.trace.extra, language, hide_decisions=shown.stream[1])
-    with notes if notes is not None else st.container():
-        for level, text in shown.notes:
-            getattr(st, level)(text)  # st.caption / st.markdown / st.info
+def _notes(shown: lesson_content.Shown) -> None:
+    for level, text in shown.notes:
+        getattr(st, level)(text)  # st.caption / st.markdown / st.info
+
+
+def _nav(slots, i: int, count: int, ui: dict) -> None:
+    slots[0].button(
+        ui.get("back", "Back"), icon=":material/chevron_left:", on_click=_move, args=(-1, count),
+        disabled=i == 1, width="stretch", key="lesson_back",
+    )  # fmt: skip
+    slots[1].button(
+        ui.get("next", "Next"), icon=":material/chevron_right:", on_click=_move, args=(1, count),
+        disabled=i == count, type="primary", width="stretch", key="lesson_next",
+    )  # fmt: skip
+
+
+def _contents(box, steps: list[dict], i: int, big: bool, rec: lesson_content.Recordings, ui: dict) -> None:
+    """The table of contents, the link to this step and the example used, inside `box`."""
+    count = len(steps)
+    with box:
+        st.selectbox(
+            ui.get("contents", "Steps"), list(range(1, count + 1)), key=keys.LESSON_STEP,
+            format_func=lambda n: f"{n}. {steps[n - 1]['title']}", label_visibility="collapsed",
+        )  # fmt: skip
+        link = f"?step={i}&lang={st.session_state[keys.LESSON_LANG]}&presenter={int(big)}"
+        st.caption(f"{ui.get('link', 'Link to this step')}: `{link}`")
+        st.caption(render.md_escape(f"{ui.get('trace', 'Example used')}: {rec.name} · {rec.trace.prompt[:80]}"))
+
+
+def _classroom(step: dict, shown: lesson_content.Shown, rec: lesson_content.Recordings, language: str) -> None:
+    """The reading view: the explanation beside the figure, with its stream and notes above it."""
+    text, figure = st.columns([2, 3])
+    with text:
+        st.markdown(step["body"])
+        if step.get("takeaway"):
+            st.info(step["takeaway"], icon=":material/lightbulb:")
+    with figure:
+        _notes(shown)
+        if shown.stream is not None:
+            _stream(shown.stream[0], rec.trace.extra, language, hide_decisions=shown.stream[1])
+        if shown.figure is not None:
+            st.plotly_chart(shown.figure, key=f"lesson-{step.get('figure', '')}")
+
+
+def _projector(
+    step: dict, shown: lesson_content.Shown, rec: lesson_content.Recordings, language: str, ui: dict
+) -> None:
+    """Presenter view on a 1280x720 projector: the figure with the takeaway beside it, then the
+    step's full text folded away (the teacher tells it; a student can open it)."""
+    figure, text = st.columns([1.65, 1], gap="medium")
+    with figure:
+        if shown.figure is not None:
+            st.plotly_chart(shown.figure, key=f"lesson-{step.get('figure', '')}")
+    with text, st.container(key="lesson_side"):
+        if step.get("takeaway"):
+            st.info(step["takeaway"], icon=":material/lightbulb:")
+        if shown.stream is not None:
+            _stream(shown.stream[0], rec.trace.extra, language, hide_decisions=shown.stream[1])
+        with st.container(key="lesson_notes"):
+            _notes(shown)
+    with st.expander(ui.get("details", DETAILS.get(language, DETAILS["en"]))):
+        st.markdown(step["body"])
 
 
 def lesson_page() -> None:
@@ -110,23 +167,33 @@ def lesson_page() -> None:
             st.session_state[keys.LESSON_MESSAGE] = message
     st.session_state[keys.LESSON_STEP] = min(max(1, int(st.session_state[keys.LESSON_STEP])), count)
 
-    top = st.columns([2, 1, 1.3], vertical_alignment="center")
-    top[0].caption(render.md_escape(lesson["title"]))
-    top[1].segmented_control(
-        ui.get("language", "Language"), list(LANGUAGES), format_func=LANGUAGES.get, key=keys.LESSON_LANG,
-        label_visibility="collapsed",
-    )  # fmt: skip
     if keys.LESSON_PRESENTER not in st.session_state:  # a link can open the presenter view: ?presenter=1
         raw = _url_value("presenter")
         st.session_state[keys.LESSON_PRESENTER] = (raw[-1] if isinstance(raw, list) and raw else raw) == "1"
-    big = top[2].toggle(ui.get("presenter", "Presenter view (large type)"), key=keys.LESSON_PRESENTER)
+    big = bool(st.session_state[keys.LESSON_PRESENTER])  # the toggle below shows this value
+    i = st.session_state[keys.LESSON_STEP]
+    step = steps[i - 1]
+
+    if big:  # one row for every control, the contents in a pop-over, so the height goes to the figure
+        top = st.columns([1, 1, 1.6, 1.7, 2.1], vertical_alignment="center")
+        _nav(top[:2], i, count, ui)
+        contents = top[2].popover(ui.get("contents", "Steps"), icon=":material/list:")
+        language_slot, toggle_slot = top[3], top[4]
+    else:
+        top = st.columns([2, 1, 1.3], vertical_alignment="center")
+        top[0].caption(render.md_escape(lesson["title"]))
+        language_slot, toggle_slot = top[1], top[2]
+        contents = None  # an expander at the bottom, made after the step
+    language_slot.segmented_control(
+        ui.get("language", "Language"), list(LANGUAGES), format_func=LANGUAGES.get, key=keys.LESSON_LANG,
+        label_visibility="collapsed",
+    )  # fmt: skip
+    toggle_slot.toggle(ui.get("presenter", "Presenter view (large type)"), key=keys.LESSON_PRESENTER)
     if message := st.session_state.pop(keys.LESSON_MESSAGE, None):
         st.warning(f"From the link: {message}")
     if big:
         st.html(PRESENTER_CSS)
 
-    i = st.session_state[keys.LESSON_STEP]
-    step = steps[i - 1]
     st.query_params["step"] = str(i)  # the URL opens this step (the sidebar rewrites the rest)
     st.query_params["lang"] = st.session_state[keys.LESSON_LANG]
     st.query_params["presenter"] = "1" if big else "0"
@@ -134,36 +201,13 @@ def lesson_page() -> None:
         st.progress(i / count, text=f"{ui.get('step', 'Step')} {i} {ui.get('of', 'of')} {count}")
     st.title(f"{i}. {step['title']}")
 
-    nav = st.columns([1, 1, 4])
-    nav[0].button(
-        ui.get("back", "Back"), icon=":material/chevron_left:", on_click=_move, args=(-1, count),
-        disabled=i == 1, width="stretch", key="lesson_back",
-    )  # fmt: skip
-    nav[1].button(
-        ui.get("next", "Next"), icon=":material/chevron_right:", on_click=_move, args=(1, count),
-        disabled=i == count, type="primary", width="stretch", key="lesson_next",
-    )  # fmt: skip
-
-    # Presenter view: the figure first, so it fits a 1280x720 projector without scrolling.
+    shown = lesson_content.shown_for(step.get("figure", ""), rec, language, projector=big)
     if big:
-        figure, text = st.container(), st.container()  # created top to bottom: the figure above the text
+        _projector(step, shown, rec, language, ui)
     else:
-        text, figure = st.columns([2, 3])
-    with text:
-        st.markdown(step["body"])
-        if step.get("takeaway"):
-            st.info(step["takeaway"], icon=":material/lightbulb:")
-    with figure:
-        _figure(step.get("figure", ""), rec, big, language)
-
-    with st.expander(ui.get("contents", "Steps")):
-        st.selectbox(
-            ui.get("contents", "Steps"), list(range(1, count + 1)), key=keys.LESSON_STEP,
-            format_func=lambda n: f"{n}. {steps[n - 1]['title']}", label_visibility="collapsed",
-        )  # fmt: skip
-        link = f"?step={i}&lang={st.session_state[keys.LESSON_LANG]}&presenter={int(big)}"
-        st.caption(f"{ui.get('link', 'Link to this step')}: `{link}`")
-        st.caption(render.md_escape(f"{ui.get('trace', 'Example used')}: {rec.name} · {rec.trace.prompt[:80]}"))
+        _nav(st.columns([1, 1, 4]), i, count, ui)
+        _classroom(step, shown, rec, language)
+    _contents(contents or st.expander(ui.get("contents", "Steps")), steps, i, big, rec, ui)
 
 
 lesson_page()

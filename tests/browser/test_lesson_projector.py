@@ -1,0 +1,102 @@
+"""The lesson at projector size: presenter view at 1280×720, English and Chinese, every step.
+
+A teacher projects the lesson on a 1280×720 screen: each step must fit (the page at most 760 px
+tall, its title, figure and takeaway on screen without scrolling), its chart and legend text must
+be read from the back of the room (at least 20 px, dark ink), and its markdown must render (no
+literal `**`, which CommonMark leaves when bold meets CJK punctuation). One browser page walks
+through all the steps with the Next button; a screenshot per step goes to artifacts/screenshots/.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from .helpers import assert_no_traceback, shot
+
+VIEWPORT = (1280, 720)
+MAX_PAGE_PX = 760
+MIN_TEXT_PX = 20
+STEPS = 10
+
+# Everything the checks read, in one round trip: the page's scroll height (Streamlit scrolls its
+# main section, not the document, so take the tallest of the candidates) and where its content
+# ends, the bottoms of the title, the figure and the takeaway, how far the chart's title reaches
+# below the top of its y-axis title, and the size and ink of every chart, legend and caption text.
+MEASURE = """() => {
+  const main = document.querySelector('[data-testid="stMain"]');
+  const tall = [document.documentElement, document.querySelector('[data-testid="stAppViewContainer"]'), main]
+    .filter(Boolean).map(e => e.scrollHeight);
+  const bottom = sel => { const e = main.querySelector(sel); return e ? e.getBoundingClientRect().bottom : null; };
+  const ink = e => {  // [font px, the colour as seen on white (opacities blended in), text]
+    const s = getComputedStyle(e), svg = e.tagName.toLowerCase() === 'text';
+    const c = (svg ? s.fill : s.color).match(/[0-9.]+/g).map(Number);
+    let alpha = (c.length > 3 ? c[3] : 1) * (svg ? parseFloat(s.fillOpacity) : 1);
+    for (let x = e; x && x !== main; x = x.parentElement) alpha *= parseFloat(getComputedStyle(x).opacity);
+    const seen = c.slice(0, 3).map(v => Math.round(255 - (255 - v) * alpha));
+    return [parseFloat(s.fontSize), seen, (e.textContent || '').trim().slice(0, 40)];
+  };
+  const texts = [...main.querySelectorAll('.js-plotly-plot text, .sv-legend, [data-testid="stCaptionContainer"]')]
+    .filter(e => (e.textContent || '').trim() && e.getBoundingClientRect().width > 0).map(ink);
+  const box = sel => { const e = main.querySelector(sel); return e ? e.getBoundingClientRect() : null; };
+  const ytitle = box('.js-plotly-plot .g-ytitle'), ctitle = box('.js-plotly-plot .g-gtitle');
+  return {height: Math.max(...tall), content: Math.round(box('[data-testid="stMainBlockContainer"]').bottom),
+          title: bottom('h1'), figure: bottom('.js-plotly-plot'), takeaway: bottom('[data-testid="stAlert"]'),
+          overlap: ytitle && ctitle && ytitle.height ? ctitle.bottom - ytitle.top : null,
+          texts: texts, visible: main.innerText};
+}"""
+
+
+def wait_drawn(page, step: int, timeout_s: float = 60) -> None:
+    """Wait until step `step` is drawn and its script run has ended (the sidebar is hidden in
+    presenter view, so helpers.wait_idle, which waits for it, does not apply)."""
+    page.locator('[data-testid="stMain"] h1', has_text=f"{step}.").first.wait_for(timeout=timeout_s * 1000)
+    app = page.locator('[data-testid="stApp"]')
+    deadline, quiet = time.monotonic() + timeout_s, 0
+    while quiet < 3:
+        quiet = quiet + 1 if app.get_attribute("data-test-script-state") == "notRunning" else 0
+        assert time.monotonic() < deadline, f"step {step} was still running after {timeout_s:.0f} s"
+        page.wait_for_timeout(150)
+    page.locator('[data-testid="stMain"] .js-plotly-plot').first.wait_for(timeout=timeout_s * 1000)
+    page.wait_for_timeout(300)  # Plotly lays out its text after the element appears
+
+
+def dark(rgb: list[float]) -> bool:
+    """Dark ink: the colour's relative luminance (WCAG) is at most 0.1 (a contrast of 7:1 or more
+    on white). White text counts as well: only a bar's label is white, on the bar's dark fill."""
+    lin = [(v / 255 / 12.92) if v <= 10 else ((v / 255 + 0.055) / 1.055) ** 2.4 for v in rgb]
+    lum = 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+    return lum <= 0.1 or min(rgb) >= 250
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_step_fits_a_projector_and_reads_from_the_back(new_page, lang):
+    page = new_page({"step": "1", "presenter": "1", "lang": lang}, path="lesson", viewport=VIEWPORT, wait=False)
+    problems, heights = [], {}
+    for step in range(1, STEPS + 1):
+        if step > 1:
+            page.locator('[data-testid="stMain"] button', has_text="下一步" if lang == "zh" else "Next").first.click()
+        wait_drawn(page, step)
+        assert_no_traceback(page)
+        m = page.evaluate(MEASURE)
+        shot(page, f"lesson-projector-{lang}-{step:02d}")
+        heights[step] = (m["height"], m["content"])
+        where = f"{lang} step {step}"
+        if max(m["height"], m["content"]) > MAX_PAGE_PX:
+            problems.append(f"{where}: the page is {m['height']} px tall, its content ends at {m['content']} px")
+        if m["overlap"] is not None and m["overlap"] > 0:
+            problems.append(f"{where}: the y-axis title runs {m['overlap']:.0f} px into the chart's title")
+        for name in ("title", "figure", "takeaway"):
+            if m[name] is None or m[name] > VIEWPORT[1]:
+                problems.append(f"{where}: the {name} ends at {m[name]} px, below the screen")
+        if "**" in m["visible"]:
+            problems.append(f"{where}: literal ** in the text")
+        small = [(size, text) for size, _, text in m["texts"] if size < MIN_TEXT_PX]
+        pale = [(rgb, text) for _, rgb, text in m["texts"] if not dark(rgb)]
+        if small:
+            problems.append(f"{where}: text under {MIN_TEXT_PX} px: {small[:6]}")
+        if pale:
+            problems.append(f"{where}: text not in dark ink: {pale[:6]}")
+    print(f"page heights, content ends ({lang}):", heights)
+    assert not problems, "\n".join(problems)
