@@ -124,3 +124,112 @@ def test_the_token_legend_follows_the_lesson_language():
     assert all(STATUS_LABELS[s] in english for s in MAIN_STATUSES)
     assert not any(STATUS_LABELS[s] in chinese for s in MAIN_STATUSES)
     assert "被拒绝的草稿" in chinese and 'class="sv-key sv-rejected">rejected<' in chinese  # names stay
+
+
+# ----- the lesson at projector size (issue 24, item 5) ---------------------------------------------
+
+
+def every_text(language: str) -> list[tuple[str, str]]:
+    """(where, markdown) for every text the lesson page prints in `language`."""
+    out = []
+    for step in lesson.load_lesson(language)["steps"]:
+        out += [(f"{step['id']} body", step["body"]), (f"{step['id']} takeaway", step.get("takeaway", ""))]
+        out += [(f"{step['id']} note", text) for _, text in lesson.shown_for(step["figure"], REC, language).notes]
+    return out
+
+
+@pytest.mark.parametrize("language", list(lesson.LANGUAGES))
+def test_every_bold_span_renders_as_bold(language):
+    """Chinese step 10 showed literal ** : CommonMark does not close `**` after `）` when a letter
+    follows (`**草稿（Drafters）**页面`). Rendered by a CommonMark parser, no text keeps an asterisk pair."""
+    markdown_it = pytest.importorskip("markdown_it")
+    md = markdown_it.MarkdownIt("commonmark")
+    for where, text in every_text(language):
+        html = md.render(text)
+        assert "**" not in html, (where, html)
+        assert html.count("<strong>") == text.count("**") // 2, (where, html)
+
+
+def test_safe_bold_only_touches_delimiters_that_would_not_count():
+    assert lesson.safe_bold("**草稿（Drafters）**页面") == "**草稿（Drafters）\u2060**页面"
+    assert lesson.safe_bold("的**（括号）**") == "的**\u2060（括号）**"  # ends the text: closes as it is
+    unchanged = ["a **b** c", "**1.41×**（更快）", "**p(x)**.", "odd ** count", "**␣is**: q"]
+    assert [lesson.safe_bold(t) for t in unchanged] == unchanged
+
+
+def step_of(language: str, step_id: str) -> dict:
+    return next(s for s in lesson.load_lesson(language)["steps"] if s["id"] == step_id)
+
+
+@pytest.mark.parametrize(
+    ("language", "step_id", "pattern", "truth"),
+    [
+        ("en", "idea", r"the same (\d+) tokens", lambda: lesson.race_numbers(REC.trace, REC.baseline)["tokens"]),
+        ("zh", "idea", r"同样的 (\d+) 个 token", lambda: lesson.race_numbers(REC.trace, REC.baseline)["tokens"]),
+        ("en", "not", r"asked for γ = (\d+) guesses", lambda: REC.contrast.config["gamma"]),
+        ("zh", "not", r"γ = (\d+)）", lambda: REC.contrast.config["gamma"]),
+        ("en", "pays", r"α ≈ ([\d.]+)", lambda: lesson.GOOD_DRAFT[0]),
+        ("zh", "pays", r"α ≈ ([\d.]+)", lambda: lesson.GOOD_DRAFT[0]),
+        ("en", "pays", r"c ≈ ([\d.]+)", lambda: lesson.GOOD_DRAFT[1]),
+        ("zh", "pays", r"c ≈ ([\d.]+)", lambda: lesson.GOOD_DRAFT[1]),
+        ("en", "pays", r"about (\d+)× at the best γ", lambda: round(best_speedup(*lesson.GOOD_DRAFT))),
+        ("zh", "pays", r"大约能快 (\d+) 倍", lambda: round(best_speedup(*lesson.GOOD_DRAFT))),
+    ],
+)
+def test_numbers_in_the_text_are_the_examples_own(language, step_id, pattern, truth):
+    """The lesson text names numbers of its recordings and curves; each must be the number shown."""
+    step = step_of(language, step_id)
+    found = re.search(pattern, step["body"] + " " + step.get("takeaway", ""))
+    assert found, (language, step_id, pattern)
+    assert float(found.group(1)) == pytest.approx(truth()), (language, step_id, found.group(0))
+
+
+def best_speedup(alpha: float, c: float) -> float:
+    from specviz import theory
+
+    return theory.walltime_improvement(alpha, theory.best_gamma(alpha, c, 16), c)
+
+
+@pytest.mark.parametrize("language", list(lesson.LANGUAGES))
+def test_step_9_marks_the_examples_gamma_not_a_fixed_one(language):
+    """Step 9 said "your γ = 4" while the example used γ = 3 (config.DEFAULT_GAMMA)."""
+    from specviz.config import DEFAULT_GAMMA
+
+    fig = lesson.shown_for("pays", REC, language).figure
+    gamma = REC.trace.config["gamma"]
+    assert gamma == DEFAULT_GAMMA == lesson.example_gamma(REC.trace)
+    marked = [t for t in fig.data if t.marker.symbol == "circle-open"]
+    assert len(marked) == 1 and list(marked[0].x) == [gamma], [(t.name, t.x) for t in fig.data]
+    assert f"γ = {gamma}" in marked[0].name and "your" not in marked[0].name and "你的" not in marked[0].name
+
+
+def luminance(color: str) -> float:
+    rgb = [int(color.lstrip("#")[i : i + 2], 16) / 255 for i in (0, 2, 4)]
+    lin = [v / 12.92 if v <= 0.04045 else ((v + 0.055) / 1.055) ** 2.4 for v in rgb]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+@pytest.mark.parametrize("language", list(lesson.LANGUAGES))
+def test_presenter_figures_use_large_dark_type(language):
+    """Presenter view: every figure's text is at least 20 px in dark ink, and a y-axis title is
+    wrapped short enough to stay beside the plot, clear of the chart's title."""
+    from specviz.charts import lesson as lesson_charts
+
+    for step in lesson.load_lesson(language)["steps"]:
+        fig = lesson.shown_for(step["figure"], REC, language, projector=True).figure
+        layout = fig.layout
+        assert layout.height == lesson.PROJECTOR_FIGURE_PX
+        fonts = [layout.font, layout.title.font, layout.legend.font, layout.xaxis.tickfont, layout.yaxis.tickfont]
+        fonts += [layout.xaxis.title.font, layout.yaxis.title.font] + [a.font for a in layout.annotations]
+        for font in fonts:
+            assert font.size >= 20, (step["id"], font)
+            assert luminance(font.color) <= 0.1, (step["id"], font)
+        for line in (layout.yaxis.title.text or "").split("<br>"):
+            assert lesson_charts.text_px(line, 20) <= 0.4 * layout.height, (step["id"], line)
+    wrapped = lesson.shown_for("pays", REC, language, projector=True).figure.layout.yaxis.title.text
+    assert "<br>" in wrapped  # step 9's long title ("walltime improvement (× target alone)") is wrapped
+
+
+def test_the_reading_view_keeps_its_figures_as_they_were():
+    fig = lesson.shown_for("pays", REC, "en").figure
+    assert fig.layout.height == 400 and "<br>" not in fig.layout.yaxis.title.text

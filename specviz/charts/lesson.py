@@ -115,7 +115,7 @@ def pays_figure(alpha: float, c: float, gamma: int, lang: str = "en") -> go.Figu
     return fig
 
 
-def _text_px(text: str, px: int) -> float:
+def text_px(text: str, px: int) -> float:
     """Rough rendered width: CJK characters are one em wide, others about half an em."""
     return sum(px * (1.0 if unicodedata.east_asian_width(ch) in "WF" else 0.5) for ch in text)
 
@@ -123,7 +123,7 @@ def _text_px(text: str, px: int) -> float:
 def _split_long(word: str, max_px: float, px: int) -> list[str]:
     """A word wider than max_px: Chinese may break between any two characters, so cut it into the
     fewest equal pieces that fit; any other word stays whole."""
-    width = _text_px(word, px)
+    width = text_px(word, px)
     if width <= max_px or not any(unicodedata.east_asian_width(ch) in "WF" for ch in word):
         return [word]
     size = -(-len(word) // -(-int(width) // int(max_px)))  # ceil(len / ceil(width / max_px))
@@ -133,13 +133,13 @@ def _split_long(word: str, max_px: float, px: int) -> list[str]:
 def wrap_title(text: str, max_px: float, px: int = PROJECTOR_PX) -> str:
     """`text` broken into lines (Plotly's <br>) of at most about max_px: first before an opening
     bracket, then, where a part is still too long, at spaces (Chinese between characters)."""
-    if _text_px(text, px) <= max_px:
+    if text_px(text, px) <= max_px:
         return text
     lines: list[str] = []
     for part in re.split(r" (?=\()|(?=（)", text):
         line = ""
         for word in (piece for w in part.split(" ") for piece in _split_long(w, max_px, px)):
-            if line and _text_px(f"{line} {word}", px) > max_px:
+            if line and text_px(f"{line} {word}", px) > max_px:
                 lines.append(line)
                 line = word
             else:
