@@ -2,7 +2,9 @@
 short explanation and a live figure from a shipped example trace (opens instantly, no model).
 
 Text lives in assets/lesson/lesson.<language>.json (English, Chinese). ?step=N opens step N (validated);
-a toggle switches to a presenter view with large type (and no sidebar, for a projector).
+a toggle (or ?presenter=1) switches to the presenter view for a 1280x720 projector: no sidebar, every
+control in one row, the figure with the takeaway beside it, the step's full text in an expander,
+and type of at least 20 px (tests/browser/test_lesson_projector.py measures it).
 """
 
 import html
@@ -32,7 +34,7 @@ header[data-testid="stHeader"] {display: none !important}
 {font-size: 1.25rem !important; line-height: 1.4 !important; color: #1a1a1a !important; opacity: 1 !important}
 [data-testid="stMain"] .st-key-lesson_side, [data-testid="stMain"] .st-key-lesson_notes {gap: 0.6rem}
 [data-testid="stMain"] .sv-stream {font-size: 26px !important; line-height: 1.8 !important}
-[data-testid="stMain"] .sv-legend {font-size: 20px !important; line-height: 1.3; gap: 4px 14px !important;
+[data-testid="stMain"] .sv-legend {font-size: 20px !important; line-height: 1.35; gap: 8px 14px !important;
 color: #1a1a1a; margin: 0 !important}
 [data-testid="stMain"] [data-testid="stWidgetLabel"] p,
 [data-testid="stMain"] [data-testid="stExpander"] summary p {font-size: 1.1rem !important}
@@ -107,7 +109,7 @@ def _contents(box, steps: list[dict], i: int, big: bool, rec: lesson_content.Rec
         st.caption(render.md_escape(f"{ui.get('trace', 'Example used')}: {rec.name} · {rec.trace.prompt[:80]}"))
 
 
-def _classroom(step: dict, shown: lesson_content.Shown, rec: lesson_content.Recordings, language: str) -> None:
+def _reading(step: dict, shown: lesson_content.Shown, rec: lesson_content.Recordings, language: str) -> None:
     """The reading view: the explanation beside the figure, with its stream and notes above it."""
     text, figure = st.columns([2, 3])
     with text:
@@ -206,7 +208,7 @@ def lesson_page() -> None:
         _projector(step, shown, rec, language, ui)
     else:
         _nav(st.columns([1, 1, 4]), i, count, ui)
-        _classroom(step, shown, rec, language)
+        _reading(step, shown, rec, language)
     _contents(contents or st.expander(ui.get("contents", "Steps")), steps, i, big, rec, ui)
 
 
