@@ -19,10 +19,12 @@ re-measured between gamma blocks so a drift in machine load hits both sides of a
 speedup is given over specviz's target alone and over the faster of it and transformers'
 generate(): a gain for the user only if it beats the fastest way to run the target alone.
 Acceptance statistics come from the traced runs (the untraced decode draws the same tokens from
-the same seed). The paper's predicted speedup uses the measured alpha and the measured cost
-ratio c:
+the same seed). The predicted speedup uses the measured alpha, c and v (specviz.speedup's
+definitions: the draft's time per drafted token and the verify pass, over the target alone's step):
 
-    predicted = (1 - alpha^(gamma+1)) / ((1 - alpha) (gamma c + 1))      (Leviathan et al., Thm 3.8)
+    predicted = (1 - alpha^(gamma+1)) / ((1 - alpha) (gamma c + v))      (Thm 3.8 of Leviathan et al. at v = 1)
+
+and `predicted_speedup_paper` is the paper's own, at v = 1.
 
 Writes JSON and a markdown table (docs/benchmarks.md explains every column).
 """
@@ -76,7 +78,7 @@ PROMPT_SETS = {"bench": PROMPTS, "held-out": HELD_OUT_PROMPTS}
 HF_LOOKUP_TOKENS = 3  # transformers' prompt lookup: draft tokens per lookup, as issue 23 measured it
 HF_METHODS = ("hf", "hf_generate", "hf_lookup")  # methods that return a token count, not a Trace
 expected_tokens = expected_tokens_per_iteration  # (1 - alpha^(gamma+1)) / (1 - alpha)
-predicted_speedup = walltime_improvement  # Thm 3.8 from the measured alpha and c
+predicted_speedup = walltime_improvement  # from the measured alpha, c and v (v = 1: Thm 3.8)
 
 
 # ----- one measured pass over the prompt set ----------------------------------------------------
@@ -277,9 +279,10 @@ def _row(temperature, gamma, runs, base_tps, target_ms, hf, hf_generate_tps=None
     stats = speculative_stats(runs["traced"][0]["traces"], gamma)
     draft_ms = statistics.median(per_step_ms(r["traces"], "draft_ms", "drafted") for r in runs["untraced"])
     verify_ms = statistics.median(per_step_ms(r["traces"], "verify_ms", "iterations") for r in runs["untraced"])
-    c = draft_ms / target_ms
+    # c and v as specviz.speedup defines them (over the target alone's step), pooled over the prompts.
+    c, v = draft_ms / target_ms, verify_ms / target_ms
     alpha = stats["alpha"]
-    predicted = predicted_speedup(alpha, gamma, c) if alpha is not None else None
+    predicted = predicted_speedup(alpha, gamma, c, v) if alpha is not None else None
     speedup = tps["untraced"] / base_tps
     fastest = "transformers generate()" if hf_generate_tps is not None and hf_generate_tps > base_tps else "specviz"
     return {
@@ -296,9 +299,10 @@ def _row(temperature, gamma, runs, base_tps, target_ms, hf, hf_generate_tps=None
         "expected_tokens": expected_tokens(alpha, gamma) if alpha is not None else None,
         "draft_step_ms": draft_ms,
         "verify_ms": verify_ms,
-        "verify_over_target_step": verify_ms / target_ms,
+        "verify_over_target_step": v,
         "c": c,
         "predicted_speedup": predicted,
+        "predicted_speedup_paper": predicted_speedup(alpha, gamma, c) if alpha is not None else None,  # v = 1
         "efficiency": speedup / predicted if predicted else None,
         "tracing_overhead": 1 - tps["traced"] / tps["untraced"],
         "specviz_over_hf": tps["untraced"] / tps["hf"] if hf else None,

@@ -1,12 +1,14 @@
 """Decoding settings as a frozen dataclass, validated when it is built.
 
 Every limit lives here so the CLI, the app and the library refuse the same bad values with
-the same words.
+the same words, and so do the limits of what a trace file may record. `slug` is the one rule
+that turns a label or a prompt into a name for a URL or a file.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass
 
 from specviz.errors import ConfigError
@@ -34,9 +36,23 @@ def default_verify_rows() -> tuple[int, ...]:
     return (1 + DEFAULT_GAMMA, 1 + TREE_BRANCHES * DEFAULT_GAMMA)
 
 
+# A run's measured speedup is the median of interleaved pairs of timings (specviz.speedup): at
+# least SPEEDUP_MIN_PAIRS, and for short runs more, until about SPEEDUP_TIMED_SECONDS were timed
+# (at most SPEEDUP_MAX_PAIRS). Five fresh 14-token runs then agreed within 10% on a 2-core CPU.
+SPEEDUP_MIN_PAIRS, SPEEDUP_MAX_PAIRS = 3, 9
+SPEEDUP_TIMED_SECONDS = 8.0
+
 TEMPERATURE_MAX = 10.0  # beyond this every distribution is flat enough to teach nothing new
 MAX_NEW_TOKENS_MAX = 1024  # keeps one run (and its trace) bounded in time and memory
 SEED_MAX = 2**63 - 1
+
+# What a trace file may record (specviz.trace.validate). Its gamma, temperature and seed are bounded
+# as a run's are; the rest more widely, on purpose: max_new_tokens only bounds how long a run takes,
+# and the trace file's size cap (trace.MAX_TRACE_BYTES) already bounds what reading one costs, so
+# the trace of a longer run (recorded under an earlier limit, or by a script) still opens.
+TRACE_MAX_NEW_TOKENS = 10**6
+TRACE_TOKEN_ID_MAX = 10**7  # above any vocabulary: a larger id in a trace is damage, not a model
+TRACE_BRANCHES_MAX = 64  # a draft tree's branches at the first draft position
 
 
 @dataclass(frozen=True)
@@ -105,3 +121,9 @@ def validate_prompt(prompt: str | list[int]) -> None:
             raise ConfigError("A prompt given as token ids must be a non-empty list of ids >= 0.")
     else:
         raise ConfigError(f"The prompt must be text or a list of token ids; got {type(prompt).__name__}.")
+
+
+def slug(text: str, max_chars: int | None = None) -> str:
+    """Lower-case letters and digits, every other run of characters one "-", at most max_chars long,
+    no "-" at either end: "Online: SmolLM2 (360M)" -> "online-smollm2-360m". May be empty."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower())[:max_chars].strip("-")

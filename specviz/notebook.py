@@ -101,7 +101,9 @@ def _metrics_html(trace: Trace, baseline: Trace | None) -> str:
     cells = "".join(
         f"<div class='sv-metric' title='{html.escape(m.help, quote=True)}'>"
         f"<div class='sv-metric-label'>{html.escape(m.label)}</div>"
-        f"<div class='sv-metric-value'>{html.escape(m.value)}</div></div>"
+        f"<div class='sv-metric-value'>{html.escape(m.value)}</div>"
+        + (f"<div class='sv-metric-label'>{html.escape(m.note)}</div>" if m.note else "")
+        + "</div>"
         for row in headline_metrics(trace, baseline)
         for m in row
     )

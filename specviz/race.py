@@ -1,10 +1,11 @@
 """The race of drafters: one prompt, every offline drafter side by side against the target alone.
 
-For each drafter: tokens per iteration, acceptance by draft position, α, c (its time per drafted
-token over the target's single-token step), the verify pass's cost in target steps, the measured
-speedup (tokens/s over the target alone's: a rate, so runs that stop at different lengths still
-compare on equal work) and the paper's prediction from α, γ and c, which assumes verification
-costs one step. Each drafter warms up on a few tokens first, so loading stays out of the timings.
+For each drafter: tokens per iteration, acceptance by draft position, α, c and v (specviz.speedup:
+its time per drafted token and its verify pass, each over the target alone's single-token step),
+the measured speedup (tokens/s over the target alone's: a rate, so runs that stop at different
+lengths still compare on equal work; one timed pair per drafter, the same home as every page's)
+and the prediction from α, γ, c and v. Each drafter warms up on a few tokens first, so loading
+stays out of the timings.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from specviz.config import DEFAULT_GAMMA
 from specviz.models import HEAD_DRAFT, HYBRID_DRAFT, NGRAM_DRAFT, SELF_DRAFT, TRAINED_DRAFT
+from specviz.speedup import measured_costs, speedup
 from specviz.theory import walltime_improvement
 from specviz.trace import acceptance_by_position
 
@@ -60,7 +62,6 @@ def run_race(
     autoregressive_generate(prompt, max_new_tokens=4, **common)  # warm-up
     base = autoregressive_generate(prompt, max_new_tokens=max_new_tokens, **common)
     b = base.summary
-    step_ms = b["verify_ms"] / b["iterations"]
     rows = []
     for i, name in enumerate(drafts):
         if should_stop is not None and should_stop():
@@ -70,8 +71,8 @@ def run_race(
         speculative_generate(prompt, draft=name, gamma=gamma, max_new_tokens=4, **common)  # warm-up (loads it)
         trace = speculative_generate(prompt, draft=name, gamma=gamma, max_new_tokens=max_new_tokens, **common)
         s = trace.summary
-        c = (s["draft_ms"] / s["drafted"]) / step_ms if s["drafted"] else 0.0
-        alpha = s["alpha"]
+        costs, ratio = measured_costs(trace, base), speedup(trace, base)
+        alpha, c, v = s["alpha"], costs.c or 0.0, costs.v
         rows.append(
             {
                 "draft": name,
@@ -83,9 +84,9 @@ def run_race(
                 "alpha": alpha,
                 "acceptance_by_position": [r["acceptance"] for r in acceptance_by_position(trace.iterations, gamma)],
                 "c": c,
-                "verify_cost": (s["verify_ms"] / s["iterations"]) / step_ms,
-                "speedup": s["tokens_per_s"] / b["tokens_per_s"],
-                "predicted_speedup": walltime_improvement(alpha, gamma, c) if alpha is not None else None,
+                "verify_cost": v,
+                "speedup": ratio,
+                "predicted_speedup": walltime_improvement(alpha, gamma, c, v) if alpha is not None else None,
                 "identical_to_target": trace.output_token_ids == base.output_token_ids if temperature == 0 else None,
             }
         )
@@ -101,7 +102,11 @@ def run_race(
             "dtype": target.dtype,
             "kernels": target.kernels_label,
         },  # fmt: skip
-        "baseline": {"new_tokens": b["new_tokens"], "tokens_per_s": b["tokens_per_s"], "step_ms": step_ms},
+        "baseline": {
+            "new_tokens": b["new_tokens"],
+            "tokens_per_s": b["tokens_per_s"],
+            "step_ms": b["verify_ms"] / b["iterations"],
+        },
         "rows": rows,
     }
 

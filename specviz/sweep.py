@@ -3,10 +3,11 @@
 For each temperature the target alone decodes the prompt once (the baseline), then speculative
 decoding runs once per gamma with the same prompt, seed and sampling. Every cell keeps the
 measured tokens/s, the speedup over that temperature's baseline, the mean tokens per iteration,
-alpha and the cost ratio c of that run, and what the paper's formulas predict from them:
+alpha, c and v of that run (specviz.speedup: one timed pair per cell, the run and its baseline),
+and what the formulas predict from them:
 
     predicted tokens per iteration   (1 - alpha^(gamma+1)) / (1 - alpha)              (Eq. 1)
-    predicted speedup                (1 - alpha^(gamma+1)) / ((1 - alpha)(gamma c + 1)) (Thm 3.8)
+    predicted speedup                (1 - alpha^(gamma+1)) / ((1 - alpha)(gamma c + v)) (Thm 3.8 at v = 1)
 
 Plain data in and out (no streamlit): the app's sweep page and the tests call `run_sweep`, and
 results round-trip through JSON and CSV with validation on the way back in (a bad file raises
@@ -50,6 +51,7 @@ CSV_COLUMNS = (
     "predicted_tokens_per_iteration",
     "alpha",
     "c",
+    "verify_cost",
     "predicted_speedup",
     "acceptance_rate",
     "iterations",
@@ -119,26 +121,29 @@ class SweepResult:
 # ----- running --------------------------------------------------------------------------------
 
 
-def _cell(gamma: int, temperature: float, summary: dict[str, Any], baseline_tps: float) -> dict[str, Any]:
+def _cell(gamma: int, temperature: float, summary: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
+    from specviz.speedup import SPECULATIVE_FIRST, costs_of_pairs, pair_record, spread_of_pairs
     from specviz.theory import estimate_alpha
 
     alpha = estimate_alpha({"summary": summary})
-    tps = float(summary["tokens_per_s"])
-    # c as the glossary defines it: the draft's time per drafted token over one target-alone step.
-    drafted = summary.get("drafted") or 0
-    step_ms = 1000.0 / baseline_tps if baseline_tps > 0 else 0.0
-    c = (float(summary.get("draft_ms") or 0.0) / drafted) / step_ms if drafted and step_ms else None
+    baseline_tps = float(baseline["tokens_per_s"])
+    # One pair: this run and its temperature's baseline. c, v and the speedup come from the one
+    # home for them, so a cell reads the same as the Theory page would for the same two runs.
+    pair = [pair_record(summary, baseline, SPECULATIVE_FIRST, traced=True)]
+    costs, spread = costs_of_pairs(pair), spread_of_pairs(pair)
+    c, v = (None, None) if costs is None else (costs.c, costs.v)
     return {
         "gamma": gamma,
         "temperature": temperature,
-        "tokens_per_s": tps,
+        "tokens_per_s": float(summary["tokens_per_s"]),
         "baseline_tokens_per_s": baseline_tps,
-        "speedup": tps / baseline_tps if baseline_tps > 0 else 0.0,
+        "speedup": 0.0 if spread is None else spread.median,
         "mean_accepted_length": float(summary["mean_accepted_length"]),
         "predicted_tokens_per_iteration": None if alpha is None else expected_tokens_per_iteration(alpha, gamma),
         "alpha": alpha,
         "c": c,
-        "predicted_speedup": None if alpha is None or c is None else walltime_improvement(alpha, gamma, c),
+        "verify_cost": v,
+        "predicted_speedup": None if None in (alpha, c, v) else walltime_improvement(alpha, gamma, c, v),
         "acceptance_rate": summary.get("acceptance_rate"),
         "iterations": int(summary["iterations"]),
         "new_tokens": int(summary["new_tokens"]),
@@ -227,8 +232,7 @@ def run_sweep(
         if stop():
             return result
         base = autoregressive_generate(prompt, temperature=temperature, trace=False, **common)
-        baseline_tps = float(base.summary["tokens_per_s"])
-        result.baselines[str(temperature)] = baseline_tps
+        result.baselines[str(temperature)] = float(base.summary["tokens_per_s"])
         result.runs_done += 1
         if on_progress is not None:
             on_progress(result.runs_done, result.runs_total, result)
@@ -236,7 +240,7 @@ def run_sweep(
             if stop():
                 return result
             run = speculative_generate(prompt, draft=draft, gamma=gamma, temperature=temperature, **common)
-            result.cells.append(_cell(gamma, temperature, run.summary, baseline_tps))
+            result.cells.append(_cell(gamma, temperature, run.summary, base.summary))
             result.runs_done += 1
             if on_progress is not None:
                 on_progress(result.runs_done, result.runs_total, result)

@@ -6,6 +6,9 @@ notebook without any model installed. p is the target, q the draft; the letters 
     alpha   expected acceptance rate E[beta], beta = sum_x min(p(x), q(x))     (Cor. 3.6)
     gamma   draft tokens proposed per iteration
     c       cost coefficient: time of one draft step / time of one target step (Def. 3.7)
+    v       verification cost: time of one target pass over the gamma + 1 positions / one target
+            step. The paper assumes v = 1 (the positions run in parallel); on a CPU they do not,
+            so every formula here takes v, 1 by default (specviz.speedup measures it)
     c_hat   arithmetic operations per token of the draft / of the target       (Def. 3.10)
 
 All the formulas rest on the paper's simplifying assumption that the betas are i.i.d.; the tokens
@@ -30,7 +33,8 @@ __all__ = [
     "SpeedOpsRow",
     "best_gamma",
     "estimate_alpha",
-    "estimate_c",
+    "explain_measurement",
+    "measured_point",
     "expected_tokens_per_iteration",
     "operations_factor",
     "speedup_possible",
@@ -53,14 +57,16 @@ def expected_tokens_per_iteration(alpha: float, gamma: int) -> float:
     return sum(alpha**k for k in range(gamma + 1))
 
 
-def walltime_improvement(alpha: float, gamma: int, c: float) -> float:
-    """Expected walltime improvement factor (Thm. 3.8): (1 - alpha^(gamma+1)) / ((1 - alpha)(gamma c + 1)).
+def walltime_improvement(alpha: float, gamma: int, c: float, v: float = 1.0) -> float:
+    """Expected walltime improvement factor: (1 - alpha^(gamma+1)) / ((1 - alpha)(gamma c + v)).
 
-    One iteration costs gamma draft steps (c each, in target steps) plus one target pass, and emits
-    expected_tokens_per_iteration tokens; the baseline pays one target step per token.
+    One iteration costs gamma draft steps (c each, in target steps) plus one verification pass (v
+    target steps), and emits expected_tokens_per_iteration tokens; the baseline pays one target
+    step per token. v = 1 is the paper's Thm. 3.8.
     """
     _check_c(c, "c")
-    return expected_tokens_per_iteration(alpha, gamma) / (gamma * c + 1)
+    _check_v(v)
+    return expected_tokens_per_iteration(alpha, gamma) / (gamma * c + v)
 
 
 def operations_factor(alpha: float, gamma: int, c_hat: float = 0.0) -> float:
@@ -74,32 +80,37 @@ def operations_factor(alpha: float, gamma: int, c_hat: float = 0.0) -> float:
     return (gamma * c_hat + gamma + 1) / expected_tokens_per_iteration(alpha, gamma)
 
 
-def speedup_possible(alpha: float, c: float) -> bool:
-    """True when some gamma gives a walltime improvement above 1, i.e. when alpha > c (Cor. 3.9).
+def speedup_possible(alpha: float, c: float, v: float = 1.0, gamma_max: int = 16) -> bool:
+    """True when some gamma gives a walltime improvement above 1. At v = 1 that is alpha > c
+    (Cor. 3.9), for every gamma; with a dearer verification (v > 1) it is asked of gamma up to
+    gamma_max directly, since the corollary's argument no longer holds.
 
-    Why both ways: at gamma = 1 the improvement is (1 + alpha) / (1 + c), above 1 exactly when
-    alpha > c. If alpha <= c, every gamma loses: 1 + alpha + ... + alpha^gamma <= 1 + gamma alpha
-    <= 1 + gamma c, because alpha^k <= alpha for k >= 1.
+    Why alpha > c at v = 1: at gamma = 1 the improvement is (1 + alpha) / (1 + c), above 1 exactly
+    when alpha > c. If alpha <= c, every gamma loses: 1 + alpha + ... + alpha^gamma <= 1 + gamma
+    alpha <= 1 + gamma c, because alpha^k <= alpha for k >= 1.
     """
     _check_alpha(alpha)
     _check_c(c, "c")
-    return alpha > c
+    _check_v(v)
+    if v == 1.0:
+        return alpha > c
+    return walltime_improvement(alpha, best_gamma(alpha, c, gamma_max, v), c, v) > 1
 
 
-def best_gamma(alpha: float, c: float, gamma_max: int = 16) -> int:
+def best_gamma(alpha: float, c: float, gamma_max: int = 16, v: float = 1.0) -> int:
     """The gamma in 1..gamma_max that maximises walltime_improvement (Sec. 3.5).
 
     gamma is an integer, so we simply try them all. Ties go to the smaller gamma (less wasted work).
-    When no gamma gives a speedup (alpha <= c) this is still the least bad gamma; ask
-    speedup_possible whether drafting pays at all. With c = 0 and 0 < alpha the improvement grows
-    with gamma, so the answer is gamma_max.
+    When no gamma gives a speedup this is still the least bad gamma; ask speedup_possible whether
+    drafting pays at all. With c = 0 and 0 < alpha the improvement grows with gamma, so the answer
+    is gamma_max.
     """
     _check_gamma(gamma_max)
     if gamma_max < 1:
         raise ValueError(f"gamma_max must be at least 1; got {gamma_max!r}.")
-    best, best_value = 1, walltime_improvement(alpha, 1, c)
+    best, best_value = 1, walltime_improvement(alpha, 1, c, v)
     for gamma in range(2, gamma_max + 1):
-        value = walltime_improvement(alpha, gamma, c)
+        value = walltime_improvement(alpha, gamma, c, v)
         if value > best_value:
             best, best_value = gamma, value
     return best
@@ -130,47 +141,109 @@ def estimate_alpha(trace: Any) -> float | None:
     return None if alpha is None else float(alpha)
 
 
-def estimate_c(trace: Any) -> float | None:
-    """c per verify pass (specviz.glossary.C_PER_VERIFY) = (draft time per drafted token) / (target
-    verify time per iteration): what one speculative trace can measure without a baseline. Where a
-    baseline was run, c proper (glossary.C) divides by the single-token step instead (the bench,
-    the sweep and the race do).
-
-    Why this choice: Thm. 3.8 prices one iteration at gamma c T + T, where T is one target pass
-    (the paper assumes the gamma + 1 verified positions run in parallel at the cost of one step).
-    Dividing the run's total draft time by the drafted tokens gives c T, and its total verify time
-    by the iterations gives T, so gamma c T + T is the measured cost of an average iteration.
-    On hardware where verifying gamma + 1 positions costs more than one step (a CPU, say), T is the
-    verify pass as measured, not a single-token step; the predicted speedup is then optimistic.
-
-    Uses the summary (draft_ms, verify_ms, drafted, iterations), so it works for untraced runs
-    too. None when the run drafted nothing (autoregressive, or an n-gram draft that never matched).
-    Untraced runs skip the per-iteration device sync, so on a GPU their split is less precise.
-    """
-    s = _summary(trace)
-    drafted, iterations = s.get("drafted") or 0, s.get("iterations") or 0
-    verify_ms = s.get("verify_ms") or 0.0
-    if drafted <= 0 or iterations <= 0 or verify_ms <= 0:
-        return None
-    draft_per_token = float(s.get("draft_ms") or 0.0) / drafted
-    verify_per_iteration = float(verify_ms) / iterations
-    return draft_per_token / verify_per_iteration
-
-
 def measured_point(trace: Any, baseline: Any = None) -> dict[str, Any] | None:
-    """What a speculative trace measured, for the theory charts' point: α, c per verify pass, γ,
-    tokens per iteration and (with a baseline) the measured speedup. None for a target-alone run."""
+    """What a speculative trace measured, for the theory charts' point and explain_measurement:
+    α; c and v (specviz.speedup.measured_costs: against its target alone, None without one); γ;
+    tokens and drafts per iteration; the cost of a whole iteration in target steps; the measured
+    speedup with its spread. None for a target-alone run."""
     if trace.mode != "speculative":
         return None
-    from specviz.trace import speedup  # trace imports nothing heavy; kept local so theory stays standalone
+    from specviz.speedup import measured_costs, speedup_spread  # no torch there either
 
+    costs = measured_costs(trace, baseline)
+    spread = speedup_spread(trace, baseline)
+    s = trace.summary
     return {
         "alpha": estimate_alpha(trace),
-        "c": estimate_c(trace),
+        "c": None if costs is None else costs.c,
+        "v": None if costs is None else costs.v,
+        "iteration_steps": None if costs is None else costs.iteration,
+        "alone_token_steps": None if costs is None else costs.alone_token,
         "gamma": trace.config.get("gamma"),
-        "tokens": trace.summary.get("mean_accepted_length"),
-        "speedup": speedup(trace, baseline),
+        "tokens": s.get("mean_accepted_length"),
+        "drafts_per_iteration": (s.get("drafted") or 0) / s["iterations"] if s.get("iterations") else None,
+        "speedup": None if spread is None else spread.median,
+        "spread": spread,
     }
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """A measured run beside its predictions: the paper's (v = 1) and the one with its measured v,
+    and where the run parts from the formula (rows of what the formula assumes and what the run did)."""
+
+    paper: float  # tau(alpha, gamma) / (gamma c + 1), Thm 3.8
+    predicted: float  # tau(alpha, gamma) / (gamma c + v)
+    measured: float  # the median of the run's timed pairs
+    low: float
+    high: float
+    pairs: int
+    rows: list[tuple[str, float, float]]  # (what, the formula's value, the run's value)
+    causes: list[str]  # the rows that part by more than CAUSE_SHARE, in words
+
+    @property
+    def within(self) -> bool:
+        """The prediction lies inside the measured range (of two or more pairs)."""
+        return self.pairs >= 2 and self.low <= self.predicted <= self.high
+
+    def sentence(self) -> str:
+        if self.within:
+            return (
+                f"The prediction with the measured v, {self.predicted:.2f}×, lies inside the measured range "
+                f"({self.low:.2f}–{self.high:.2f}× over {self.pairs} pairs): what is left between them is timing noise."
+            )
+        if self.pairs < 2:
+            where = f"beside the one timed pair ({self.measured:.2f}×)"
+        else:
+            side = "above" if self.predicted > self.high else "below"
+            where = f"{side} the measured range ({self.low:.2f}–{self.high:.2f}× over {self.pairs} pairs)"
+        why = "; ".join(self.causes) if self.causes else "no single row stands out, so it is timing noise"
+        return (
+            f"The prediction with the measured v, {self.predicted:.2f}×, lies {where}. "
+            f"Where the run parts from the formula: {why}."
+        )
+
+
+CAUSE_SHARE = 0.05  # a row whose measured value differs from the formula's by more is named as a cause
+
+
+def explain_measurement(point: dict[str, Any]) -> Explanation | None:
+    """The predictions for a measured point (measured_point) and what separates them from the
+    measurement. The measured speedup is tokens per iteration ÷ an iteration's cost in target steps
+    × the target alone's cost per token in steps, so these rows account for the whole gap:
+
+        tokens per iteration         tau(alpha, gamma)  vs new tokens ÷ iterations
+        drafts per iteration         gamma              vs drafted ÷ iterations (early stops, the end)
+        cost of an iteration         gamma c + v        vs its wall time ÷ one target step
+        target alone, per token      1 step             vs its wall time per token ÷ one step
+
+    None when the point lacks α, c, v or a measured speedup."""
+    needed = ("alpha", "c", "v", "gamma", "tokens", "spread", "iteration_steps", "alone_token_steps")
+    if any(point.get(k) is None for k in needed) or not point["gamma"]:
+        return None
+    alpha, gamma, c, v = point["alpha"], int(point["gamma"]), point["c"], point["v"]
+    rows = [
+        ("tokens per iteration", expected_tokens_per_iteration(alpha, gamma), point["tokens"]),
+        ("drafts per iteration", float(gamma), point["drafts_per_iteration"]),
+        ("cost of an iteration in target steps", gamma * c + v, point["iteration_steps"]),
+        ("the target alone's cost per token in steps", 1.0, point["alone_token_steps"]),
+    ]
+    causes = [_cause(*row) for row in rows if abs(row[2] - row[1]) > CAUSE_SHARE * abs(row[1])]
+    spread = point["spread"]
+    return Explanation(
+        paper=walltime_improvement(alpha, gamma, c),
+        predicted=walltime_improvement(alpha, gamma, c, v),
+        measured=spread.median,
+        low=spread.low,
+        high=spread.high,
+        pairs=spread.pairs,
+        rows=rows,
+        causes=causes,
+    )
+
+
+def _cause(what: str, formula: float, run: float) -> str:
+    return f"{what} {run:.2f}, where the formula has {formula:.2f}"
 
 
 def _summary(trace: Any) -> dict:
@@ -250,6 +323,11 @@ def _check_alpha(alpha: float) -> None:
 def _check_gamma(gamma: int) -> None:
     if isinstance(gamma, bool) or not isinstance(gamma, numbers.Integral) or gamma < 0:
         raise ValueError(f"gamma must be a whole number >= 0; got {gamma!r}.")
+
+
+def _check_v(v: float) -> None:
+    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v <= 0:
+        raise ValueError(f"v (verification pass ÷ target step) must be a number above 0; got {v!r}.")
 
 
 def _check_c(c: float, name: str) -> None:

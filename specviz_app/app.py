@@ -6,7 +6,7 @@ specviz_app/launch.py holds the server settings.
 
 import streamlit as st
 
-from specviz_app import keys, sidebar, state
+from specviz_app import background, keys, sidebar, state
 from specviz_app.render import PAGES_DIR
 
 st.set_page_config(page_title="specviz: speculative decoding, made visible", page_icon="🔎", layout="wide")
@@ -24,6 +24,7 @@ PAGES = [
     st.Page(PAGES_DIR / "lesson.py", title="Lesson", icon=":material/school:"),
 ]
 page = st.navigation(PAGES)
+background.preload(state.preload_defaults)  # the first Run should find the default models loaded
 
 settings = sidebar.render()
 st.session_state[keys.SETTINGS] = settings

@@ -20,17 +20,12 @@ EXAMPLE_PROMPT = "example_prompt"  # the example-prompt picker of the sidebar
 SETTING_PREFIX = "s_"  # + a Settings field name: the sidebar widget holding that setting
 
 
-def warm(model_name: str) -> str:
-    """Set once a model's first use (loading, converting) has been announced in this session."""
-    return f"_warm_{model_name}"
-
-
 # ---- pages ------------------------------------------------------------------------------------
 INSPECT_ITER = "inspect_iter"  # Step inspector: the iteration on show (its slider)
 INSPECT_NEXT = "_inspect_next"  # Step inspector: the iteration play moves to on the next rerun
 PLAYING = "playing"  # Step inspector: play is on
 TRACES_NOTICE = "_traces_notice"  # Traces: what an upload or example opening did, said once
-THEORY_ALPHA, THEORY_GAMMA, THEORY_C = "th_alpha", "th_gamma", "th_c"  # Theory: its sliders
+THEORY_ALPHA, THEORY_GAMMA, THEORY_C, THEORY_V = "th_alpha", "th_gamma", "th_c", "th_v"  # Theory: its sliders
 THEORY_EXACT = "th_exact"  # Theory: the trace's unrounded α and c behind sliders set from it
 SWEEP_RESULT = "sweep_result"  # Sweep: the result on show
 SWEEP_SOURCE = "sweep_source"  # Sweep: where it came from (run here, or a file)

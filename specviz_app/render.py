@@ -16,10 +16,12 @@ from specviz.charts.headline import headline_metrics, passes_versus_time
 from specviz.charts.stream import escaped_text, legend_html, statuses_in, token_stream_html
 from specviz.charts.tokens import md_escape
 from specviz.sameness import sameness_of, sentence_for
+from specviz.speedup import speedup_spread
 
 # Absolute, so a link finds its page whichever main script serves the app (`specviz app` runs
 # specviz_app/app.py, `streamlit run app.py` the root's app.py, which runs it).
 PAGES_DIR = Path(__file__).resolve().parent / "app_pages"
+TIMING_POLL_S = 1.0  # how often a page looks for the timing pairs that came in (a small fragment rerun)
 
 __all__ = ["escaped_text", "legend_html", "md_escape", "statuses_in", "token_stream_html"]  # for the pages
 
@@ -31,7 +33,8 @@ def headline(trace, baseline) -> None:
     st.html("<style>[data-testid=stMetricValue]{font-size:1.9rem}</style>")
     for row in headline_metrics(trace, baseline):
         for col, m in zip(st.columns(len(row)), row, strict=True):
-            col.metric(m.label, m.value, help=m.help or None)
+            note = {"delta": m.note, "delta_color": "off", "delta_arrow": "off"} if m.note else {}
+            col.metric(m.label, m.value, help=m.help or None, **note)
     if note := passes_versus_time(trace, baseline):
         st.warning(note, icon=":material/hourglass_bottom:")
 
@@ -58,6 +61,20 @@ def side_by_side(trace, baseline) -> None:
     right.html(f"<div class='sv-plain'>{escaped_text(baseline.output_text)}</div>")
 
 
+def _timing_status(loaded) -> None:
+    """While the run's further pairs are timed: how many are in and the speedup so far. The whole
+    page is drawn again once the last pair is in, so every number on it agrees."""
+    if not loaded.timing.running():
+        st.rerun()
+    spread = speedup_spread(loaded.trace, loaded.baseline)
+    if spread is not None:
+        st.caption(
+            f":material/timer: Timing the speedup again on the same settings: {spread.pairs} of {spread.wanted} "
+            f"pairs in, so far {spread.median:.2f}× ({spread.low:.2f}–{spread.high:.2f}). The page updates when "
+            "the last pair is in."
+        )
+
+
 def trace_notice(loaded, settings) -> bool:
     """The line above every page: which trace is shown and whether the sidebar asks for a new run.
 
@@ -73,6 +90,8 @@ def trace_notice(loaded, settings) -> bool:
             f"γ {cfg.get('gamma')} · temperature {cfg['temperature']} · seed {cfg['seed']}"
         )
     )
+    if loaded.timing is not None and loaded.timing.running():
+        st.fragment(run_every=TIMING_POLL_S)(_timing_status)(loaded)
     if loaded.run_key is None or loaded.run_key != settings.run_key():
         st.warning(
             "The sidebar settings differ from the ones that made this trace. "

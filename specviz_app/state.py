@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import streamlit as st
 
-from specviz import models
+from specviz import models, speedup
 from specviz.errors import SpecvizError, TraceError
 from specviz.shipped import ASSETS
 from specviz.trace import Trace
-from specviz_app import keys, params, render
+from specviz_app import background, keys, params, render
 from specviz_app.params import Settings
 
 EXAMPLES_DIR = ASSETS / "examples"
@@ -41,6 +42,7 @@ class Loaded:
     baseline: Trace | None
     source: str  # e.g. "run here", "example: ...", "file: ..."
     run_key: tuple | None  # Settings.run_key() of the settings that made it (None: unknown)
+    timing: background.TimingPairs | None = None  # its further timed pairs, while they run
 
 
 def current() -> Loaded | None:
@@ -48,6 +50,9 @@ def current() -> Loaded | None:
 
 
 def _store(loaded: Loaded) -> None:
+    previous = current()
+    if previous is not None and previous.timing is not None:
+        previous.timing.stop()  # its pairs would time a trace no page shows any more
     st.session_state[keys.LOADED] = loaded
     st.session_state.pop(keys.INSPECT_ITER, None)  # a new trace starts the inspector at iteration 1
 
@@ -67,6 +72,7 @@ class ErrorGuard:
 
     def __enter__(self) -> ErrorGuard:
         st.session_state.pop(self.key, None)
+        background.wait_for_preload()  # a run must not import torch while the preload thread does
         return self
 
     def __exit__(self, kind, exc, tb) -> bool:
@@ -129,6 +135,7 @@ def apply_settings(settings: Settings) -> None:
 @st.cache_resource(max_entries=4, show_spinner=False)
 def get_model(name: str, dtype: str | None = None) -> models.LoadedModel:
     """Load a model once per server process (bounded: at most four stay in memory)."""
+    background.wait_for_preload()
     _apply_thread_setting()
     loaded = models.load_model(name, dtype=dtype)
     _warm_up(loaded)
@@ -151,6 +158,10 @@ def _warm_up(loaded: models.LoadedModel) -> None:
         loaded.model(torch.tensor([[0, 1, 2]], device=loaded.model.device))
 
 
+_head_lock = threading.Lock()  # the preload thread and a first Run may ask for the head at once
+_warm_heads: set[tuple[str, int]] = set()  # (head name, id of its target) run once already
+
+
 def _warm_up_head(target: models.LoadedModel, name: str) -> None:
     """Load the draft head (cached per target) and run it once, so one-off start-up costs stay
     out of the first run's timings, as _warm_up does for models."""
@@ -159,13 +170,22 @@ def _warm_up_head(target: models.LoadedModel, name: str) -> None:
     from specviz.drafters import load_draft_head
     from specviz.head import HeadCache
 
-    head = load_draft_head(name, target)
-    if not st.session_state.get(keys.warm(name)):
+    with _head_lock:
+        head = load_draft_head(name, target)
+        if (name, id(target.model)) in _warm_heads:
+            return
         with torch.inference_mode():
             dim = head.cfg.hidden
             device = head.embed.device
             head.step(torch.zeros(3, dim, device=device), torch.tensor([0, 1, 2], device=device), 1, HeadCache())
-        st.session_state[keys.warm(name)] = True
+        _warm_heads.add((name, id(target.model)))
+
+
+def preload_defaults() -> None:
+    """Load and warm the offline default pair (background.preload runs this as the app opens)."""
+    target_name, draft_name = params.DEFAULTS.model_names()
+    target = get_model(target_name or models.DEFAULT_TARGET, params.DEFAULTS.dtype)
+    resolve_draft(target, draft_name)
 
 
 def resolve_draft(target: models.LoadedModel, draft: str | None):
@@ -235,7 +255,28 @@ def run(settings: Settings) -> None:
         return
     area.empty()
     st.session_state.pop(keys.RUN_ERROR, None)
-    _store(Loaded(trace, baseline, "run here", settings.run_key()))
+    loaded = Loaded(trace, baseline, "run here", settings.run_key())
+    if baseline is not None:
+        loaded.timing = _time_more_pairs(settings, target, draft, trace, baseline)
+    _store(loaded)
+
+
+def _time_more_pairs(settings: Settings, target, draft, trace, baseline) -> background.TimingPairs:
+    """The run is the first timed pair (specviz.speedup); the others run in the background on the
+    same settings, traced as the first was, so every pair is timed alike."""
+    speedup.start_timing(trace, baseline)
+    from specviz.decoder import autoregressive_generate, speculative_generate
+
+    kwargs = settings.decode_kwargs()
+    gamma = kwargs.pop("gamma")
+
+    def run_speculative():
+        return speculative_generate(settings.prompt, target=target, draft=draft, gamma=gamma, **kwargs)
+
+    def run_target_alone():
+        return autoregressive_generate(settings.prompt, target=target, **kwargs)
+
+    return background.TimingPairs(trace, str(target.device), run_speculative, run_target_alone).start()
 
 
 def shipped_race() -> dict | None:

@@ -73,8 +73,11 @@ def test_theory_page_curves_point_and_table4():
     assert metrics["Best γ"] == "7"
     assert any("some γ gives a speedup" in s for s in texts(at, "success"))
     assert any("All 12 rows agree" in s for s in texts(at, "success"))
-    assert len(at.dataframe) == 1
+    assert len(at.dataframe) == 2  # Table 4, and the first-visit example's formula-against-run rows
     assert any(c.startswith("Current trace") for c in texts(at, "caption"))  # the first-visit example
+    # Its prediction with the measured v beside the paper's and the measurement, and why they part.
+    assert {"Paper's prediction (v = 1)", "Prediction with measured v", "Measured"} <= set(metrics)
+    assert any("The prediction with the measured v" in m.value for m in at.markdown)
 
 
 def test_theory_sliders_move_the_numbers_and_the_boundary():
@@ -88,7 +91,7 @@ def test_theory_sliders_move_the_numbers_and_the_boundary():
 
 def test_theory_uses_the_trace_measurements():
     at = open_page(THEORY)
-    at.button[[b.label for b in at.button].index("Use the current trace's α, γ, c")].click().run()
+    at.button[[b.label for b in at.button].index("Use the current trace's α, γ, c, v")].click().run()
     no_error(at)
     alpha = at.session_state["loaded"].trace.summary["alpha"]
     assert at.slider(key="th_alpha").value == pytest.approx(round(alpha, 2))

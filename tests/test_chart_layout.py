@@ -157,10 +157,11 @@ def test_theory_headline_and_legend_give_the_trace_one_predicted_speedup(monkeyp
     at = AppTest.from_file(str(ASSETS.parent.parent / "specviz_app" / "app.py"), default_timeout=120)
     at.run()
     at.switch_page("app_pages/theory.py").run()
-    at.button[[b.label for b in at.button].index("Use the current trace's α, γ, c")].click().run()
+    at.button[[b.label for b in at.button].index("Use the current trace's α, γ, c, v")].click().run()
     assert not at.exception, [e.value for e in at.exception]
-    point = theory.measured_point(at.session_state["loaded"].trace)
-    predicted = walltime_improvement(point["alpha"], point["gamma"], point["c"])
+    loaded = at.session_state["loaded"]
+    point = theory.measured_point(loaded.trace, loaded.baseline)
+    predicted = walltime_improvement(point["alpha"], point["gamma"], point["c"], point["v"])
     headline = {m.label: m.value for m in at.metric}["Expected walltime improvement"]
     chart = next(c for c in at.get("plotly_chart") if c.key == "th-walltime")
     names = [t.get("name", "") for t in json.loads(chart.proto.spec)["data"]]
@@ -174,16 +175,21 @@ def test_fewer_passes_that_lost_time_are_named_as_a_loss():
     import copy
 
     from specviz.charts.headline import headline_metrics, passes_versus_time
+    from specviz.speedup import SPECULATIVE_FIRST, pair_record
 
     _, trace, baseline = shipped_pairs()[2]  # the default example
     s = trace.summary
     assert s["target_calls"] < s["new_tokens"]
     metrics = {m.label: m for row in headline_metrics(trace, baseline) for m in row}
     assert metrics["Target passes"].value == f"{s['target_calls']} vs {s['new_tokens']}"
-    slower = copy.deepcopy(baseline)
-    slower.summary["tokens_per_s"] = s["tokens_per_s"] * 1.25  # the target alone was faster
-    note = passes_versus_time(trace, slower)
+
+    def timed_against(ratio: float):
+        """The trace with one timed pair whose target alone ran at its tokens/s ÷ ratio."""
+        timed = copy.deepcopy(trace)
+        alone = dict(baseline.summary, new_tokens=s["new_tokens"], wall_ms=s["wall_ms"] * ratio)
+        timed.extra["timing"] = {"pairs": [pair_record(s, alone, SPECULATIVE_FIRST, True)], "wanted": 1}
+        return timed
+
+    note = passes_versus_time(timed_against(0.8), baseline)  # the target alone was faster
     assert note and f"({s['target_calls']} instead of {s['new_tokens']}) still took longer (0.80×)" in note
-    faster = copy.deepcopy(baseline)
-    faster.summary["tokens_per_s"] = s["tokens_per_s"] / 1.25
-    assert passes_versus_time(trace, faster) is None and passes_versus_time(trace, None) is None
+    assert passes_versus_time(timed_against(1.25), baseline) is None and passes_versus_time(trace, None) is None

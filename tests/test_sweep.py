@@ -49,8 +49,9 @@ def test_cells_hold_measurements_and_the_formulas(small):
         assert cell["predicted_tokens_per_iteration"] == pytest.approx(
             expected_tokens_per_iteration(cell["alpha"], cell["gamma"])
         )
+        assert cell["verify_cost"] > 0  # v: the verify pass over the target alone's step (specviz.speedup)
         assert cell["predicted_speedup"] == pytest.approx(
-            cell["predicted_tokens_per_iteration"] / (cell["gamma"] * cell["c"] + 1)
+            cell["predicted_tokens_per_iteration"] / (cell["gamma"] * cell["c"] + cell["verify_cost"])
         )
     assert small.measured_c() > 0
     assert small.best() in small.cells

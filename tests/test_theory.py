@@ -16,7 +16,6 @@ from specviz.theory import (
     TABLE_4,
     best_gamma,
     estimate_alpha,
-    estimate_c,
     expected_tokens_per_iteration,
     operations_factor,
     speedup_possible,
@@ -128,10 +127,8 @@ def test_truncated_geometric_sums_to_one_and_has_the_right_mean():
     assert tokens_per_iteration_distribution(1.0, 3) == [0.0, 0.0, 0.0, 1.0]
 
 
-def test_estimates_from_a_trace_summary():
+def test_alpha_from_a_trace_summary():
     summary = {"alpha": 0.7, "drafted": 40, "iterations": 10, "draft_ms": 20.0, "verify_ms": 100.0}
-    # draft: 20 ms / 40 tokens = 0.5 ms per step; verify: 100 ms / 10 iterations = 10 ms: c = 0.05
-    assert estimate_c({"summary": summary}) == pytest.approx(0.05)
     assert estimate_alpha({"summary": summary}) == 0.7
 
     class FakeTrace:  # anything with a .summary, like specviz.trace.Trace
@@ -140,9 +137,30 @@ def test_estimates_from_a_trace_summary():
     t = FakeTrace()
     t.summary = dict(summary, alpha=None, drafted=0)
     assert estimate_alpha(t) is None
-    assert estimate_c(t) is None
     with pytest.raises(ValueError):
-        estimate_c({"no": "summary"})
+        estimate_alpha({"no": "summary"})
+
+
+def test_verification_cost_v_divides_like_one_more_step():
+    # v = 1 is Thm 3.8 exactly; every v scales the cost of an iteration, gamma c + v.
+    for alpha, gamma, c in itertools.product(ALPHAS, range(1, 9), CS):
+        tau = expected_tokens_per_iteration(alpha, gamma)
+        assert walltime_improvement(alpha, gamma, c) == walltime_improvement(alpha, gamma, c, 1.0)
+        assert walltime_improvement(alpha, gamma, c, 1.5) == pytest.approx(tau / (gamma * c + 1.5), rel=1e-12)
+    # alpha 0.6, gamma 2, c 0.1: tau = 1.96; v = 1 gives 1.96 / 1.2 = 1.633, v = 1.8 gives 1.96 / 2.0 = 0.98.
+    assert walltime_improvement(0.6, 2, 0.1, 1.8) == pytest.approx(0.98)
+
+
+def test_a_dearer_verification_can_make_a_paying_pair_lose():
+    # alpha > c pays at v = 1 (Cor 3.9) ...
+    assert speedup_possible(0.3, 0.1)
+    # ... but at v = 1.5 even the best gamma is below 1: tau <= 1 / 0.7 = 1.43 < 1.5 + gamma c.
+    assert not speedup_possible(0.3, 0.1, 1.5)
+    assert walltime_improvement(0.3, best_gamma(0.3, 0.1, 16, 1.5), 0.1, 1.5) < 1
+    # Brute force agrees with speedup_possible for every v.
+    for alpha, c, v in itertools.product(ALPHAS, CS, (1.0, 1.2, 2.0)):
+        best = max(walltime_improvement(alpha, g, c, v) for g in range(1, 17))
+        assert speedup_possible(alpha, c, v) == (best > 1), (alpha, c, v)
 
 
 @pytest.mark.parametrize(
@@ -156,6 +174,8 @@ def test_estimates_from_a_trace_summary():
         lambda: walltime_improvement(0.5, 3, -0.1),
         lambda: walltime_improvement(0.5, 3, float("inf")),
         lambda: best_gamma(0.5, 0.1, gamma_max=0),
+        lambda: walltime_improvement(0.5, 3, 0.1, 0.0),
+        lambda: walltime_improvement(0.5, 3, 0.1, float("nan")),
     ],
 )
 def test_bad_arguments_raise_value_error(call):

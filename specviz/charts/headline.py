@@ -1,5 +1,6 @@
-"""The headline numbers of a run, as labelled values with a one-line help: speedup, tokens/s of both
-runs, target passes against the target alone's, acceptance rate, mean accepted length, α and iterations.
+"""The headline numbers of a run, as labelled values with a one-line help: speedup (the median of
+its timed pairs, with their range: specviz.speedup), tokens/s of both runs, target passes against
+the target alone's, acceptance rate, mean accepted length, α and iterations.
 
 One home for their wording and rounding: the app shows them as metrics, the notebook view as an
 HTML grid, so a number reads the same in both.
@@ -10,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specviz import glossary
-from specviz.trace import Trace, speedup
+from specviz.speedup import speedup, speedup_spread
+from specviz.trace import Trace
 
 
 @dataclass(frozen=True)
@@ -18,16 +20,23 @@ class Metric:
     label: str
     value: str
     help: str = ""
+    note: str = ""  # a small line under the value (the speedup's range)
 
 
 def headline_metrics(trace: Trace, baseline: Trace | None) -> list[list[Metric]]:
     """Two rows of four: speed (against the baseline when there is one), then acceptance."""
     s = trace.summary
-    ratio = speedup(trace, baseline)
-    if ratio is not None:
+    spread = speedup_spread(trace, baseline)
+    if spread is not None:
         b = baseline.summary
         speed = [
-            Metric("Speedup", f"{ratio:.2f}×", "tokens/s of speculative decoding ÷ tokens/s of the target alone"),
+            Metric(
+                "Speedup",
+                f"{spread.median:.2f}×",
+                "tokens/s of speculative decoding ÷ tokens/s of the target alone, timed as pairs on the same "
+                "settings, back to back in alternating order: the median pair, and the range of all of them",
+                range_note(spread),
+            ),
             Metric(
                 "Speculative tok/s",
                 f"{s['tokens_per_s']:.1f}",
@@ -75,6 +84,16 @@ def headline_metrics(trace: Trace, baseline: Trace | None) -> list[list[Metric]]
         Metric("Iterations", f"{s['iterations']}", "one target pass each"),
     ]
     return [speed, acceptance]
+
+
+def range_note(spread) -> str:
+    """'1.22–1.38 over 5 pairs', or what is still being timed."""
+    if spread.pairs == 1:
+        return "one pair" if spread.complete else f"timing 1 of {spread.wanted} pairs…"
+    span = f"{spread.low:.2f}–{spread.high:.2f}"
+    if spread.complete:
+        return f"{span} over {spread.pairs} pairs"
+    return f"{span}, {spread.pairs} of {spread.wanted} pairs…"
 
 
 def passes_versus_time(trace: Trace, baseline: Trace | None) -> str | None:

@@ -191,6 +191,7 @@ def sweep_table(result: Any) -> list[dict[str, Any]]:
                 "formula tokens per iteration": c.get("predicted_tokens_per_iteration"),
                 "α": c.get("alpha"),
                 "c": c.get("c"),
+                "v": c.get("verify_cost"),
                 glossary.ACCEPTANCE_RATE.label: c.get("acceptance_rate"),
             }
         )

@@ -118,18 +118,19 @@ def walltime_curve_figure(
     gamma_max: int = GAMMA_MAX,
     measured: dict[str, float] | None = None,
     lang: str = "en",
+    v: float = 1.0,
 ) -> go.Figure:
-    """Expected walltime improvement (Thm 3.8) against γ at the chosen α and c, the best γ starred,
-    the 1× line (the target alone) with the losing side shaded.
+    """Expected walltime improvement against γ at the chosen α, c and v (specviz.theory: v = 1 is
+    Thm 3.8), the best γ starred, the 1× line (the target alone) with the losing side shaded.
 
-    measured: {"gamma", "alpha", "c"} of the current trace, drawn as the improvement its own α and
-    c predict; plus "speedup" when a baseline measured one (a second marker).
+    measured: {"gamma", "alpha", "c", "v"} of the current trace, drawn as the improvement its own
+    α, c and v predict; plus "speedup" when a baseline measured one (a second marker).
     lang: the language of its words (specviz.charts.words).
     """
     w = words(lang)
     gs = _gammas(gamma_max)
-    ys = [walltime_improvement(alpha, g, c) for g in gs]
-    best = best_gamma(alpha, c, gamma_max)
+    ys = [walltime_improvement(alpha, g, c, v) for g in gs]
+    best = best_gamma(alpha, c, gamma_max, v)
     top = max([*ys, 1.2])
     fig = go.Figure()
     fig.add_hrect(y0=0, y1=1, fillcolor=LOSS_SHADE, line_width=0, layer="below")
@@ -160,7 +161,7 @@ def walltime_curve_figure(
     )
     fig.add_scatter(
         x=[gamma],
-        y=[ys[gamma - 1]] if gamma <= gamma_max else [walltime_improvement(alpha, gamma, c)],
+        y=[ys[gamma - 1]] if gamma <= gamma_max else [walltime_improvement(alpha, gamma, c, v)],
         mode="markers",
         marker={"color": THEORY_COLOR, "size": 14, "symbol": "circle-open", "line": {"width": 3}},
         name=w["your_gamma"].format(gamma=gamma),
@@ -168,7 +169,7 @@ def walltime_curve_figure(
     )
     if measured and measured.get("alpha") is not None and measured.get("c") is not None and measured.get("gamma"):
         g = int(measured["gamma"])
-        pred = walltime_improvement(measured["alpha"], g, measured["c"])
+        pred = walltime_improvement(measured["alpha"], g, measured["c"], measured.get("v") or 1.0)
         top = max(top, pred)
         fig.add_scatter(
             x=[g],
@@ -176,7 +177,7 @@ def walltime_curve_figure(
             mode="markers",
             marker={"color": MEASURED_COLOR, "size": 13, "symbol": "diamond"},
             name=w["trace_predicted"].format(speedup=pred),
-            hovertemplate="current trace γ %{x}: Thm 3.8 with its α and c gives %{y:.2f}×<extra></extra>",
+            hovertemplate="current trace γ %{x}: the formula with its α, c and v gives %{y:.2f}×<extra></extra>",
         )
         if measured.get("speedup") is not None:
             top = max(top, measured["speedup"])
@@ -201,14 +202,16 @@ def walltime_curve_figure(
 
 
 @lru_cache(maxsize=8)
-def best_speedup_grid(c_max: float, gamma_max: int, steps: int) -> tuple[list[float], list[float], list[list[float]]]:
+def best_speedup_grid(
+    c_max: float, gamma_max: int, steps: int, v: float = 1.0
+) -> tuple[list[float], list[float], list[list[float]]]:
     """(alphas [steps], cs [steps], z [c][alpha]): the best speedup any gamma up to gamma_max gives
-    at each point of the (alpha, c) plane. It depends on nothing else, and 41 x 41 points x 16
+    at each point of the (alpha, c) plane at verification cost v. It depends on nothing else, and 41 x 41 points x 16
     gammas take a third of a second, so it is computed once per grid (the Theory page redraws on
     every slider move). Callers must not modify the lists."""
     alphas = [i / (steps - 1) for i in range(steps)]
     cs = [c_max * j / (steps - 1) for j in range(steps)]
-    z = [[max(walltime_improvement(a, best_gamma(a, cc, gamma_max), cc), 0.0) for a in alphas] for cc in cs]
+    z = [[max(walltime_improvement(a, best_gamma(a, cc, gamma_max, v), cc, v), 0.0) for a in alphas] for cc in cs]
     return alphas, cs, z
 
 
@@ -219,12 +222,14 @@ def alpha_c_plane_figure(
     c_max: float = 0.6,
     gamma_max: int = GAMMA_MAX,
     steps: int = 41,
+    v: float = 1.0,
 ) -> go.Figure:
-    """The (α, c) plane coloured by the best speedup any γ gives (white = 1×, deep green = 4× or more);
-    the line α = c splits it (Cor 3.9):
-    above the line (c ≥ α) drafting cannot pay for any γ. The slider setting and the current trace
-    are points on it; Table 4's rows are faint crosses for reference."""
-    alphas, cs, z = best_speedup_grid(c_max, gamma_max, steps)
+    """The (α, c) plane coloured by the best speedup any γ gives at verification cost v (white = 1×,
+    deep green = 4× or more); at v = 1 the line α = c splits it (Cor 3.9): above the line (c ≥ α)
+    drafting cannot pay for any γ, and a dearer verification (v > 1) moves the white border below
+    it. The slider setting and the current trace are points on it; Table 4's rows are faint
+    crosses for reference (measured with v = 1)."""
+    alphas, cs, z = best_speedup_grid(c_max, gamma_max, steps, v)
     fig = go.Figure()
     fig.add_heatmap(
         x=alphas,
@@ -276,7 +281,10 @@ def alpha_c_plane_figure(
         )
     fig.update_layout(
         **LAYOUT,
-        title=titled("Where speculative decoding pays: the best speedup over γ for each α and c"),
+        title=titled(
+            "Where speculative decoding pays: the best speedup over γ for each α and c"
+            + ("" if v == 1.0 else f", at v = {v:.2f}")
+        ),
         xaxis_title=f"{glossary.ALPHA.label}, 0 to 1",
         yaxis_title="c (draft step time ÷ target step time)",
         height=430,

@@ -58,7 +58,7 @@ TEXT: dict[str, dict[str, str]] = {
         "expected_ac": "expected at α = {alpha:.2f}, c = {c:.2f}",
         "best_gamma": "best γ = {gamma} ({speedup:.2f}×)",
         "your_gamma": "your γ = {gamma}",
-        "trace_predicted": "current trace: predicted from its α, c ({speedup:.2f}×)",
+        "trace_predicted": "current trace: predicted from its α, c, v ({speedup:.2f}×)",
         "trace_measured": "current trace: measured vs its baseline ({speedup:.2f}×)",
         "walltime_title": "Expected walltime improvement at α = {alpha:.2f}, c = {c:.2f}  (Thm 3.8)",
         "gamma_x": "γ (draft tokens per iteration)",

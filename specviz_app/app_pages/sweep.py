@@ -113,10 +113,9 @@ def _show(result: sweep.SweepResult) -> None:
     left.plotly_chart(sweep_charts.tokens_per_iteration_sweep_figure(result), key="sweep-tokens")
     right.plotly_chart(sweep_charts.speedup_sweep_figure(result), key="sweep-speedup")
     st.caption(
-        "Markers are measured; dashed lines are the paper's formulas from the measured α (and c). Each cell is one "
-        "run of the prompt, so short runs are noisy; on a shared CPU timings drift between runs. The formula prices a "
-        "verify pass over γ + 1 tokens like one target step; on a CPU it costs more, so measured speedups fall below "
-        "the dashed lines there (a GPU comes closer). "
+        "Markers are measured; dashed lines are the formulas from the measured α, c and v (v: a verify pass over "
+        "γ + 1 tokens in target steps; the paper assumes 1, on a CPU it is more). Each cell is one timed pair, the "
+        "run and its temperature's target alone, so short runs are noisy; the Playground times several pairs. "
         f"Baseline tokens/s per temperature: {base}."
     )
     table = sweep_charts.sweep_table(result)

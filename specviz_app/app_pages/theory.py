@@ -1,5 +1,6 @@
-"""Theory: the paper's closed forms driven by sliders for α, γ and c, with the current trace's
-measured α and c as a point on the same axes, and Table 4 recomputed as a visible check."""
+"""Theory: the paper's closed forms driven by sliders for α, γ, c and v, the current trace's
+measured α, c and v as a point on the same axes with its prediction beside its measured speedup
+(and what parts them), and Table 4 recomputed as a visible check."""
 
 import streamlit as st
 
@@ -8,52 +9,59 @@ from specviz.charts import theory as theory_charts
 from specviz.config import GAMMA_MAX
 from specviz_app import keys, state
 
+V_MAX = 3.0  # the v slider's end: a verification pass as dear as three single steps
+
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _plane(alpha: float, c: float, measured_alpha: float | None, measured_c: float | None):
+def _plane(alpha: float, c: float, v: float, measured_alpha: float | None, measured_c: float | None):
     measured = None if measured_alpha is None or measured_c is None else {"alpha": measured_alpha, "c": measured_c}
-    return theory_charts.alpha_c_plane_figure(alpha, c, measured=measured, gamma_max=GAMMA_MAX)
+    return theory_charts.alpha_c_plane_figure(alpha, c, measured=measured, gamma_max=GAMMA_MAX, v=v)
 
 
 def _measured() -> dict | None:
-    """α, c, γ, tokens per iteration and the measured speedup of the trace on show (None: none to use)."""
+    """The trace on show as theory.measured_point sees it, with where it came from (None: none to use)."""
     loaded = state.current()
     point = None if loaded is None else theory.measured_point(loaded.trace, loaded.baseline)
     return None if point is None else {"source": loaded.source, **point}
 
 
+def _usable(m: dict | None) -> bool:
+    return m is not None and all(m[k] is not None for k in ("alpha", "c", "v"))
+
+
 def _use_measured(m: dict) -> None:
     exact = {}
-    for key, value in (("th_alpha", m["alpha"]), ("th_c", m["c"])):
-        if value is not None:
-            exact[key] = min(max(value, 0.0), 1.0)
-            st.session_state[key] = round(exact[key], 2)  # the slider's 0.01 grid
+    ranges = {keys.THEORY_ALPHA: (0.0, 1.0), keys.THEORY_C: (0.0, 1.0), keys.THEORY_V: (1.0, V_MAX)}
+    for key, value in ((keys.THEORY_ALPHA, m["alpha"]), (keys.THEORY_C, m["c"]), (keys.THEORY_V, m["v"])):
+        low, high = ranges[key]
+        exact[key] = min(max(value, low), high)
+        st.session_state[key] = round(exact[key], 2)  # the sliders' 0.01 grid
     st.session_state[keys.THEORY_EXACT] = exact
     if m["gamma"]:
         st.session_state[keys.THEORY_GAMMA] = min(int(m["gamma"]), GAMMA_MAX)
 
 
 def _exact(key: str, shown: float) -> float:
-    """The trace's own value behind a slider that 'Use the current trace's α, γ, c' set, for as long as
-    the slider still shows it rounded; else the slider's value. The headline then computes Thm 3.8
-    from the same α and c as the chart's trace point (rounded inputs printed 0.99× beside its 0.98×)."""
+    """The trace's own value behind a slider that 'Use the current trace's values' set, for as long
+    as the slider still shows it rounded; else the slider's value. The metrics then compute from
+    the same α, c and v as the chart's trace point (rounded inputs printed 0.99× beside its 0.98×)."""
     exact = st.session_state.get(keys.THEORY_EXACT, {}).get(key)
     return exact if exact is not None and round(exact, 2) == shown else shown
 
 
-def theory_page() -> None:
-    st.title("Theory")
-    st.caption(
-        "Leviathan et al. (2023) predict the speed of speculative decoding from three numbers: α, how often a "
-        "draft passes on average; γ, drafts per iteration; and c, what one draft step costs as a fraction of one "
-        "target step. Move them and watch the curves; the pink diamond is what the current trace measured."
-    )
+def _on_trace(m: dict | None, alpha: float, gamma: int, c: float, v: float) -> bool:
+    """The sliders show the current trace's own α, γ, c and v."""
+    exact = st.session_state.get(keys.THEORY_EXACT, {})
+    same = [exact.get(k) == value for k, value in ((keys.THEORY_ALPHA, alpha), (keys.THEORY_C, c), (keys.THEORY_V, v))]
+    return _usable(m) and all(same) and gamma == min(int(m["gamma"] or 0), GAMMA_MAX)
+
+
+def _sliders(m: dict | None) -> tuple[float, int, float, float]:
     st.session_state.setdefault(keys.THEORY_ALPHA, 0.75)
     st.session_state.setdefault(keys.THEORY_GAMMA, 7)
     st.session_state.setdefault(keys.THEORY_C, 0.05)
-    m = _measured()
-
-    cols = st.columns([1, 1, 1, 1.1], vertical_alignment="bottom")
+    st.session_state.setdefault(keys.THEORY_V, 1.0)
+    cols = st.columns([1, 1, 1, 1, 1.1], vertical_alignment="bottom")
     alpha = cols[0].slider(
         glossary.ALPHA.label, 0.0, 1.0, step=0.01, key=keys.THEORY_ALPHA,
         help="the mean of β = Σ min(p, q): how likely a draft is to pass",
@@ -62,80 +70,126 @@ def theory_page() -> None:
         "γ (draft tokens per iteration)", 1, GAMMA_MAX, key=keys.THEORY_GAMMA,
         help="more drafts: more to win and to waste",
     )  # fmt: skip
-    c = cols[2].slider(
-        "c (draft step ÷ target step)", 0.0, 1.0, step=0.01, key=keys.THEORY_C,
-        help="cost of one draft step as a fraction of one target pass; 0 = free draft",
-    )  # fmt: skip
-    cols[3].button(
-        "Use the current trace's α, γ, c",
+    c = cols[2].slider("c (draft cost)", 0.0, 1.0, step=0.01, key=keys.THEORY_C, help=glossary.C.definition)
+    v = cols[3].slider(
+        "v (verify cost)", 1.0, V_MAX, step=0.01, key=keys.THEORY_V, help=glossary.VERIFY_COST.definition
+    )
+    cols[4].button(
+        "Use the current trace's α, γ, c, v",
         on_click=_use_measured,
         args=(m,),
-        disabled=m is None or m["alpha"] is None or m["c"] is None,
-        help="set the sliders to what the trace on show measured",
+        disabled=not _usable(m),
+        help="set the sliders to what the trace on show measured (c and v need its target-alone run)",
         width="stretch",
     )
+    return (_exact(keys.THEORY_ALPHA, alpha), gamma, _exact(keys.THEORY_C, c), _exact(keys.THEORY_V, v))
 
-    alpha, c = _exact("th_alpha", alpha), _exact("th_c", c)
-    best = theory.best_gamma(alpha, c, GAMMA_MAX)
+
+def _metrics(alpha: float, gamma: int, c: float, v: float) -> None:
+    best = theory.best_gamma(alpha, c, GAMMA_MAX, v)
     cols = st.columns(4)
     cols[0].metric(
         "Expected tokens per iteration",
         f"{theory.expected_tokens_per_iteration(alpha, gamma):.2f}",
-        help="(1 − α^(γ+1)) / (1 − α), Eq. 1",
+        help="τ = (1 − α^(γ+1)) / (1 − α), Eq. 1",
     )
     cols[1].metric(
         "Expected walltime improvement",
-        f"{theory.walltime_improvement(alpha, gamma, c):.2f}×",
-        help="(1 − α^(γ+1)) / ((1 − α)(γc + 1)), Thm 3.8, at your γ",
+        f"{theory.walltime_improvement(alpha, gamma, c, v):.2f}×",
+        delta=f"paper's v = 1: {theory.walltime_improvement(alpha, gamma, c):.2f}×",
+        delta_color="off",
+        delta_arrow="off",
+        help="τ / (γc + v) at your γ: an iteration costs γ draft steps and one verification pass of v target steps, "
+        "and the target alone pays one step per token. Thm 3.8 of the paper is v = 1",
     )
     cols[2].metric(
-        "Best γ", f"{best}", help=f"gives {theory.walltime_improvement(alpha, best, c):.2f}× (γ from 1 to {GAMMA_MAX})"
+        "Best γ",
+        f"{best}",
+        help=f"gives {theory.walltime_improvement(alpha, best, c, v):.2f}× (γ from 1 to {GAMMA_MAX})",
     )
     cols[3].metric(
         "Arithmetic operations",
         f"{theory.operations_factor(alpha, gamma):.2f}×",
         help="total target work vs the target alone (Thm 3.11, c_hat = 0): speed is bought with extra compute",
     )
-    if theory.speedup_possible(alpha, c):
-        st.success(f"α = {alpha:.2f} > c = {c:.2f}: some γ gives a speedup (Cor 3.9). The best is γ = {best}.")
+
+
+def _verdict(alpha: float, c: float, v: float, run: theory.Explanation | None) -> None:
+    """Whether some γ pays at the sliders' values. When the sliders hold the trace's own values
+    (`run`), the verdict never contradicts what that run measured."""
+    best = theory.best_gamma(alpha, c, GAMMA_MAX, v)
+    pays = theory.speedup_possible(alpha, c, v, GAMMA_MAX)
+    if run is not None and pays != (run.measured >= 1):
+        said = f"γ = {best} would pay ({theory.walltime_improvement(alpha, best, c, v):.2f}×)" if pays else "no γ pays"
+        result = "a loss" if run.measured < 1 else "a gain"
+        st.warning(
+            f"At these values the formula says {said}, but this run measured {result}: {run.measured:.2f}× "
+            f"({run.low:.2f}–{run.high:.2f} over {run.pairs} pairs). {run.sentence()}",
+            icon=":material/hourglass_bottom:",
+        )
+    elif pays:
+        rule = f"α = {alpha:.2f} > c = {c:.2f} (Cor 3.9)" if v == 1.0 else f"At v = {v:.2f}"
+        st.success(f"{rule}: some γ gives a speedup. The best is γ = {best}.")
     else:
         st.error(
-            f"α = {alpha:.2f} ≤ c = {c:.2f}: no γ gives a speedup (Cor 3.9). Drafting costs more than it saves; "
-            "a better draft (higher α) or a cheaper one (lower c) is needed."
+            f"At α = {alpha:.2f}, c = {c:.2f} and v = {v:.2f} no γ gives a speedup: drafting and verifying cost "
+            "more than they save; a better draft (higher α), a cheaper one (lower c) or a cheaper pass is needed."
         )
 
-    measured_point = None
+
+def _measured_section(m: dict | None) -> theory.Explanation | None:
+    """The current trace's numbers, its prediction against its measurement, and what parts them."""
     if m is None:
         st.info(
             "No speculative trace on show: run one (sidebar ▶ Run) or open an example on **Traces** to see a point."
         )
-    elif m["alpha"] is None or m["c"] is None:
-        st.info("The trace on show has no measured α or c (nothing was drafted), so there is no point to draw.")
-    else:
-        measured_point = m
-        speed = "" if m["speedup"] is None else f", measured speedup {m['speedup']:.2f}×"
-        st.caption(
-            f"Current trace ({m['source']}): α = {m['alpha']:.3f}, {glossary.C_PER_VERIFY.label} = {m['c']:.3f}, "
-            f"γ = {m['gamma']}, {m['tokens']:.2f} tokens per iteration{speed}. Here c is the "
-            f"{glossary.C_PER_VERIFY.label}: {glossary.C_PER_VERIFY.definition}."
+        return None
+    if not _usable(m):
+        st.info(
+            "The trace on show has no measured α, c or v (nothing was drafted, or no target-alone run was recorded "
+            "to measure c and v against), so there is no point to draw."
         )
+        return None
+    st.caption(
+        f"Current trace ({m['source']}): α = {m['alpha']:.3f}, c = {m['c']:.3f}, v = {m['v']:.2f}, γ = {m['gamma']}, "
+        f"{m['tokens']:.2f} tokens per iteration. {glossary.C.label}: {glossary.C.definition}. "
+        f"{glossary.VERIFY_COST.label}: {glossary.VERIFY_COST.definition}."
+    )
+    explained = theory.explain_measurement(m)
+    if explained is None:
+        return None
+    cols = st.columns([1, 1, 1, 2])
+    cols[0].metric("Paper's prediction (v = 1)", f"{explained.paper:.2f}×")
+    cols[1].metric("Prediction with measured v", f"{explained.predicted:.2f}×")
+    cols[2].metric(
+        "Measured", f"{explained.measured:.2f}×", f"{explained.low:.2f}–{explained.high:.2f}, {explained.pairs} pairs",
+        delta_color="off", delta_arrow="off",
+    )  # fmt: skip
+    cols[3].markdown(explained.sentence())
+    with st.expander("What the formula assumes and what the run did"):
+        st.dataframe(
+            [{"": what, "formula": round(f, 2), "this run": round(r, 2)} for what, f, r in explained.rows],
+            hide_index=True,
+        )
+    return explained
 
+
+def _charts(alpha: float, gamma: int, c: float, v: float, point: dict | None) -> None:
     left, right = st.columns(2)
     left.plotly_chart(
-        theory_charts.tokens_per_iteration_curve_figure(alpha, gamma, GAMMA_MAX, measured=measured_point),
-        key="th-tokens",
+        theory_charts.tokens_per_iteration_curve_figure(alpha, gamma, GAMMA_MAX, measured=point), key="th-tokens"
     )
     right.plotly_chart(
-        theory_charts.walltime_curve_figure(alpha, c, gamma, GAMMA_MAX, measured=measured_point), key="th-walltime"
+        theory_charts.walltime_curve_figure(alpha, c, gamma, GAMMA_MAX, measured=point, v=v), key="th-walltime"
     )
-    point = measured_point or {"alpha": None, "c": None}
-    st.plotly_chart(_plane(alpha, c, point["alpha"], point["c"]), key="th-plane")
+    st.plotly_chart(_plane(alpha, c, v, *((point["alpha"], point["c"]) if point else (None, None))), key="th-plane")
     st.caption(
-        f"Each point of the plane shows the best speedup over γ = 1..{GAMMA_MAX} (white: 1×, no gain; red: slower; "
-        "green: "
-        "faster, deepest at 4× or more). Above the dashed line α = c drafting never pays, whatever γ."
+        f"Each point of the plane shows the best speedup over γ = 1..{GAMMA_MAX} at your v (white: 1×, no gain; red: "
+        "slower; green: faster, deepest at 4× or more). At v = 1, above the dashed line α = c drafting never pays."
     )
 
+
+def _table4() -> None:
     st.subheader("Check: the paper's Table 4, recomputed")
     st.caption(
         "T5-XXL target with three T5 drafts on one TPU-v4 (Leviathan et al., Appendix A.3). 'Paper expected' is "
@@ -154,6 +208,23 @@ def theory_page() -> None:
         st.success(f"All {len(rows)} rows agree with the paper's expected column within {worst:.2f}.")
     else:
         st.error(f"A row differs from the paper's expected column by {worst:.2f}: the formula has a bug.")
+
+
+def theory_page() -> None:
+    st.title("Theory")
+    st.caption(
+        "Leviathan et al. (2023) predict the speed of speculative decoding from α, how often a draft passes on "
+        "average; γ, drafts per iteration; and c, what one draft step costs in target steps. They assume checking "
+        "γ + 1 tokens costs one target step; v says what it really costs here. The pink diamond is what the "
+        "current trace's own numbers predict, the cross what it measured."
+    )
+    m = _measured()
+    alpha, gamma, c, v = _sliders(m)
+    _metrics(alpha, gamma, c, v)
+    explained = _measured_section(m)
+    _verdict(alpha, c, v, explained if _on_trace(m, alpha, gamma, c, v) else None)
+    _charts(alpha, gamma, c, v, m if _usable(m) else None)
+    _table4()
 
 
 theory_page()

@@ -1,0 +1,183 @@
+"""The measured speedup of a run and its spread, and the cost numbers c and v: one home for each.
+
+A speedup is tokens/s of speculative decoding ÷ tokens/s of the target alone on the same
+settings. One short run timed once is mostly noise on a shared CPU (three identical 14-token runs
+gave 0.88×, 1.26× and 1.56×), so the app times *pairs*: the speculative run and the target alone
+back to back, in alternating order, several times. Both halves of a pair meet the same machine
+state, so the ratio within a pair is steadier than either time. The speedup shown is the median
+of the pairs' ratios, with their range and count.
+
+A trace keeps its pairs in `extra.timing.pairs` (each with the numbers below for both runs); a
+trace without them has one pair: its own summary and its baseline's.
+
+c and v (specviz.glossary.C, VERIFY_COST) are both in units of one single-token step of the target
+alone, so the paper's cost model reads: an iteration costs γc + v target steps.
+
+    c   the draft's time per drafted token ÷ the target alone's time per step
+    v   the target's time per verification pass ÷ the target alone's time per step (1 in the paper)
+
+Each is the median over the pairs, so the same run gives the same c and v on every page, in the
+bench and in the exports. No torch here: the charts and the theory read it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from specviz.config import SPEEDUP_MAX_PAIRS, SPEEDUP_MIN_PAIRS, SPEEDUP_TIMED_SECONDS
+
+# What a pair keeps of each run's summary: enough for its speedup, c and v.
+PAIR_FIELDS = ("new_tokens", "wall_ms", "iterations", "drafted", "draft_ms", "verify_ms")
+SPECULATIVE_FIRST, TARGET_FIRST = "speculative first", "target alone first"
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The median speedup over the timed pairs, their range, and how many pairs are in."""
+
+    median: float
+    low: float
+    high: float
+    pairs: int
+    wanted: int  # pairs the run will have when its timing is complete (== pairs once done)
+
+    @property
+    def complete(self) -> bool:
+        return self.pairs >= self.wanted
+
+    def text(self) -> str:
+        """'1.31× (1.22–1.38 over 5 pairs)'; one pair has no range to show."""
+        if self.pairs == 1:
+            return f"{self.median:.2f}× (one pair)"
+        return f"{self.median:.2f}× ({self.low:.2f}–{self.high:.2f} over {self.pairs} pairs)"
+
+
+@dataclass(frozen=True)
+class Costs:
+    """c and v of one run (median over its pairs) and the target alone's step they are measured in."""
+
+    step_ms: float  # the target alone's time per single-token step
+    c: float | None  # None: the run drafted nothing
+    v: float | None  # None: the run verified nothing
+    iteration: float | None  # a whole speculative iteration (drafting, verifying, the rest), in steps
+    alone_token: float  # the target alone's wall time per token (its step and its loop), in steps
+
+
+def pair_record(speculative: dict, target_alone: dict, order: str, traced: bool) -> dict[str, Any]:
+    """One timed pair as a trace keeps it, from the two runs' summaries."""
+    return {
+        "order": order,
+        "traced": traced,
+        "speculative": {k: speculative.get(k) for k in PAIR_FIELDS},
+        "target_alone": {k: target_alone.get(k) for k in PAIR_FIELDS},
+    }
+
+
+def order_of_pair(index: int) -> str:
+    """Pairs alternate which run goes first, so a drift of the machine does not favour one side."""
+    return SPECULATIVE_FIRST if index % 2 == 0 else TARGET_FIRST
+
+
+def start_timing(trace: Any, baseline: Any) -> dict[str, Any]:
+    """Make a run and its baseline the first timed pair of the run; returns trace.extra["timing"],
+    whose "wanted" says how many pairs it should have in all (pairs_wanted)."""
+    first = pair_record(trace.summary, baseline.summary, SPECULATIVE_FIRST, bool(trace.config.get("traced", True)))
+    seconds = (trace.summary["wall_ms"] + baseline.summary["wall_ms"]) / 1000
+    trace.extra["timing"] = {"pairs": [first], "wanted": pairs_wanted(seconds)}
+    return trace.extra["timing"]
+
+
+def time_pair(run_speculative: Callable[[], Any], run_target_alone: Callable[[], Any], index: int, traced: bool):
+    """Time pair number `index` (0-based): run both (each a call returning its Trace; `traced`
+    says whether they record a full trace), in the order order_of_pair gives; return its record."""
+    if order_of_pair(index) == SPECULATIVE_FIRST:
+        spec = run_speculative()
+        base = run_target_alone()
+    else:
+        base = run_target_alone()
+        spec = run_speculative()
+    return pair_record(spec.summary, base.summary, order_of_pair(index), traced)
+
+
+def pairs_wanted(first_pair_seconds: float) -> int:
+    """How many pairs a run gets: enough that short runs have SPEEDUP_TIMED_SECONDS of timing in
+    all (their single timings are the noisiest), between SPEEDUP_MIN_PAIRS and SPEEDUP_MAX_PAIRS."""
+    if first_pair_seconds <= 0:
+        return SPEEDUP_MAX_PAIRS
+    wanted = math.ceil(SPEEDUP_TIMED_SECONDS / first_pair_seconds)
+    return max(SPEEDUP_MIN_PAIRS, min(SPEEDUP_MAX_PAIRS, wanted))
+
+
+def timed_pairs(trace: Any, baseline: Any) -> list[dict]:
+    """The pairs of a run: those in trace.extra.timing, else the one its summaries make."""
+    if baseline is None or baseline is trace or trace.mode != "speculative":
+        return []
+    pairs = (trace.extra.get("timing") or {}).get("pairs") or []
+    if pairs:
+        return pairs
+    return [pair_record(trace.summary, baseline.summary, SPECULATIVE_FIRST, bool(trace.config.get("traced", True)))]
+
+
+def pair_speedup(pair: dict) -> float | None:
+    """tokens/s of the speculative run ÷ tokens/s of the target alone, within one pair."""
+    spec, base = pair["speculative"], pair["target_alone"]
+    if not spec["wall_ms"] or not base["wall_ms"] or not base["new_tokens"]:
+        return None
+    return (spec["new_tokens"] / spec["wall_ms"]) / (base["new_tokens"] / base["wall_ms"])
+
+
+def speedup_spread(trace: Any, baseline: Any) -> Spread | None:
+    """The run's measured speedup: median, range and count over its pairs (None: no baseline)."""
+    wanted = (trace.extra.get("timing") or {}).get("wanted") if trace.mode == "speculative" else None
+    return spread_of_pairs(timed_pairs(trace, baseline), wanted)
+
+
+def speedup(trace: Any, baseline: Any) -> float | None:
+    """The speedup every page shows: the median of speedup_spread (None: no usable baseline)."""
+    spread = speedup_spread(trace, baseline)
+    return None if spread is None else spread.median
+
+
+def measured_costs(trace: Any, baseline: Any) -> Costs | None:
+    """c and v of a run against its target alone (median over the pairs); None without a baseline."""
+    return costs_of_pairs(timed_pairs(trace, baseline))
+
+
+def spread_of_pairs(pairs: list[dict], wanted: int | None = None) -> Spread | None:
+    """Median, range and count of the pairs' speedups; `wanted`: the pairs still to come in all."""
+    ratios = [r for r in (pair_speedup(p) for p in pairs) if r is not None]
+    if not ratios:
+        return None
+    return Spread(statistics.median(ratios), min(ratios), max(ratios), len(ratios), max(wanted or 0, len(ratios)))
+
+
+def costs_of_pairs(pairs: list[dict]) -> Costs | None:
+    """c, v and the rest of Costs from timed pairs (median over them); None without a target step."""
+    pairs = [p for p in pairs if _per(p["target_alone"], "verify_ms", "iterations")]
+    if not pairs:
+        return None
+    steps, c, v, iteration, alone_token = [], [], [], [], []
+    for pair in pairs:
+        spec, base = pair["speculative"], pair["target_alone"]
+        step = _per(base, "verify_ms", "iterations")
+        steps.append(step)
+        alone_token.append(_per(base, "wall_ms", "new_tokens") / step)
+        for values, ms_field, count_field in ((c, "draft_ms", "drafted"), (v, "verify_ms", "iterations")):
+            if (ms := _per(spec, ms_field, count_field)) is not None:
+                values.append(ms / step)
+        if (ms := _per(spec, "wall_ms", "iterations")) is not None:
+            iteration.append(ms / step)
+    return Costs(_median(steps), _median(c), _median(v), _median(iteration), _median(alone_token))
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _per(run: dict, ms_field: str, count_field: str) -> float | None:
+    count = run.get(count_field) or 0
+    return None if not count or count <= 0 else float(run.get(ms_field) or 0.0) / count

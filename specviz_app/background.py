@@ -1,0 +1,130 @@
+"""Work the app does off the script thread, so no page waits for it.
+
+- `preload()`: the offline default models start loading when the server's first page opens, so
+  the first Run finds them ready instead of spending its first seconds loading.
+- `TimingPairs`: after a run, the same settings are timed again as interleaved pairs
+  (specviz.speedup) while the student reads; the pairs are written into the run's trace as they
+  come, and the page's timing line (render.timing_status) shows how many are in.
+
+The extra pairs are low priority: each waits until no other session's decode is queued at the
+device gate (specviz.gate), so a class's first runs are never held up by anyone's timing.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import threading
+import time
+import weakref
+from collections.abc import Callable
+
+from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
+
+from specviz import speedup
+from specviz.gate import device_gate
+
+_preload_lock = threading.Lock()
+_preload_thread: threading.Thread | None = None
+IDLE_POLL_S = 0.2  # how often a waiting timing pair looks at the gate again
+# Imported on the page's own thread before the preload starts: both the pages (Streamlit's tables,
+# Plotly) and torch import them, and two threads importing one module at once can see it half
+# initialised ("partially initialized module 'numpy'").
+SHARED_IMPORTS = ("numpy", "pandas")
+
+
+def preload(load: Callable[[], None]) -> None:
+    """Run `load` (the default models into the cache) once per server process, in a thread."""
+    global _preload_thread
+    with _preload_lock:
+        if _preload_thread is not None:
+            return
+        for name in SHARED_IMPORTS:
+            importlib.import_module(name)
+        _preload_thread = threading.Thread(target=_quietly(load), name="specviz-preload", daemon=True)
+        # The opening session's context, so Streamlit's model cache works from this thread as from a page.
+        add_script_run_ctx(_preload_thread, get_script_run_ctx())
+        _preload_thread.start()
+
+
+def wait_for_preload() -> None:
+    """Block until the preload is done (at once if it is, or never started). Every run waits here
+    first: it needs those models anyway, and it must not import torch while the preload does."""
+    thread = _preload_thread
+    if thread is not None and thread is not threading.current_thread():
+        thread.join()
+
+
+def _quietly(load: Callable[[], None]) -> Callable[[], None]:
+    def run() -> None:
+        try:
+            load()
+        except Exception:  # noqa: BLE001 - the first Run loads again and shows the error in words
+            pass
+
+    return run
+
+
+_live: weakref.WeakSet[TimingPairs] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all_timing() -> None:
+    """At exit, let every timing thread finish the decode it is in: a thread killed inside a torch
+    call aborts the whole process ("terminate called without an active exception")."""
+    for timing in list(_live):
+        timing.stop()
+    for timing in list(_live):
+        timing.join(EXIT_JOIN_S)
+    wait_for_preload()
+
+
+EXIT_JOIN_S = 60.0  # the longest a timing thread's current decode may take to finish at exit
+
+
+class TimingPairs:
+    """The further timed pairs of one run, appended to `trace.extra["timing"]["pairs"]`.
+
+    `run_speculative` and `run_target_alone` decode the run's settings once each, untraced, and
+    return their Trace. Stops early on `stop()` (a new run replaced this one) or on an error (the
+    pairs already in stay; the page shows them)."""
+
+    def __init__(self, trace, device: str, run_speculative: Callable, run_target_alone: Callable):
+        self.trace, self.device = trace, device
+        self.run_speculative, self.run_target_alone = run_speculative, run_target_alone
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="specviz-timing", daemon=True)
+
+    def start(self) -> TimingPairs:
+        _live.add(self)
+        self._thread.start()
+        return self
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def _run(self) -> None:
+        timing = self.trace.extra["timing"]
+        try:
+            while len(timing["pairs"]) < timing["wanted"] and not self._stop.is_set():
+                self._wait_for_idle_gate()
+                if self._stop.is_set():
+                    return
+                pair = speedup.time_pair(self.run_speculative, self.run_target_alone, len(timing["pairs"]), traced=True)
+                if not self._stop.is_set():
+                    timing["pairs"].append(pair)
+        except Exception as exc:  # noqa: BLE001 - a failed extra pair must not cost the run on show
+            timing["stopped"] = f"{type(exc).__name__}: {exc}"
+        finally:
+            timing["wanted"] = len(timing["pairs"])  # what is in is the run's timing now (normally all)
+
+    def _wait_for_idle_gate(self) -> None:
+        gate = device_gate(self.device)
+        while gate.waiting() > 0 and not self._stop.is_set():
+            time.sleep(IDLE_POLL_S)
