@@ -27,7 +27,7 @@ header[data-testid="stHeader"] {display: none !important}
 [data-testid="stMain"] h1 {font-size: 2.1rem !important; padding: 0 !important; line-height: 1.25 !important}
 [data-testid="stMain"] [data-testid="stMarkdownContainer"] p,
 [data-testid="stMain"] [data-testid="stMarkdownContainer"] li
-{font-size: 1.5rem !important; line-height: 1.45 !important; color: #1a1a1a}
+{font-size: 1.6rem !important; line-height: 1.45 !important; color: #1a1a1a}
 [data-testid="stMain"] .st-key-lesson_notes [data-testid="stMarkdownContainer"] p,
 [data-testid="stMain"] [data-testid="stCaptionContainer"],
 [data-testid="stMain"] [data-testid="stCaptionContainer"] p
