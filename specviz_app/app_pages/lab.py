@@ -26,18 +26,35 @@ RULE_NAMES = {
     "no_bonus": "Correct but slower: skip the bonus token",
 }
 # Decodes used to measure tokens per iteration of a rule. 30 toy decodes of 16 tokens are about 380
-# iterations: the mean is good to about ±0.02, far finer than the 1.25 against 1.00 the page compares.
+# iterations: the mean is good to about ±0.02, well inside the 1.25 against 1.00 the page compares.
 COST_RUNS = {"toy": 30, "sidebar": 6}
 COST_TOKENS = {"toy": 16, "sidebar": 8}
-# What a toy run costs, measured on a busy 2-core CPU (one thread): a speculative sample about 8 ms,
-# a target-alone one about 4 ms, a rule's tokens per iteration about 1.3 s (30 decodes). Compare all
-# four rules at n = 500 took about 30 s with 60 cost decodes per rule; with 30, about 23 s.
-TOY_MS = {"spec": 8.0, "target": 4.0, "cost": 1300.0}
+# What a toy run costs in the app (one thread, measured on a busy 2-core CPU): a speculative sample
+# about 10 ms, a target-alone one about 6 ms (nearly all of it the models' forward passes), a rule's
+# tokens per iteration about 1.5 s. Compare all four rules at n = 500 took 40 s with 60 cost decodes
+# per rule (the page promised "a few seconds"); 30 save about 6 s of it. Fewer samples would weaken
+# the tests, so the page says about how long it takes, and its bar counts down the time left.
+TOY_MS = {"spec": 10.0, "target": 6.0, "cost": 1500.0}
+TOY_LOAD_S = 10  # the first toy run of the app process also imports and builds the toy models
+
+
+def _rule_ms(n: int, first: bool) -> tuple[float, float]:
+    """(sampling, measuring tokens per iteration) of one rule, in toy milliseconds; the first rule
+    also samples the target alone."""
+    return n * (TOY_MS["spec"] + (TOY_MS["target"] if first else 0.0)), TOY_MS["cost"]
 
 
 def toy_seconds(n: int, rules: int) -> float:
     """About how long a toy run of `rules` rules at n samples takes (the target alone is sampled once)."""
-    return (rules * (n * TOY_MS["spec"] + TOY_MS["cost"]) + n * TOY_MS["target"]) / 1000
+    return sum(sum(_rule_ms(n, j == 0)) for j in range(rules)) / 1000
+
+
+def _share_done(n: int, rules: int, rule_index: int, done: int, total: int) -> float:
+    """How much of a run is done when rule `rule_index` has drawn `done` of its `total` samples:
+    the toy's costs weigh sampling against measuring tokens per iteration (any pair, roughly)."""
+    before = sum(sum(_rule_ms(n, j == 0)) for j in range(rule_index))
+    sampling, _ = _rule_ms(n, rule_index == 0)
+    return (before + sampling * done / total) / (1000 * toy_seconds(n, rules))
 
 
 @st.cache_resource(max_entries=1, show_spinner=False)
@@ -97,7 +114,7 @@ def _run(rules: list[str], choice: str, k: int, n: int, gamma: int, temperature:
             pairs = 2 if rule_index == 0 else 1
             sample, per = (done + pairs - 1) // pairs, total // pairs
             what = "measuring tokens per iteration" if done == total else f"sample {sample} of {per}"
-            fraction = (rule_index + done / total) / len(rules)
+            fraction = _share_done(n, len(rules), rule_index, done, total)
             elapsed = time.monotonic() - started
             left = f" · about {elapsed * (1 - fraction) / fraction:.0f} s left" if fraction > 0.02 else ""
             bar.progress(fraction, text=f"Rule {rule_index + 1} of {len(rules)} ({rule}): {what}{left}")
@@ -193,7 +210,10 @@ def lab_page() -> None:
     b[1].button("Compare all four rules", on_click=_start, args=("all",), key="lab_run_all")
     if not real:
         one, four = toy_seconds(int(n), 1), toy_seconds(int(n), len(RULES))
-        b[2].caption(f"Toy pair at n = {int(n)}: about {one:.0f} s for one rule, {four:.0f} s for all four.")
+        b[2].caption(
+            f"Toy pair at n = {int(n)}: about {one:.0f} s for one rule, {four:.0f} s for all four on a busy "
+            f"2-core CPU (the first run also loads the models, about {TOY_LOAD_S} s more)."
+        )
     request = st.session_state.pop(keys.LAB_REQUEST, None)
     if request:
         rules = [rule] if request == "one" else list(RULES)
