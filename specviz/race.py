@@ -62,7 +62,7 @@ def run_race(
     autoregressive_generate(prompt, max_new_tokens=4, **common)  # warm-up
     base = autoregressive_generate(prompt, max_new_tokens=max_new_tokens, **common)
     b = base.summary
-    rows = []
+    rows: list[dict[str, Any]] = []
     for i, name in enumerate(drafts):
         if should_stop is not None and should_stop():
             break
@@ -70,26 +70,7 @@ def run_race(
             on_progress(i, len(drafts), name)
         speculative_generate(prompt, draft=name, gamma=gamma, max_new_tokens=4, **common)  # warm-up (loads it)
         trace = speculative_generate(prompt, draft=name, gamma=gamma, max_new_tokens=max_new_tokens, **common)
-        s = trace.summary
-        costs, ratio = measured_costs(trace, base), speedup(trace, base)
-        alpha, c, v = s["alpha"], costs.c or 0.0, costs.v
-        rows.append(
-            {
-                "draft": name,
-                "label": LABELS.get(name, name),
-                "new_tokens": s["new_tokens"],
-                "iterations": s["iterations"],
-                "tokens_per_iteration": s["mean_accepted_length"],
-                "acceptance_rate": s["acceptance_rate"],
-                "alpha": alpha,
-                "acceptance_by_position": [r["acceptance"] for r in acceptance_by_position(trace.iterations, gamma)],
-                "c": c,
-                "verify_cost": v,
-                "speedup": ratio,
-                "predicted_speedup": walltime_improvement(alpha, gamma, c, v) if alpha is not None else None,
-                "identical_to_target": trace.output_token_ids == base.output_token_ids if temperature == 0 else None,
-            }
-        )
+        rows.append(race_row(name, trace, base))
     return {
         "schema": RACE_SCHEMA,
         "prompt": prompt if isinstance(prompt, str) else "",
@@ -108,6 +89,31 @@ def run_race(
             "step_ms": b["verify_ms"] / b["iterations"],
         },
         "rows": rows,
+    }
+
+
+def race_row(name: str, trace, base) -> dict[str, Any]:
+    """One drafter's row of the race: its run against the target alone's (c, v and the speedup
+    from specviz.speedup, as every page computes them)."""
+    s, gamma = trace.summary, trace.config["gamma"]
+    costs, ratio = measured_costs(trace, base), speedup(trace, base)
+    alpha, c, v = s["alpha"], costs.c or 0.0, costs.v
+    return {
+        "draft": name,
+        "label": LABELS.get(name, name),
+        "new_tokens": s["new_tokens"],
+        "iterations": s["iterations"],
+        "tokens_per_iteration": s["mean_accepted_length"],
+        "acceptance_rate": s["acceptance_rate"],
+        "alpha": alpha,
+        "acceptance_by_position": [r["acceptance"] for r in acceptance_by_position(trace.iterations, gamma)],
+        "c": c,
+        "verify_cost": v,
+        "speedup": ratio,
+        "predicted_speedup": walltime_improvement(alpha, gamma, c, v) if alpha is not None else None,
+        "identical_to_target": trace.output_token_ids == base.output_token_ids
+        if trace.config["temperature"] == 0
+        else None,
     }
 
 

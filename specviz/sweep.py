@@ -121,16 +121,16 @@ class SweepResult:
 # ----- running --------------------------------------------------------------------------------
 
 
-def _cell(gamma: int, temperature: float, summary: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
-    from specviz.speedup import SPECULATIVE_FIRST, costs_of_pairs, pair_record, spread_of_pairs
+def _cell(gamma: int, temperature: float, run: Any, base: Any) -> dict[str, Any]:
+    from specviz.speedup import measured_costs, speedup_spread
     from specviz.theory import estimate_alpha
 
-    alpha = estimate_alpha({"summary": summary})
-    baseline_tps = float(baseline["tokens_per_s"])
-    # One pair: this run and its temperature's baseline. c, v and the speedup come from the one
-    # home for them, so a cell reads the same as the Theory page would for the same two runs.
-    pair = [pair_record(summary, baseline, SPECULATIVE_FIRST, traced=True)]
-    costs, spread = costs_of_pairs(pair), spread_of_pairs(pair)
+    summary = run.summary
+    alpha = estimate_alpha(run)
+    baseline_tps = float(base.summary["tokens_per_s"])
+    # The run and its temperature's baseline are one timed pair; c, v and the speedup come from the
+    # one home for them, so a cell reads the same as the Theory page would for the same two runs.
+    costs, spread = measured_costs(run, base), speedup_spread(run, base)
     c, v = (None, None) if costs is None else (costs.c, costs.v)
     return {
         "gamma": gamma,
@@ -240,7 +240,7 @@ def run_sweep(
             if stop():
                 return result
             run = speculative_generate(prompt, draft=draft, gamma=gamma, temperature=temperature, **common)
-            result.cells.append(_cell(gamma, temperature, run.summary, base.summary))
+            result.cells.append(_cell(gamma, temperature, run, base))
             result.runs_done += 1
             if on_progress is not None:
                 on_progress(result.runs_done, result.runs_total, result)

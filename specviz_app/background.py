@@ -30,7 +30,7 @@ IDLE_POLL_S = 0.2  # how often a waiting timing pair looks at the gate again
 # Imported on the page's own thread before the preload starts: both the pages (Streamlit's tables,
 # Plotly) and torch import them, and two threads importing one module at once can see it half
 # initialised ("partially initialized module 'numpy'").
-SHARED_IMPORTS = ("numpy", "pandas")
+SHARED_IMPORTS = ("numpy", "pandas", "pyarrow", "plotly.graph_objects")
 
 
 def preload(load: Callable[[], None]) -> None:

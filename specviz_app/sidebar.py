@@ -85,6 +85,11 @@ def render() -> Settings:
         sb.warning(f"From the link: {msg}")
 
     sb.header("Run settings")
+    # At the top, so it is in sight without scrolling on every page (the prompt sits at the bottom).
+    sb.button(
+        "Run", icon=":material/play_arrow:", type="primary", on_click=_request_run, width="stretch", key="run_sidebar"
+    )
+    sb.caption("Decodes the prompt below with these settings, then the target alone for the speedup.")
     options = params.pairs()
     if st.session_state[KEY + "pair"] not in options:
         st.session_state[KEY + "pair"] = "offline"
@@ -132,10 +137,7 @@ def render() -> Settings:
         on_change=_use_example_prompt,
     )
     sb.text_area("Prompt", key=KEY + "prompt", max_chars=params.PROMPT_MAX_CHARS, height=100)
-    sb.caption("Sent to the target as a chat message; shown everywhere as plain text.")
-    sb.button(
-        "Run", icon=":material/play_arrow:", type="primary", on_click=_request_run, width="stretch", key="run_sidebar"
-    )
+    sb.caption("Sent to the target as a chat message; shown everywhere as plain text. Press ▶ Run at the top.")
 
     settings = _current()
     st.query_params.from_dict(settings.to_query())

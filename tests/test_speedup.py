@@ -1,0 +1,196 @@
+"""specviz.speedup: the speedup as the median of timed pairs with its range, c and v defined once and
+read the same through every page's path, and Theory's prediction beside a measurement."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import io
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from specviz import race, speedup, sweep, theory
+from specviz.config import SPEEDUP_MAX_PAIRS, SPEEDUP_MIN_PAIRS
+from specviz.shipped import ASSETS
+from specviz.trace import Trace
+
+APP = str(ASSETS.parent.parent / "specviz_app" / "app.py")
+
+
+def run(new_tokens=10, wall_ms=100.0, iterations=5, drafted=10, draft_ms=10.0, verify_ms=80.0) -> dict:
+    return dict(
+        new_tokens=new_tokens, wall_ms=wall_ms, iterations=iterations, drafted=drafted, draft_ms=draft_ms,
+        verify_ms=verify_ms,
+    )  # fmt: skip
+
+
+def pair(spec_wall: float, base_wall: float, **spec) -> dict:
+    # The target alone: 10 tokens, 10 one-token steps, 9 ms a step in its passes.
+    alone = run(new_tokens=10, wall_ms=base_wall, iterations=10, drafted=0, draft_ms=0.0, verify_ms=90.0)
+    return speedup.pair_record(run(wall_ms=spec_wall, **spec), alone, speedup.SPECULATIVE_FIRST, True)
+
+
+def example(name: str = "01-default") -> tuple[Trace, Trace]:
+    folder = ASSETS / "examples"
+    return (
+        Trace.from_json((folder / f"{name}.json").read_bytes()),
+        Trace.from_json((folder / f"{name}.baseline.json").read_bytes()),
+    )
+
+
+def test_the_speedup_is_the_median_pair_with_its_range():
+    # Three pairs: the speculative run took 50, 100 and 40 ms where the target alone took 100 ms.
+    pairs = [pair(50.0, 100.0), pair(100.0, 100.0), pair(40.0, 100.0)]
+    spread = speedup.spread_of_pairs(pairs, wanted=5)
+    assert (spread.median, spread.low, spread.high, spread.pairs, spread.wanted) == (2.0, 1.0, 2.5, 3, 5)
+    assert not spread.complete
+    assert speedup.spread_of_pairs(pairs).text() == "2.00× (1.00–2.50 over 3 pairs)"
+    assert speedup.spread_of_pairs([]) is None
+
+
+def test_a_trace_keeps_its_pairs_and_without_them_is_one_pair():
+    trace, base = example()
+    trace.extra.pop("timing", None)
+    one = speedup.speedup_spread(trace, base)
+    assert one.pairs == 1 and one.median == pytest.approx(
+        (trace.summary["new_tokens"] / trace.summary["wall_ms"])
+        / (base.summary["new_tokens"] / base.summary["wall_ms"])
+    )
+    trace.extra["timing"] = {"pairs": [pair(50.0, 100.0), pair(25.0, 100.0)], "wanted": 4}
+    spread = speedup.speedup_spread(trace, base)
+    assert (spread.median, spread.pairs, spread.wanted) == (3.0, 2, 4)
+    assert speedup.speedup(trace, base) == 3.0
+    assert speedup.speedup_spread(trace, None) is None and speedup.speedup_spread(base, base) is None
+
+
+def test_pairs_alternate_their_order_and_short_runs_get_more():
+    assert [speedup.order_of_pair(i) for i in range(3)] == [
+        speedup.SPECULATIVE_FIRST, speedup.TARGET_FIRST, speedup.SPECULATIVE_FIRST,
+    ]  # fmt: skip
+    assert speedup.pairs_wanted(0.1) == SPEEDUP_MAX_PAIRS
+    assert speedup.pairs_wanted(100.0) == SPEEDUP_MIN_PAIRS
+    assert SPEEDUP_MIN_PAIRS < speedup.pairs_wanted(2.0) < SPEEDUP_MAX_PAIRS
+    calls = []
+
+    def spec():
+        calls.append("speculative")
+        return Trace("speculative", {}, "", [1], [2], "", "max_new_tokens", [], run(), {})
+
+    def alone():
+        calls.append("alone")
+        return Trace("autoregressive", {}, "", [1], [2], "", "max_new_tokens", [], run(drafted=0), {})
+
+    first, second = speedup.time_pair(spec, alone, 0, True), speedup.time_pair(spec, alone, 1, True)
+    assert calls == ["speculative", "alone", "alone", "speculative"]
+    assert first["order"] == speedup.SPECULATIVE_FIRST and second["order"] == speedup.TARGET_FIRST
+
+
+def test_c_and_v_are_over_the_target_alone_step():
+    # Target alone: 90 ms of passes over 10 steps = 9 ms a step. Speculative: 10 ms of drafting over
+    # 10 drafted tokens = 1 ms a draft (c = 1/9); 80 ms over 5 passes = 16 ms a pass (v = 16/9).
+    costs = speedup.costs_of_pairs([pair(100.0, 100.0)])
+    assert costs.step_ms == pytest.approx(9.0)
+    assert costs.c == pytest.approx(1 / 9) and costs.v == pytest.approx(16 / 9)
+    assert costs.iteration == pytest.approx(20 / 9)  # 100 ms over 5 iterations
+    assert costs.alone_token == pytest.approx(10 / 9)  # 100 ms over 10 tokens
+    # The median over pairs: a second pair with twice the draft time moves c to the middle.
+    costs = speedup.costs_of_pairs([pair(100.0, 100.0), pair(100.0, 100.0, draft_ms=30.0), pair(100.0, 100.0)])
+    assert costs.c == pytest.approx(1 / 9)
+    assert speedup.costs_of_pairs([pair(100.0, 100.0, drafted=0)]).c is None
+
+
+def test_one_run_gives_one_c_and_one_v_on_every_page_and_export():
+    """Theory, Drafters (a race row), Sweep (a cell) and the exports read the same c and v for one run."""
+    trace, base = example()
+    costs = speedup.measured_costs(trace, base)
+    shown = (f"{costs.c:.3f}", f"{costs.v:.2f}")
+    point = theory.measured_point(trace, base)
+    row = race.race_row(trace.config["draft"], trace, base)
+    cell = sweep._cell(trace.config["gamma"], trace.config["temperature"], trace, base)
+    back = Trace.from_json(trace.to_json())  # the JSON the Traces page downloads, read back
+    for name, c, v in (
+        ("theory", point["c"], point["v"]),
+        ("drafters", row["c"], row["verify_cost"]),
+        ("sweep", cell["c"], cell["verify_cost"]),
+        ("trace export", *(lambda k: (k.c, k.v))(speedup.measured_costs(back, base))),
+    ):
+        assert (f"{c:.3f}", f"{v:.2f}") == shown, name
+    race_csv = next(csv.DictReader(io.StringIO(race.race_to_csv({"config": race_config(trace), "rows": [row]}))))
+    assert (f"{float(race_csv['c']):.3f}", f"{float(race_csv['verify_cost']):.2f}") == shown
+    result = sweep.SweepResult(config={}, cells=[cell])
+    sweep_csv = next(csv.DictReader(io.StringIO(result.to_csv())))
+    assert (f"{float(sweep_csv['c']):.3f}", f"{float(sweep_csv['verify_cost']):.2f}") == shown
+    # ... and the same speedup: one function computes it everywhere.
+    assert row["speedup"] == cell["speedup"] == point["speedup"] == speedup.speedup(trace, base)
+    # The Theory page prints them from the same trace (the first visit opens this example).
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.switch_page("app_pages/theory.py").run()
+    caption = next(c.value for c in at.caption if c.value.startswith("Current trace"))
+    assert f"c = {shown[0]}" in caption and f"v = {shown[1]}" in caption, caption
+
+
+def race_config(trace: Trace) -> dict:
+    return {"gamma": trace.config["gamma"], "temperature": trace.config["temperature"]}
+
+
+@pytest.mark.parametrize("name", ["01-default", "02-sampled", "03-self-draft", "04-ngram-gamma6"])
+def test_every_example_has_its_prediction_within_range_or_a_named_gap(name):
+    trace, base = example(name)
+    explained = theory.explain_measurement(theory.measured_point(trace, base))
+    assert explained.predicted == pytest.approx(
+        theory.walltime_improvement(*(explained_inputs(trace, base)))
+    )  # τ / (γc + v) with the run's own α, c and v
+    sentence = explained.sentence()
+    if explained.within:
+        assert "inside the measured range" in sentence
+    else:
+        assert explained.causes or "timing noise" in sentence
+        assert "Where the run parts from the formula" in sentence
+
+
+def explained_inputs(trace, base):
+    point = theory.measured_point(trace, base)
+    return point["alpha"], point["gamma"], point["c"], point["v"]
+
+
+def test_the_rows_account_for_the_whole_gap():
+    """measured ≈ tokens per iteration ÷ cost of an iteration × the target alone's cost per token:
+    the explanation's rows multiply back to the measured speedup (one pair, so no median between)."""
+    trace, base = example()
+    trace.extra.pop("timing", None)
+    explained = theory.explain_measurement(theory.measured_point(trace, base))
+    runs = {what: ran for what, _, ran in explained.rows}
+    rebuilt = (
+        runs["tokens per iteration"]
+        / runs["cost of an iteration in target steps"]
+        * runs["the target alone's cost per token in steps"]
+    )
+    assert rebuilt == pytest.approx(explained.measured, rel=1e-9)
+
+
+def test_theory_never_says_pays_beside_a_measured_loss():
+    """The default example's own α, c and v predict a gain; give it timed pairs that all lost and
+    Theory, set to the trace's values, must warn of the loss instead of a green 'pays'."""
+    from specviz_app.state import Loaded
+
+    trace, base = example()
+    lost = copy.deepcopy(trace)
+    spec = trace.summary
+    slow = dict(spec, wall_ms=spec["wall_ms"] * 3)  # the speculative run three times slower than it was
+    lost.extra["timing"] = {
+        "pairs": [speedup.pair_record(slow, base.summary, speedup.order_of_pair(i), True) for i in range(3)],
+        "wanted": 3,
+    }
+    point = theory.measured_point(lost, base)
+    assert point["speedup"] < 1 and theory.speedup_possible(point["alpha"], point["c"], point["v"])
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.session_state["loaded"] = Loaded(lost, base, "example: a run that lost", None)
+    at.switch_page("app_pages/theory.py").run()
+    at.button[[b.label for b in at.button].index("Use the current trace's α, γ, c, v")].click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not [s.value for s in at.success if "gives a speedup" in s.value]
+    warning = next(w.value for w in at.warning if "this run measured a loss" in w.value)
+    assert f"{point['speedup']:.2f}×" in warning and "over 3 pairs" in warning
