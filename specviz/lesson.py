@@ -40,6 +40,7 @@ from specviz.charts.words import words
 from specviz.config import DEFAULT_GAMMA
 from specviz.errors import SpecvizError, TraceError
 from specviz.shipped import ASSETS
+from specviz.speedup import speedup_spread
 from specviz.trace import Trace
 
 LESSON_DIR = ASSETS / "lesson"
@@ -149,12 +150,18 @@ def notes_text(language: str) -> dict[str, str]:
 
 
 def race_numbers(trace: Trace, baseline: Trace | None) -> dict[str, Any] | None:
-    """Equal-work comparison of a recording with its baseline: time to the tokens both wrote."""
-    if baseline is None:
+    """A recording against its baseline: the time each took to the tokens both wrote (what the
+    timeline draws), and the speedup every page shows (specviz.speedup: the median of its timed
+    pairs, with their range)."""
+    spread = speedup_spread(trace, baseline)
+    if spread is None:
         return None
     n = tokens_in_common(trace, baseline)
     spec_ms, base_ms = time_to_tokens_ms(trace, n), time_to_tokens_ms(baseline, n)
-    return {"tokens": n, "speculative_ms": spec_ms, "target_ms": base_ms, "speedup": base_ms / spec_ms}
+    return {
+        "tokens": n, "speculative_ms": spec_ms, "target_ms": base_ms,
+        "speedup": spread.median, "low": spread.low, "high": spread.high, "pairs": spread.pairs,
+    }  # fmt: skip
 
 
 # ----- one small builder per figure kind -----------------------------------------------------------
@@ -180,15 +187,14 @@ def _decisions(it: dict) -> tuple[list[dict], dict | None]:
 
 
 def _race_note(trace: Trace, baseline: Trace | None, who: str, notes: dict[str, str]) -> tuple[str, str]:
-    """The race in words. Its ratio is time to the same tokens, named so: the headline's speedup is a
-    tokens/s ratio, the same number only when both runs wrote the same tokens."""
+    """The race in words: the recording's times to the same tokens, then the speedup with its spread."""
     race = race_numbers(trace, baseline)
     if race is None:
         return ("caption", notes["no_race"])
     faster = notes["faster" if race["speedup"] >= 1 else "slower"]
     text = notes["race"].format(
         who=who, n=race["tokens"], spec_ms=race["speculative_ms"], base_ms=race["target_ms"],
-        speedup=race["speedup"], faster=faster,
+        speedup=race["speedup"], low=race["low"], high=race["high"], pairs=race["pairs"], faster=faster,
     )  # fmt: skip
     return ("markdown", text)
 
