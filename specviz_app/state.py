@@ -206,51 +206,12 @@ def resolve_draft(target: models.LoadedModel, draft: str | None):
 
 def run(settings: Settings) -> None:
     """Decode with the settings, streaming tokens into the page; keep the old trace on failure."""
-    from specviz.decoder import autoregressive_generate, speculative_generate
-    from specviz.sameness import compare_runs
-
     area = st.empty()
-    with area.container(border=True), ErrorGuard(keys.RUN_ERROR, area) as guard:
+    with area.container(border=True):
+        # First, so the click is answered at once, even while the preload still holds the models.
         status = st.status("Loading the models…", expanded=True)
-        target_name, draft_name = settings.model_names()
-        if not target_name:
-            raise SpecvizError("Name a target model in the sidebar (custom pair), or pick another pair.")
-        target = get_model(target_name, settings.dtype)
-        draft = resolve_draft(target, draft_name)
-        status.update(label="Decoding speculatively…")
-        bar = st.progress(0.0, text="speculative decoding: starting")
-        stream = st.empty()
-        records: list[dict] = []
-
-        def on_spec(pr) -> None:
-            records.append(pr.record)
-            bar.progress(
-                pr.new_tokens / pr.max_new_tokens,
-                text=f"speculative decoding: {pr.new_tokens}/{pr.max_new_tokens} tokens, iteration {pr.iteration}",
-            )
-            stream.html(render.token_stream_html(records, {"token_text": pr.token_text}))
-
-        def on_wait(ahead: int) -> None:  # one decode per device at a time (specviz.gate)
-            status.update(label=f"Waiting for the model: {ahead} run(s) from other sessions ahead of yours…")
-
-        kwargs = settings.decode_kwargs()
-        kwargs["on_wait"] = on_wait
-        trace = speculative_generate(settings.prompt, target=target, draft=draft, on_iteration=on_spec, **kwargs)
-        baseline = None
-        if settings.baseline:
-            status.update(label="Decoding with the target alone (baseline)…")
-
-            def on_base(pr) -> None:
-                bar.progress(
-                    pr.new_tokens / pr.max_new_tokens,
-                    text=f"target alone (baseline): {pr.new_tokens}/{pr.max_new_tokens} tokens",
-                )
-
-            kwargs.pop("gamma")
-            baseline = autoregressive_generate(settings.prompt, target=target, on_iteration=on_base, **kwargs)
-            exact = target if target.dtype == "float32" else get_model(target_name, "float32")
-            trace.extra["sameness"] = compare_runs(trace, baseline, exact).to_dict()
-        status.update(label="Done", state="complete")
+        with ErrorGuard(keys.RUN_ERROR, area) as guard:
+            trace, baseline, target, draft = _decode_with_progress(settings, status)
     if guard.failed:
         return
     area.empty()
@@ -259,6 +220,53 @@ def run(settings: Settings) -> None:
     if baseline is not None:
         loaded.timing = _time_more_pairs(settings, target, draft, trace, baseline)
     _store(loaded)
+
+
+def _decode_with_progress(settings: Settings, status):
+    """The run itself (and its baseline), streaming into the page: (trace, baseline, target, draft)."""
+    from specviz.decoder import autoregressive_generate, speculative_generate
+    from specviz.sameness import compare_runs
+
+    target_name, draft_name = settings.model_names()
+    if not target_name:
+        raise SpecvizError("Name a target model in the sidebar (custom pair), or pick another pair.")
+    target = get_model(target_name, settings.dtype)
+    draft = resolve_draft(target, draft_name)
+    status.update(label="Decoding speculatively…")
+    bar = st.progress(0.0, text="speculative decoding: starting")
+    stream = st.empty()
+    records: list[dict] = []
+
+    def on_spec(pr) -> None:
+        records.append(pr.record)
+        bar.progress(
+            pr.new_tokens / pr.max_new_tokens,
+            text=f"speculative decoding: {pr.new_tokens}/{pr.max_new_tokens} tokens, iteration {pr.iteration}",
+        )
+        stream.html(render.token_stream_html(records, {"token_text": pr.token_text}))
+
+    def on_wait(ahead: int) -> None:  # one decode per device at a time (specviz.gate)
+        status.update(label=f"Waiting for the model: {ahead} run(s) from other sessions ahead of yours…")
+
+    kwargs = settings.decode_kwargs()
+    kwargs["on_wait"] = on_wait
+    trace = speculative_generate(settings.prompt, target=target, draft=draft, on_iteration=on_spec, **kwargs)
+    baseline = None
+    if settings.baseline:
+        status.update(label="Decoding with the target alone (baseline)…")
+
+        def on_base(pr) -> None:
+            bar.progress(
+                pr.new_tokens / pr.max_new_tokens,
+                text=f"target alone (baseline): {pr.new_tokens}/{pr.max_new_tokens} tokens",
+            )
+
+        kwargs.pop("gamma")
+        baseline = autoregressive_generate(settings.prompt, target=target, on_iteration=on_base, **kwargs)
+        exact = target if target.dtype == "float32" else get_model(target_name, "float32")
+        trace.extra["sameness"] = compare_runs(trace, baseline, exact).to_dict()
+    status.update(label="Done", state="complete")
+    return trace, baseline, target, draft
 
 
 def _time_more_pairs(settings: Settings, target, draft, trace, baseline) -> background.TimingPairs:

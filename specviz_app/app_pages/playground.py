@@ -12,10 +12,11 @@ def playground() -> None:
     trace, baseline = loaded.trace, loaded.baseline
     render.headline(trace, baseline)
     st.caption(
-        "Speeds are from one run on the machine that made the trace, and noisy on a busy CPU; the target "
-        "passes do not depend on the hardware. The speedup is over the fastest target alone: it runs the kernels "
-        "measured fastest for one-token steps on this machine (`python -m specviz bench` also compares both with "
-        "transformers' generate() on the same model)."
+        "The speedup is timed as pairs: the same settings decoded speculatively and by the target alone, back to "
+        "back, in alternating order; it shows the median pair and the range of all. Tokens/s are this run's (the "
+        "first pair); the target passes do not depend on the hardware. The target alone is the fastest specviz "
+        "knows: it runs the kernels measured fastest for one-token steps on this machine (`python -m specviz "
+        "bench` also compares both with transformers' generate() on the same model)."
     )
 
     st.subheader("The generated text, token by token")
