@@ -9,35 +9,39 @@ in the trace:
     (5) roll the target's KV cache back to the accepted prefix (the drafter rolls its own back
         at its next proposal)
 
-A drafter may propose a tree (specviz.drafters.draft_tree): several branches of gamma tokens that
-start with different first tokens. Step (2) then verifies every branch in the same single pass (a
-tree attention mask: a draft sees the text and its own branch's earlier drafts), and the iteration
-keeps one branch by recursive rejection sampling over the first tokens
-(specviz.verify.choose_branch): the first candidate that passes its test, each test made against
-what the earlier rejections left of p. At T=0 that is the branch starting with the target's own
-choice. From there it is the chain algorithm on that branch, with p from the same pass (its first
-row the p its first token was tested against), so steps (3)-(5) and every recorded number keep
-their meaning; the rejected first tokens and the other branches are recorded in `tree`. A chain is
-a tree of one branch and runs exactly as before. The wrong-rule variants of the lab run chains.
+A drafter may propose a tree (specviz.drafters.draft_tree): k branches of g drafts that start
+with different first tokens; a chain is the tree of one branch. Step (2) then verifies every
+branch in the same single pass (a tree attention mask: a draft sees the text and its own branch's
+earlier drafts), and `keep_branch` keeps one by recursive rejection sampling over the first
+tokens (specviz.verify.choose_branch): the first candidate that passes its test, each test made
+against what the earlier rejections left of p. At T=0 that is the branch starting with the
+target's own choice. From there it is the chain algorithm on that branch, with p from the same
+pass (its first row the p its first token was tested against), so steps (3)-(5) and every
+recorded number keep their meaning; the rejected first tokens and the other branches are recorded
+in `tree`. The wrong-rule variants of the lab run chains.
 
-`_decode_loop` owns everything around it: timing, stopping, progress and recording.
+End of sequence: nothing follows it. A drafted end of sequence ends its branch (`_until_eos`: a
+chain before the pass, a tree's kept branch after it, since a tree's branches share one
+rectangular pass), and `_end_of_text` alone decides whether the text ended, and on which token.
 
-The baseline is the same loop with no drafter: each iteration is one target step, with the same
-sampling, the same cache handling and the same random generator. Its one-token steps run the
-kernels measured fastest for one row on this machine (specviz.kernels), so it is the fastest
-target alone specviz knows, not a handicapped one.
+The baseline (`target_step`) is one target step per iteration: with no drafts, verification is a
+single draw from p (verify's bonus), with the same sampling, the same cache handling and the same
+random generator. Its one-token steps run the kernels measured fastest for one row on this machine
+(specviz.kernels), so it is the fastest target alone specviz knows, not a handicapped one.
+
+`_decode_loop` owns everything around the iteration: timing, stopping, progress and recording.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from specviz.config import DEFAULT_GAMMA, DecodeConfig, SamplingConfig, validate_prompt
-from specviz.drafters import Drafter, draft_tree, resolve_drafter
+from specviz.drafters import Drafter, TreeDrafter, draft_tree, resolve_drafter
 from specviz.errors import ConfigError
 from specviz.gate import device_gate
 from specviz.models import DEFAULT_TARGET, LoadedModel, load_model
@@ -83,11 +87,8 @@ def speculative_generate(
     if rule not in RULES:
         raise ConfigError(f"rule must be one of {', '.join(RULES)}; got {rule!r}.")
     sampling = SamplingConfig(temperature, top_k, top_p)
-    target_name = target.name if isinstance(target, LoadedModel) else target
-    draft_name = draft if isinstance(draft, str) or draft is None else draft.name
-    cfg = DecodeConfig(target_name, draft_name, gamma, sampling, seed, max_new_tokens, chat_template)
-    validate_prompt(prompt)
-    target_model = _resolve_target(target, device, dtype)
+    cfg = DecodeConfig(_name(target), _name(draft), gamma, sampling, seed, max_new_tokens, chat_template)
+    target_model = _target_for(prompt, target, device, dtype)
     drafter = resolve_drafter(draft, target_model, device, dtype)
     return _decode(prompt, target_model, drafter, cfg, trace, rule, on_iteration, on_wait)
 
@@ -110,14 +111,19 @@ def autoregressive_generate(
 ) -> Trace:
     """The target alone, one token per step: the baseline every speedup is measured against."""
     sampling = SamplingConfig(temperature, top_k, top_p)
-    target_name = target.name if isinstance(target, LoadedModel) else target
-    cfg = DecodeConfig(target_name, None, 1, sampling, seed, max_new_tokens, chat_template)
-    validate_prompt(prompt)
-    target_model = _resolve_target(target, device, dtype)
+    cfg = DecodeConfig(_name(target), None, 1, sampling, seed, max_new_tokens, chat_template)
+    target_model = _target_for(prompt, target, device, dtype)
     return _decode(prompt, target_model, None, cfg, trace, "exact", on_iteration, on_wait)
 
 
-def _resolve_target(target, device, dtype) -> LoadedModel:
+def _name(model: str | LoadedModel | Drafter | None) -> str | None:
+    """What the config records of a model given by name or as an object."""
+    return model if model is None or isinstance(model, str) else model.name
+
+
+def _target_for(prompt, target: str | LoadedModel | None, device, dtype) -> LoadedModel:
+    """The set-up both entry points share once the settings are valid: the prompt, then the target."""
+    validate_prompt(prompt)
     if isinstance(target, LoadedModel):
         return target
     return load_model(target or DEFAULT_TARGET, device=device, dtype=dtype)
@@ -143,62 +149,107 @@ class Step:
 
 
 def speculative_iteration(
-    state: TargetState, drafter, gamma: int, sampling: SamplingConfig, generator, rule: str, eos, lap
+    state: TargetState, drafter: Drafter, gamma: int, sampling: SamplingConfig, generator, rule: str, eos, lap
 ) -> Step:
     """Algorithm 1, one iteration. `lap(phase)` marks the end of the draft and verify phases."""
-    device, vocab = state.device, state.target.vocab_size
-    # (1) draft gamma tokens (perhaps a tree of several branches of them; the lab's variants: a chain).
-    if drafter is not None and gamma > 0:
-        tree, q_tree = draft_tree(drafter, state.seq, gamma, allow_tree=rule == "exact")  # [k, g], [k, g, V]
-        tree, q_tree = tree.to(device), q_tree.to(device)
-        if tree.shape[0] == 1:  # a chain: drop what follows an EOS before the pass, not after
-            drafts, q = _cut_after_eos(tree[0], q_tree[0], eos)
-            tree, q_tree = drafts[None], q[None]
-    else:
-        tree, q_tree = torch.empty(1, 0, dtype=torch.long, device=device), torch.empty(1, 0, vocab, device=device)
+    # (1) draft gamma tokens: a tree of k branches (a chain is k = 1; the lab's variants draft chains).
+    tree, q_tree = _draft(state, drafter, gamma, rule == "exact", eos)  # [k, g], [k, g, V]
     lap("draft")
 
-    # (2) verify: one target pass gives p at every draft position of every branch and the one after.
-    reads_features = drafter is not None and drafter.reads_features
-    logits, features = state.forward(tree, drafter.feature_layers if reads_features else None)
-    p_all = probabilities(logits, sampling)  # [1 + k*g, V]
-    # Keep one branch: recursive rejection sampling over the first drafts (at T=0: the one that is
-    # the target's own choice, else the last). Drafts stop at an EOS: nothing follows it.
-    width, depth = tree.shape
-    branch, p_first, first_r, rejected = 0, p_all[0], None, []
-    if width > 1 and depth > 0:
-        branch, p_first, first_r, rejected = choose_branch(
-            tree[:, 0], q_tree[:, 0], p_all[0], generator, sampling.greedy
-        )
-    rows = torch.arange(depth, device=device) * width + branch  # the kept branch's drafts among those fed
-    drafts, q = _cut_after_eos(tree[branch], q_tree[branch], eos)
-    rows = rows[: drafts.shape[0]]
-    p = torch.cat([p_first[None], p_all[1 + rows]])  # [g + 1, V] row 0: what the first draft is tested against
+    # (2) verify: one target pass gives p at every draft of every branch and at the position after;
+    # keep one branch, scored from here on as a chain.
+    feature_layers = drafter.feature_layers if drafter.reads_features else None
+    logits, features = state.forward(tree, feature_layers)  # [1 + k*g, V], [T, (n+1)D] or None
+    kept = keep_branch(tree, q_tree, probabilities(logits, sampling), generator, sampling.greedy, eos)
 
     # (3) accept with min(1, p/q) against r; (4) resample from the residual, or the bonus.
-    verdict = verify(drafts, q, p, generator, sampling.greedy, rule, first_r)
-    n, g = verdict.accepted_count, drafts.shape[0]
-    correction = verdict.correction_token
-    ended = eos is not None and correction == eos
-    if n == g > 0 and eos is not None and int(drafts[-1]) == eos:
-        correction, ended = None, True  # the text ended inside the drafts: nothing follows end of sequence
+    verdict = verify(kept.drafts, kept.q, kept.p, generator, sampling.greedy, rule, kept.first_r)
+    correction, ended = _end_of_text(verdict, kept.drafts, eos)
     lap("verify")
 
     # (5) keep the accepted prefix plus the correction; roll the target's cache back.
-    emitted = drafts[:n]
-    if correction is not None:
-        emitted = torch.cat([emitted, torch.tensor([correction], device=device)])
-    first_fed = state.seen
-    unseen = state.seq.shape[0] - first_fed
-    state.accept(emitted, rows[:n], width)
-    if reads_features:  # features of the positions still on the text: the context and accepted drafts
-        kept = torch.cat([torch.arange(unseen, device=device), unseen + rows[:n]])
-        drafter.observe(features[kept], first_fed)
-    others = tree[[b for b in range(width) if b != branch]] if width > 1 else None
-    return Step(drafts, q, p, verdict, correction, emitted, ended, branch, others, rejected if width > 1 else None)
+    n = verdict.accepted_count
+    emitted = _emitted(kept.drafts[:n], correction)
+    first_fed, unseen = state.seen, state.seq.shape[0] - state.seen
+    state.accept(emitted, kept.rows[:n], tree.shape[0])
+    if drafter.reads_features:  # features of the positions still on the text: the context and accepted drafts
+        on_text = torch.cat([torch.arange(unseen, device=state.device), unseen + kept.rows[:n]])
+        drafter.observe(features[on_text], first_fed)
+    return Step(
+        kept.drafts, kept.q, kept.p, verdict, correction, emitted, ended, kept.index, kept.others, kept.rejected
+    )
 
 
-def _cut_after_eos(drafts: torch.Tensor, q: torch.Tensor, eos: int | None):
+def target_step(state: TargetState, sampling: SamplingConfig, generator, eos, lap) -> Step:
+    """The baseline's iteration: one target step. With no drafts, verify is one draw from p (its
+    bonus), so the baseline samples exactly as a speculative run's corrections do."""
+    none, q = _no_drafts(state)  # [1, 0], [1, 0, V]
+    lap("draft")  # nothing is drafted: the draft phase stays empty
+    logits, _ = state.forward(none, None)  # [1, V]: the next position only
+    p = probabilities(logits, sampling)  # [1, V]
+    verdict = verify(none[0], q[0], p, generator, sampling.greedy)
+    correction, ended = _end_of_text(verdict, none[0], eos)
+    lap("verify")
+    emitted = _emitted(none[0], correction)
+    state.accept(emitted, none[0], 1)
+    return Step(none[0], q[0], p, verdict, correction, emitted, ended)
+
+
+def _draft(
+    state: TargetState, drafter: Drafter, gamma: int, allow_tree: bool, eos
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(1) The drafter's proposal on the target's device: tokens [k, g], q [k, g, V]. A chain ends
+    at its end of sequence before the pass, so the pass feeds nothing that follows it."""
+    if gamma <= 0:
+        return _no_drafts(state)
+    tree, q_tree = draft_tree(drafter, state.seq, gamma, allow_tree)
+    tree, q_tree = tree.to(state.device), q_tree.to(state.device)
+    if tree.shape[0] == 1:
+        drafts, q = _until_eos(tree[0], q_tree[0], eos)
+        tree, q_tree = drafts[None], q[None]
+    return tree, q_tree
+
+
+def _no_drafts(state: TargetState) -> tuple[torch.Tensor, torch.Tensor]:
+    """An empty chain: tokens [1, 0], q [1, 0, V]."""
+    device = state.device
+    return torch.empty(1, 0, dtype=torch.long, device=device), torch.empty(1, 0, state.target.vocab_size, device=device)
+
+
+@dataclass
+class KeptBranch:
+    """The branch of a draft tree that the iteration goes on with, as a chain (a chain keeps itself)."""
+
+    index: int  # which branch (0: the drafter's first choice)
+    drafts: torch.Tensor  # [g] its drafts, up to an end of sequence
+    q: torch.Tensor  # [g, V] the distributions they were drawn from
+    p: torch.Tensor  # [g + 1, V] row 0: what the first draft is tested against (what earlier rejections left)
+    rows: torch.Tensor  # [g] its drafts' indices among the k*g drafts fed (level by level)
+    first_r: torch.Tensor | None  # [1] the first draft's draw, made while choosing (None: verify draws it)
+    others: torch.Tensor | None  # [k - 1, g] the branches not kept (None for a chain)
+    rejected: list[FirstTest] | None  # the first tokens rejected before the kept one (None for a chain)
+
+
+def keep_branch(tree, q_tree, p_fed, generator, greedy: bool, eos) -> KeptBranch:
+    """Of tree [k, g] with q_tree [k, g, V] and the pass's p_fed [1 + k*g, V] (row 0: the position
+    before the drafts, then the drafts level by level), keep one branch by recursive rejection
+    sampling over the first drafts (specviz.verify.choose_branch; at T=0 the target's own choice)."""
+    k, g = tree.shape
+    if k == 1 or g == 0:
+        index, p_first, first_r, rejected = 0, p_fed[0], None, []
+    else:
+        index, p_first, first_r, rejected = choose_branch(tree[:, 0], q_tree[:, 0], p_fed[0], generator, greedy)
+    drafts, q = _until_eos(tree[index], q_tree[index], eos)
+    rows = (torch.arange(g, device=tree.device) * k + index)[: drafts.shape[0]]
+    p = torch.cat([p_first[None], p_fed[1 + rows]])  # [g + 1, V]
+    if k == 1:
+        return KeptBranch(index, drafts, q, p, rows, first_r, None, None)
+    others = tree[[b for b in range(k) if b != index]]
+    return KeptBranch(index, drafts, q, p, rows, first_r, others, rejected)
+
+
+def _until_eos(drafts: torch.Tensor, q: torch.Tensor, eos: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """drafts [g], q [g, V] up to and including the first end of sequence: nothing follows it."""
     if eos is None:
         return drafts, q
     hits = (drafts == eos).nonzero()
@@ -206,6 +257,24 @@ def _cut_after_eos(drafts: torch.Tensor, q: torch.Tensor, eos: int | None):
         end = int(hits[0, 0]) + 1
         return drafts[:end], q[:end]
     return drafts, q
+
+
+def _end_of_text(verdict: Verdict, drafts: torch.Tensor, eos: int | None) -> tuple[int | None, bool]:
+    """(the correction, whether the text ended). It ends at an end-of-sequence correction, or at an
+    accepted end-of-sequence draft: then nothing follows it, and verify's bonus is dropped."""
+    correction = verdict.correction_token
+    if eos is None:
+        return correction, False
+    if verdict.accepted_count == drafts.shape[0] > 0 and int(drafts[-1]) == eos:
+        return None, True
+    return correction, correction == eos
+
+
+def _emitted(accepted: torch.Tensor, correction: int | None) -> torch.Tensor:
+    """The tokens an iteration adds to the text: accepted [n] and the correction -> [n + 1] (or [n])."""
+    if correction is None:
+        return accepted
+    return torch.cat([accepted, torch.tensor([correction], device=accepted.device)])
 
 
 # ----- the loop around it -----------------------------------------------------------------------
@@ -240,6 +309,41 @@ class _Clock:
         return (m["draft"] - m["start"]) * 1e3, (m["verify"] - m["draft"]) * 1e3
 
 
+@dataclass
+class _Tally:
+    """What a run adds up iteration by iteration: the summary's counts and the trace's records."""
+
+    records: list[dict] = field(default_factory=list)
+    iterations: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    new_tokens: int = 0
+    draft_ms: float = 0.0
+    verify_ms: float = 0.0
+    wall_ms: float = 0.0
+    stop_reason: str = "max_new_tokens"
+
+    def add(self, step: Step, draft_ms: float, verify_ms: float) -> None:
+        self.iterations += 1
+        self.drafted += step.drafts.shape[0]
+        self.accepted += step.verdict.accepted_count
+        self.new_tokens += step.emitted.shape[0]
+        self.draft_ms += draft_ms
+        self.verify_ms += verify_ms
+
+    def summary(self, new_tokens: int, traced: bool) -> dict:
+        return summarize(
+            iterations=self.iterations,
+            drafted=self.drafted,
+            accepted=self.accepted,
+            new_tokens=new_tokens,
+            wall_ms=self.wall_ms,
+            draft_ms=self.draft_ms,
+            verify_ms=self.verify_ms,
+            betas=reached_betas(self.records) if traced else None,
+        )
+
+
 def _decode_loop(prompt, target: LoadedModel, drafter, cfg: DecodeConfig, traced, rule, on_iteration) -> Trace:
     prompt_ids = _prompt_ids(prompt, target, cfg)
     generator = torch.Generator(device=target.device).manual_seed(cfg.seed)
@@ -247,43 +351,8 @@ def _decode_loop(prompt, target: LoadedModel, drafter, cfg: DecodeConfig, traced
         drafter.start(cfg.sampling, generator, target.vocab_size)
     state = TargetState(target, prompt_ids)
     recorder = IterationRecorder(target.tokenizer, speculative=drafter is not None)
-    clock = _Clock(state.device, traced)
-    records: list[dict] = []
-    n_iter = drafted = accepted = new_tokens = 0
-    draft_ms_total = verify_ms_total = 0.0
-    stop_reason = "max_new_tokens"
-    eos = target.eos_token_id
-
-    sync_device(state.device)
-    t_start = time.perf_counter()
-    while new_tokens < cfg.max_new_tokens:
-        # Leave room for the correction so the run never overshoots max_new_tokens.
-        gamma = min(cfg.gamma, cfg.max_new_tokens - new_tokens - 1) if drafter is not None else 0
-        position0 = new_tokens
-        t0 = clock.start()
-        step = speculative_iteration(state, drafter, gamma, cfg.sampling, generator, rule, eos, clock.lap)
-        draft_ms, verify_ms = clock.phase_ms()
-        n_iter += 1
-        drafted += step.drafts.shape[0]
-        accepted += step.verdict.accepted_count
-        new_tokens += step.emitted.shape[0]
-        draft_ms_total += draft_ms
-        verify_ms_total += verify_ms
-        record = None
-        if traced:
-            record = recorder.record(n_iter - 1, (t0 - t_start) * 1e3, draft_ms, verify_ms, step, position0)
-            records.append(record)
-        if on_iteration is not None:
-            on_iteration(Progress(n_iter, new_tokens, cfg.max_new_tokens, record, recorder.token_text))
-        if step.ended:
-            stop_reason = "eos"
-            break
-
-    sync_device(state.device)
-    wall_ms = (time.perf_counter() - t_start) * 1e3
+    tally = _iterate(state, drafter, cfg, generator, rule, recorder, traced, on_iteration)
     output_ids = state.seq[len(prompt_ids) :].tolist()
-    betas = reached_betas(records) if traced else None
-    summary = summarize(n_iter, drafted, accepted, len(output_ids), wall_ms, draft_ms_total, verify_ms_total, betas)
     return Trace(
         mode="speculative" if drafter is not None else "autoregressive",
         config=_config_dict(target, drafter, cfg, state.device, traced, rule),
@@ -291,11 +360,39 @@ def _decode_loop(prompt, target: LoadedModel, drafter, cfg: DecodeConfig, traced
         prompt_token_ids=prompt_ids,
         output_token_ids=output_ids,
         output_text=_decode_text(target.tokenizer, output_ids),
-        stop_reason=stop_reason,
-        iterations=records,
-        summary=summary,
+        stop_reason=tally.stop_reason,
+        iterations=tally.records,
+        summary=tally.summary(len(output_ids), traced),
         extra={"token_text": recorder.token_text} if traced else {},
     )
+
+
+def _iterate(state: TargetState, drafter, cfg: DecodeConfig, generator, rule, recorder, traced, on_iteration) -> _Tally:
+    """Iterations until max_new_tokens or end of sequence, each timed, recorded and reported."""
+    clock, tally, eos = _Clock(state.device, traced), _Tally(), state.target.eos_token_id
+    sync_device(state.device)
+    t_start = time.perf_counter()
+    while tally.new_tokens < cfg.max_new_tokens:
+        position0, t0 = tally.new_tokens, clock.start()
+        if drafter is None:
+            step = target_step(state, cfg.sampling, generator, eos, clock.lap)
+        else:  # leave room for the correction, so the run never overshoots max_new_tokens
+            gamma = min(cfg.gamma, cfg.max_new_tokens - position0 - 1)
+            step = speculative_iteration(state, drafter, gamma, cfg.sampling, generator, rule, eos, clock.lap)
+        draft_ms, verify_ms = clock.phase_ms()
+        tally.add(step, draft_ms, verify_ms)
+        record = None
+        if traced:
+            record = recorder.record(tally.iterations - 1, (t0 - t_start) * 1e3, draft_ms, verify_ms, step, position0)
+            tally.records.append(record)
+        if on_iteration is not None:
+            on_iteration(Progress(tally.iterations, tally.new_tokens, cfg.max_new_tokens, record, recorder.token_text))
+        if step.ended:
+            tally.stop_reason = "eos"
+            break
+    sync_device(state.device)
+    tally.wall_ms = (time.perf_counter() - t_start) * 1e3
+    return tally
 
 
 def _prompt_ids(prompt, target: LoadedModel, cfg: DecodeConfig) -> list[int]:
@@ -331,7 +428,7 @@ def _config_dict(target: LoadedModel, drafter, cfg: DecodeConfig, device, traced
         "draft": drafter.name if drafter is not None else None,
         "gamma": cfg.gamma if drafter is not None else 0,
         # branches of the draft tree at the first draft position (1: a chain; the lab's variants run chains)
-        "draft_tree": getattr(drafter, "branches", 1) if drafter is not None and rule == "exact" else 1,
+        "draft_tree": drafter.branches if isinstance(drafter, TreeDrafter) and rule == "exact" else 1,
         "temperature": s.temperature,
         "top_k": s.top_k,
         "top_p": s.top_p,

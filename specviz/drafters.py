@@ -24,7 +24,8 @@ they are its top choices, continued greedily; at T>0 they are drawn from q witho
 second from q without the first), continued by sampling. The decoder verifies every branch in one
 target pass and keeps one by recursive rejection sampling (specviz.verify.choose_branch), which
 keeps the output exact at any temperature; at T=0 that is the branch starting with the target's
-own choice. A drafter without `propose_tree` drafts a chain, a tree of one branch (`draft_tree`).
+own choice. A drafter without `propose_tree` (not a `TreeDrafter`) drafts a chain, a tree of one
+branch (`draft_tree`).
 
 Stopping early. The head stops drafting deeper once its confidence in every branch's latest draft
 is below `min_confidence` (config.HEAD_MIN_CONFIDENCE): q(token) when sampling, its softmax top
@@ -37,7 +38,7 @@ never p, so the output stays exact (as transformers' assistant_confidence_thresh
 from __future__ import annotations
 
 import weakref
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import torch
 
@@ -48,6 +49,8 @@ from specviz.target import crop_cache, forward_logits
 
 
 class Drafter(Protocol):
+    """What the decoder asks of every drafter. One that also drafts trees is a TreeDrafter."""
+
     name: str
     reads_features: bool  # True: wants the target's features after each verification
     feature_layers: tuple[int, ...]  # decoder layers whose outputs it also wants (with reads_features)
@@ -64,13 +67,27 @@ class Drafter(Protocol):
         when reads_features is True."""
 
 
+@runtime_checkable
+class TreeDrafter(Drafter, Protocol):
+    """A drafter that can also propose a draft tree (the head, the hybrid). The tree API is optional:
+    `draft_tree` and the trace's config.draft_tree check for it with isinstance, and a drafter
+    without it drafts chains."""
+
+    branches: int  # most branches of its tree at the first draft position
+
+    def propose_tree(self, context: torch.Tensor, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """context [L] int64 -> (tokens [k, g] int64, q [k, g, V] float32): k <= branches branches
+        with different first tokens, g <= gamma drafts each; q[b, j] is the distribution branch b's
+        draft j was drawn from, given the earlier branches' first tokens."""
+
+
 def draft_tree(
-    drafter, context: torch.Tensor, gamma: int, allow_tree: bool = True
+    drafter: Drafter, context: torch.Tensor, gamma: int, allow_tree: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The drafter's proposal as a tree: tokens [k, g], q [k, g, V] (q[b, j]: the distribution
     branch b's draft j was drawn from). A tree of several branches when allowed and the drafter can
     make one; otherwise its chain as one branch."""
-    if allow_tree and hasattr(drafter, "propose_tree"):
+    if allow_tree and isinstance(drafter, TreeDrafter):
         return drafter.propose_tree(context, gamma)
     tokens, q = drafter.propose(context, gamma)  # [g], [g, V]
     return tokens[None], q[None]

@@ -32,10 +32,11 @@ class TargetState:
         self.seen = 0  # positions of seq the cache holds
 
     def forward(self, tree: torch.Tensor, feature_layers: tuple[int, ...] | None):
-        """One pass over the unseen tokens and every draft of tree [k, g] -> logits [1 + k*g, V]
-        (the last unseen position, then the drafts level by level: draft j of branch b is row
-        1 + j*k + b), and (unless feature_layers is None) the features [T, (n+1)D] of every
-        position fed: the outputs of those decoder layers, then the final-norm feature."""
+        """One pass over the unseen tokens and every draft of tree [k, g] (k branches of g drafts)
+        -> logits [1 + k*g, V] (the last unseen position, then the drafts level by level: draft j
+        of branch b is row 1 + j*k + b), and (unless feature_layers is None) the features
+        [T, (n+1)D] of every position fed: the outputs of those decoder layers, then the final-norm
+        feature."""
         k, g = tree.shape
         unseen = self.seq[self.seen :]  # [u]
         feed = torch.cat([unseen, tree.T.reshape(-1)])  # [T = u + k*g]
@@ -46,12 +47,12 @@ class TargetState:
             logits, features = target_forward(self.target.model, feed, self.cache, k * g + 1, feature_layers, layout)
         return logits[:, : self.target.vocab_size], features
 
-    def accept(self, emitted: torch.Tensor, kept_drafts: torch.Tensor, tree_width: int) -> None:
+    def accept(self, emitted: torch.Tensor, kept_drafts: torch.Tensor, k: int) -> None:
         """Append the emitted tokens; keep in the cache the text and the accepted drafts, given as
-        their indices kept_drafts [n] among the drafts fed (level by level, tree_width per level)."""
+        their indices kept_drafts [n] among the k*g drafts fed (level by level, k per level)."""
         old_len, n = self.seq.shape[0], kept_drafts.shape[0]
         self.seq = torch.cat([self.seq, emitted])
-        if tree_width > 1 and n > 0:  # a tree: close the gaps the other branches leave in the cache
+        if k > 1 and n > 0:  # a tree: close the gaps the other branches leave in the cache
             keep = torch.cat([torch.arange(old_len, device=self.device), old_len + kept_drafts])
             select_cache_positions(self.cache, keep)
         self.seen = min(old_len + n, self.seq.shape[0] - 1)  # the newest token is fed next time
@@ -96,7 +97,7 @@ def target_forward(model, input_ids: torch.Tensor, cache, keep: int, feature_lay
     outputs of those decoder layers and the final-norm feature, concatenated. With features, the
     body and the LM head run as the CausalLM's own forward runs them, so the logits are the same
     numbers either way. tree: None (causal) or (position_ids [T], attention mask [1, 1, T, N]) for a
-    draft tree (specviz.decoder.tree_layout)."""
+    draft tree (tree_layout)."""
     extra = {} if tree is None else {"position_ids": tree[0][None], "attention_mask": tree[1]}
     if feature_layers is None:
         return forward_logits(model, input_ids, cache, keep, **extra), None

@@ -59,7 +59,7 @@ def test_keeping_a_branch_leaves_the_cache_a_fresh_pass_builds(target, branch, a
         state.forward(tree, feature_layers=None)
         kept = torch.arange(accepted) * 3 + branch  # the branch's first drafts among those fed
         emitted = torch.cat([tree[branch, :accepted], torch.tensor([5])])  # accepted drafts + a correction
-        state.accept(emitted, kept, tree_width=3)
+        state.accept(emitted, kept, k=3)
         assert state.cache.get_seq_length() == len(PROMPT) + accepted
         logits, _ = state.forward(torch.empty(1, 0, dtype=torch.long), feature_layers=None)  # feeds the correction
     want, _ = full_pass(target, state.seq.tolist())
