@@ -59,6 +59,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from specviz.config import (
+    GAMMA_MAX,
+    GAMMA_MIN,
+    SEED_MAX,
+    TEMPERATURE_MAX,
+    TRACE_BRANCHES_MAX,
+    TRACE_MAX_NEW_TOKENS,
+    TRACE_TOKEN_ID_MAX,
+)
 from specviz.errors import TraceError
 
 SCHEMA = "specviz.trace/1"
@@ -338,7 +347,7 @@ def _too_big(size: int) -> str:
 
 def _tree(tree: Any, where: str) -> None:
     _expect(isinstance(tree, dict), where, "an object")
-    _int(tree.get("kept_branch"), f"{where}.kept_branch", 0, 64)
+    _int(tree.get("kept_branch"), f"{where}.kept_branch", 0, TRACE_BRANCHES_MAX)
     branches = tree.get("other_branches")
     _expect(isinstance(branches, list), f"{where}.other_branches", "a list")
     for b, branch in enumerate(branches):
@@ -346,15 +355,15 @@ def _tree(tree: Any, where: str) -> None:
         for j, token in enumerate(branch):
             at = f"{where}.other_branches[{b}][{j}]"
             _expect(isinstance(token, dict) and isinstance(token.get("token"), str), at, "{token_id, token}")
-            _int(token.get("token_id"), f"{at}.token_id", 0, 10**7)
+            _int(token.get("token_id"), f"{at}.token_id", 0, TRACE_TOKEN_ID_MAX)
     tests = tree.get("rejected_first", [])
     _expect(isinstance(tests, list), f"{where}.rejected_first", "a list")
     _expect(len(tests) <= len(branches), f"{where}.rejected_first", "at most one test per other branch")
     for j, test in enumerate(tests):
         at = f"{where}.rejected_first[{j}]"
         _expect(isinstance(test, dict) and isinstance(test.get("token"), str), at, "a test of a first token")
-        _int(test.get("branch"), f"{at}.branch", 0, 64)
-        _int(test.get("token_id"), f"{at}.token_id", 0, 10**7)
+        _int(test.get("branch"), f"{at}.branch", 0, TRACE_BRANCHES_MAX)
+        _int(test.get("token_id"), f"{at}.token_id", 0, TRACE_TOKEN_ID_MAX)
         p = _number(test.get("p"), f"{at}.p", 0, 1 + 1e-4)
         q = _number(test.get("q"), f"{at}.q", 0, 1 + 1e-4)
         a = _number(test.get("accept_prob"), f"{at}.accept_prob", 0, 1)
@@ -426,14 +435,14 @@ def _validate_config(cfg: Any, mode: str) -> None:
     _expect(isinstance(cfg["target"], str), "config.target", "text")
     if mode == "speculative":
         _expect(isinstance(cfg["draft"], str), "config.draft", "text")
-        _int(cfg["gamma"], "config.gamma", 1, 16)
-    _number(cfg["temperature"], "config.temperature", 0, 10)
+        _int(cfg["gamma"], "config.gamma", GAMMA_MIN, GAMMA_MAX)
+    _number(cfg["temperature"], "config.temperature", 0, TEMPERATURE_MAX)
     if cfg["top_k"] is not None:
-        _int(cfg["top_k"], "config.top_k", 1, 10**7)
+        _int(cfg["top_k"], "config.top_k", 1, TRACE_TOKEN_ID_MAX)
     if cfg["top_p"] is not None:
         _number(cfg["top_p"], "config.top_p", 0, 1)
-    _int(cfg["seed"], "config.seed", 0, 2**63 - 1)
-    _int(cfg["max_new_tokens"], "config.max_new_tokens", 1, 10**6)
+    _int(cfg["seed"], "config.seed", 0, SEED_MAX)
+    _int(cfg["max_new_tokens"], "config.max_new_tokens", 1, TRACE_MAX_NEW_TOKENS)
 
 
 def _validate_summary(s: Any) -> None:
@@ -470,7 +479,7 @@ def _validate_iterations(data: dict) -> None:
         for j, d in enumerate(drafts):
             dw = f"{where}.drafts[{j}]"
             _expect(isinstance(d, dict), dw, "an object")
-            _int(d.get("token_id"), f"{dw}.token_id", 0, 10**7)
+            _int(d.get("token_id"), f"{dw}.token_id", 0, TRACE_TOKEN_ID_MAX)
             _expect(isinstance(d.get("token"), str), f"{dw}.token", "text")
             _expect(d.get("position") == len(emitted) + j, f"{dw}.position", str(len(emitted) + j))
             q = _number(d.get("q"), f"{dw}.q", 0, 1)
@@ -520,7 +529,7 @@ def _validate_iterations(data: dict) -> None:
             _expect(n == len(drafts), f"{where}.correction.kind", '"resample" (a draft was rejected)')
         elif data["mode"] == "speculative":  # "target" in a speculative run: the draft proposed nothing
             _expect(not drafts, f"{where}.correction.kind", '"resample" or "bonus" (drafts were proposed)')
-        _int(corr.get("token_id"), f"{where}.correction.token_id", 0, 10**7)
+        _int(corr.get("token_id"), f"{where}.correction.token_id", 0, TRACE_TOKEN_ID_MAX)
         _expect(isinstance(corr.get("token"), str), f"{where}.correction.token", "text")
         _number(corr.get("p"), f"{where}.correction.p", 0, 1 + 1e-4)
         if "p_top" in corr:  # the target's top tokens where the correction was drawn (hover cards show them)
@@ -566,14 +575,14 @@ def _number(value: Any, where: str, lo: float, hi: float) -> float:
 def _token_ids(value: Any, where: str) -> None:
     _expect(isinstance(value, list), where, "a list of token ids")
     for k, v in enumerate(value):
-        _int(v, f"{where}[{k}]", 0, 10**7)
+        _int(v, f"{where}[{k}]", 0, TRACE_TOKEN_ID_MAX)
 
 
 def _top_list(value: Any, where: str) -> None:
     _expect(isinstance(value, list) and len(value) <= 1000, where, "a list of [token_id, prob] pairs")
     for k, pair in enumerate(value):
         _expect(isinstance(pair, list) and len(pair) == 2, f"{where}[{k}]", "a [token_id, prob] pair")
-        _int(pair[0], f"{where}[{k}][0]", 0, 10**7)
+        _int(pair[0], f"{where}[{k}][0]", 0, TRACE_TOKEN_ID_MAX)
         _number(pair[1], f"{where}[{k}][1]", 0, 1 + 1e-4)
 
 

@@ -42,6 +42,12 @@ RULE_LABELS = {
     # iteration. The lab shows it as a variant that is correct but slower.
     "no_bonus": "CORRECT BUT SLOWER: skip the bonus token; after all accepts, draft again",
 }
+RULE_NAMES = {  # the same rules named in a few words, for a menu; RULE_LABELS says what each does
+    "exact": "Correct rule (Algorithm 1)",
+    "accept_if_equal": "Wrong: accept only if equal to a sample from p",
+    "resample_from_p": "Wrong: resample from p, not the residual",
+    "no_bonus": "Correct but slower: skip the bonus token",
+}
 
 
 @dataclass

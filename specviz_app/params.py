@@ -8,12 +8,11 @@ a message and the default is kept. Nothing raises.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from specviz import models
-from specviz.config import DEFAULT_GAMMA, GAMMA_MAX, GAMMA_MIN
+from specviz.config import DEFAULT_GAMMA, GAMMA_MAX, GAMMA_MIN, slug
 
 # Limits of the widgets. Tighter than specviz.config where a CPU demo needs it (max new tokens,
 # temperature); the library still validates everything again.
@@ -32,10 +31,6 @@ EXAMPLE_PROMPTS = (
     "Write a haiku about the sea.",
     "Explain in one sentence why the sky is blue.",
 )
-
-
-def _slug(label: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
 
 
 @dataclass(frozen=True)
@@ -63,7 +58,7 @@ def pairs() -> dict[str, Pair]:
             out.append(Pair(key, label, models.OFFLINE_TARGET, draft))
     out.append(Pair("offline-self", "135M drafts for itself", models.OFFLINE_TARGET, "self"))
     for label, (target, draft) in models.HUB_PAIRS.items():
-        out.append(Pair(_slug(label), f"Online: {label}", target, draft, online=True))
+        out.append(Pair(slug(label), f"Online: {label}", target, draft, online=True))
     out.append(Pair("custom", "Custom pair (type model names)", None, None))
     return {p.key: p for p in out}
 
