@@ -1,12 +1,16 @@
 """specviz: speculative decoding, made visible.
 
 The public API is imported lazily so that `specviz.trace`, `specviz.theory` and
-`specviz.charts` can be used without torch installed or loaded.
+`specviz.charts` can be used without torch installed or loaded. The package also tells traces
+where their notebook views are (specviz.notebook, loaded on a trace's first display), so that
+the trace, which the views are built on, never imports them.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from specviz import trace as _trace
 
 __all__ = [
     "DecodeConfig",
@@ -36,3 +40,12 @@ def __getattr__(name: str) -> Any:
 
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'specviz' has no attribute {name!r}")
+
+
+def _notebook_views():
+    from specviz import notebook  # plotly and the charts load when a trace is first shown, not here
+
+    return notebook
+
+
+_trace.register_notebook_views(_notebook_views)

@@ -56,6 +56,7 @@ import csv
 import io
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -227,15 +228,27 @@ class Trace:
 
     def _repr_html_(self) -> str:
         """Inline in a notebook: settings, headline numbers, legend and the coloured token stream."""
-        from specviz.notebook import trace_html
-
-        return trace_html(self)
+        return _notebook_views().trace_html(self)
 
     def show(self, view: str = "tokens", *, baseline: Trace | None = None, iteration: int = 1):
         """A notebook view: "tokens", "step", "timeline", "acceptance" or "theory" (specviz.notebook)."""
-        from specviz.notebook import show
+        return _notebook_views().show(self, view, baseline=baseline, iteration=iteration)
 
-        return show(self, view, baseline=baseline, iteration=iteration)
+
+# How a trace finds its notebook views. They (specviz.notebook) draw with the charts, which read
+# traces, so the trace cannot import them without an import circle: specviz/__init__.py registers
+# a loader instead, on `import specviz`, and the views load on a trace's first display.
+def _unregistered() -> Any:
+    raise RuntimeError("No notebook views are registered (specviz/__init__.py registers specviz.notebook).")
+
+
+_notebook_views: Callable[[], Any] = _unregistered
+
+
+def register_notebook_views(load: Callable[[], Any]) -> None:
+    """load() returns the notebook views: a module with trace_html(trace) and show(trace, view, ...)."""
+    global _notebook_views
+    _notebook_views = load
 
 
 def speedup(trace: Trace, baseline: Trace | None) -> float | None:

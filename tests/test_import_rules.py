@@ -13,25 +13,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-# Deferred imports (inside a function) that would close a circle if they ran at import time, each
-# allowed for one reason: a Trace renders itself in a notebook (Trace._repr_html_, Trace.show)
-# through the views module, which is built on the trace.
-DEFERRED_UPWARD = {("specviz.trace", "specviz.notebook")}
-
-
-def deferred_imports(path: Path) -> set[str]:
-    """Module names imported inside a function body of the file."""
-    names: set[str] = set()
-    for fn in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for node in ast.walk(fn):
-                if isinstance(node, ast.ImportFrom) and node.module:
-                    names.add(node.module)
-                elif isinstance(node, ast.Import):
-                    names |= {a.name for a in node.names}
-    return names
-
-
 def imports_of(path: Path) -> set[str]:
     """Absolute module names a file imports (relative imports resolved against its package)."""
     names: set[str] = set()
@@ -48,13 +29,24 @@ def module_name(path: Path) -> str:
     return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
 
 
+def modules_imported(path: Path, modules: set[str]) -> set[str]:
+    """The modules of `modules` a file imports, at import time or inside a function (a deferred import
+    closes a circle all the same). `from pkg import sub` imports the submodule sub, not pkg's
+    __init__; `from pkg import name` of anything else takes the name from pkg's __init__."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            subs = {f"{node.module}.{a.name}" for a in node.names}
+            names |= subs if subs <= modules else subs | {node.module}
+    return names & modules
+
+
 def import_graph(package: str) -> dict[str, set[str]]:
     """module -> the modules of the same package it imports."""
     files = {module_name(p): p for p in (ROOT / package).rglob("*.py")}
-    return {
-        m: {i for i in imports_of(p) if i in files and i != m and (m, i) not in DEFERRED_UPWARD}
-        for m, p in files.items()
-    }
+    return {m: modules_imported(p, set(files)) - {m} for m, p in files.items()}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -111,30 +103,6 @@ def test_no_import_circles():
         assert cycles(import_graph(package)) == [], package
 
 
-def test_the_allowed_deferred_imports_are_deferred():
-    """An allowed exception to the circle rule must stay inside a function, never at module level."""
-    for importer, imported in DEFERRED_UPWARD:
-        path = ROOT / (importer.replace(".", "/") + ".py")
-        assert imported in deferred_imports(path)
-        assert imported not in import_time_imports(path)
-
-
-def import_time_imports(path: Path) -> set[str]:
-    """Module names imported when the file is imported (anywhere outside a function body)."""
-    names: set[str] = set()
-    todo = list(ast.parse(path.read_text(encoding="utf-8")).body)
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        if isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
-        elif isinstance(node, ast.Import):
-            names |= {a.name for a in node.names}
-        todo.extend(ast.iter_child_nodes(node))
-    return names
-
-
 def test_pages_call_no_private_function_of_another_module():
     assert private_calls_across_modules("specviz_app/app_pages") == []
 
@@ -149,15 +117,22 @@ def test_charts_theory_and_trace_import_without_torch():
 
 
 def test_the_checks_catch_what_they_look_for(tmp_path, monkeypatch):
-    """Each rule fails on a planted violation: a circle, a streamlit import, a private call."""
+    """Each rule fails on a planted violation: a circle (one import of it deferred into a function,
+    one through a package's __init__), a streamlit import, a private call."""
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
     planted = tmp_path / "pkg"
     planted.mkdir()
     (planted / "x.py").write_text("import streamlit as st\nfrom other import thing\nother._hidden(1)\n")
+    (planted / "a.py").write_text("from pkg import b\n")  # a submodule: an arrow to pkg.b, not to pkg
+    (planted / "b.py").write_text("def later():\n    from pkg.a import thing\n")
+    (planted / "__init__.py").write_text("from pkg.x import thing\n")
+    (planted / "y.py").write_text("from pkg import thing\n")  # a name of pkg's __init__: an arrow to pkg
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert streamlit_importers("pkg") == ["pkg.x"]
     assert private_calls_across_modules("pkg") == ["pkg/x.py: other._hidden"]
+    assert cycles(import_graph("pkg")) == [["pkg.a", "pkg.b", "pkg.a"]]
+    assert import_graph("pkg")["pkg.y"] == {"pkg"}
 
 
 def literal_session_keys(folder: str) -> list[str]:
