@@ -35,16 +35,13 @@ MEAN_ACCEPTED_LENGTH = Term(
 )
 C = Term(
     "c (draft cost)",
-    "the draft's time per drafted token ÷ the target's time per single-token step, measured on this machine",
-)
-C_PER_VERIFY = Term(
-    "c per verify pass",
-    "the draft's time per drafted token ÷ the target's time per verification pass, from one speculative trace "
-    "(no baseline needed); equals c where a verify pass costs one step",
+    "the draft's time per drafted token ÷ the target's time per single-token step when it runs alone, measured on "
+    "this machine (specviz.speedup)",
 )
 VERIFY_COST = Term(
     "Verify cost (target steps)",
-    "one verification pass over γ + 1 tokens ÷ one single-token target step; the paper's formula assumes 1",
+    "v: the target's time per verification pass ÷ its time per single-token step when it runs alone, measured on "
+    "this machine (specviz.speedup); the paper's formula assumes 1",
 )
 
 WHY_RATE_AND_ALPHA_DIFFER = (

@@ -195,19 +195,24 @@ def timeline_parts(trace: Trace, baseline: Trace | None) -> list[str | go.Figure
 
 def theory_parts(trace: Trace, baseline: Trace | None) -> list[str | go.Figure]:
     point = theory.measured_point(trace, baseline)
-    if point is None or point["alpha"] is None or point["c"] is None:
-        raise TraceError("The theory view needs a speculative trace that drafted something (it has no α or c).")
-    alpha, c, gamma = point["alpha"], point["c"], int(point["gamma"])
-    speed = "" if point["speedup"] is None else f", measured speedup {point['speedup']:.2f}×"
+    if point is None or point["alpha"] is None or point["c"] is None or point["v"] is None:
+        raise TraceError(
+            "The theory view needs a speculative trace that drafted something, and its target-alone baseline "
+            "(c and v are measured against it): show(trace, 'theory', baseline=baseline)."
+        )
+    alpha, c, v, gamma = point["alpha"], point["c"], point["v"], int(point["gamma"])
+    explained = theory.explain_measurement(point)
     return [
         _paragraph(
-            f"α = {alpha:.3f}, c per verify pass = {c:.3f}, γ = {gamma}, {point['tokens']:.2f} tokens per "
-            f"iteration{speed}. The curves are the formulas at these values; the point is what the trace measured.",
+            f"α = {alpha:.3f}, c = {c:.3f}, v = {v:.2f}, γ = {gamma}, {point['tokens']:.2f} tokens per iteration, "
+            f"measured speedup {point['spread'].text()}. The curves are the formulas at these values; the point is "
+            "what the trace measured.",
             "Measured:",
         ),
+        *([_paragraph(explained.sentence(), "Prediction:")] if explained is not None else []),
         theory_charts.tokens_per_iteration_curve_figure(alpha, gamma, GAMMA_MAX, measured=point),
-        theory_charts.walltime_curve_figure(alpha, c, gamma, GAMMA_MAX, measured=point),
-        theory_charts.alpha_c_plane_figure(alpha, c, measured=point, gamma_max=GAMMA_MAX),
+        theory_charts.walltime_curve_figure(alpha, c, gamma, GAMMA_MAX, measured=point, v=v),
+        theory_charts.alpha_c_plane_figure(alpha, c, measured=point, gamma_max=GAMMA_MAX, v=v),
     ]
 
 

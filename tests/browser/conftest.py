@@ -15,6 +15,7 @@ import sys
 import time
 import urllib.parse
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -38,19 +39,16 @@ def _healthy(url: str) -> bool:
         return False
 
 
-@pytest.fixture(scope="session")
-def app_url():
+@contextmanager
+def serve_app(log_path: Path, extra_env: dict | None = None):
     """Start the app as `streamlit run app.py` from the repository root does (the same script and
-    server settings as `specviz app`, tests/test_install.py), on a free port, offline; stop it
-    after the last browser test."""
-    if not Path(CHROMIUM).is_file():
-        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (./dev.sh test does)")
-    pytest.importorskip("playwright")
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    server settings as `specviz app`, tests/test_install.py), on a free port, offline; yield its URL
+    and stop it on the way out. Its log goes to `log_path`."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONPATH=str(ROOT))
-    log = APP_LOG.open("w")
+    env.update(extra_env or {})
+    log = log_path.open("w")
     cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
     cmd += ["--server.address", "127.0.0.1"]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -58,10 +56,10 @@ def app_url():
         deadline = time.monotonic() + 90
         while not _healthy(url):
             if proc.poll() is not None:
-                pytest.fail(f"the app exited with code {proc.returncode}; see {APP_LOG}")
+                pytest.fail(f"the app exited with code {proc.returncode}; see {log_path}")
             if time.monotonic() > deadline:
-                pytest.fail(f"the app did not answer /_stcore/health within 90 s; see {APP_LOG}")
-            time.sleep(0.5)
+                pytest.fail(f"the app did not answer /_stcore/health within 90 s; see {log_path}")
+            time.sleep(0.2)
         yield url
     finally:
         proc.terminate()
@@ -71,7 +69,18 @@ def app_url():
             proc.kill()
             proc.wait(10)
         log.close()
-    assert "Traceback" not in APP_LOG.read_text(errors="replace"), f"the app logged a traceback; see {APP_LOG}"
+    assert "Traceback" not in log_path.read_text(errors="replace"), f"the app logged a traceback; see {log_path}"
+
+
+@pytest.fixture(scope="session")
+def app_url():
+    """The app every browser test of the session shares (models load once, as in production)."""
+    if not Path(CHROMIUM).is_file():
+        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (./dev.sh test does)")
+    pytest.importorskip("playwright")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    with serve_app(APP_LOG) as url:
+        yield url
 
 
 @pytest.fixture(autouse=True)
