@@ -110,7 +110,7 @@ def test_pages_call_no_private_function_of_another_module():
 def test_charts_theory_and_trace_import_without_torch():
     code = (
         "import sys; sys.modules['torch'] = None\n"  # any import of torch now raises ImportError
-        "import specviz.charts, specviz.theory, specviz.trace, specviz.sameness, specviz.notebook\n"
+        "import specviz.charts, specviz.theory, specviz.speedup, specviz.trace, specviz.sameness, specviz.notebook\n"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
