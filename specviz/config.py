@@ -42,6 +42,15 @@ def default_verify_rows() -> tuple[int, ...]:
 SPEEDUP_MIN_PAIRS, SPEEDUP_MAX_PAIRS = 3, 9
 SPEEDUP_TIMED_SECONDS = 8.0
 
+# The queue of decodes waiting for one device (specviz.gate). The app refuses a new run at once when
+# MAX_QUEUED_RUNS decodes already hold or wait for the device: past that a student would wait
+# minutes, so it is better told to come back. Each app run queues one decode at a time (its
+# speculative run, then its baseline), so a class of 30 fits. The gate itself refuses any caller
+# past GATE_QUEUE_MAX, a hard bound that the app's own check stays below.
+MAX_QUEUED_RUNS = 40
+GATE_QUEUE_MAX = 2 * MAX_QUEUED_RUNS
+GATE_HISTORY = 20  # recent decode durations the gate keeps for a waiting caller's estimate
+
 TEMPERATURE_MAX = 10.0  # beyond this every distribution is flat enough to teach nothing new
 MAX_NEW_TOKENS_MAX = 1024  # keeps one run (and its trace) bounded in time and memory
 SEED_MAX = 2**63 - 1

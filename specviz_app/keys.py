@@ -10,6 +10,7 @@ SETTINGS = "settings"  # the sidebar's Settings of this script run
 LOADED = "loaded"  # the Loaded trace on show (trace, baseline, source, run key)
 RUN_REQUESTED = "_run_requested"  # Run was clicked: app.py decodes before drawing the page
 RUN_ERROR = "_run_error"  # the message of a run that failed, shown once above the page
+CANCEL_RUN = "cancel_run"  # the Cancel button of the run in progress (state.run)
 APPLY_SETTINGS = "_apply_settings"  # settings to copy into the sidebar widgets on the next run
 FIRST_VISIT_DONE = "_first_visit_done"  # the first visit's example or decode has happened
 INITIALISED = "_initialised"  # the sidebar widgets hold their defaults or the link's values

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import threading
+import time
+from pathlib import Path
+
+import pytest
 
 from specviz.decoder import speculative_generate
 from specviz.gate import DeviceGate
 from specviz.trace import validate
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_concurrent_runs_equal_sequential_runs(tiny_pair):
@@ -72,3 +78,159 @@ def test_gate_releases_a_caller_interrupted_while_waiting():
     assert gate.waiting() == 0
     with gate.turn():
         pass
+
+
+def _hold(gate: DeviceGate):
+    """A thread holding the gate until the returned event is set."""
+    holding, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with gate.turn():
+            holding.set()
+            release.wait(10)
+
+    th = threading.Thread(target=holder)
+    th.start()
+    assert holding.wait(10)
+    return release, th
+
+
+def _through(gate: DeviceGate) -> None:
+    with gate.turn(poll_s=0.05):
+        pass
+
+
+def test_a_waiting_caller_is_told_its_place_and_an_estimate_from_recent_decodes():
+    from specviz.gate import place_words
+
+    gate = DeviceGate()
+    assert gate.estimate_s(1) is None  # no decode has finished: no estimate yet
+    for _ in range(3):
+        with gate.turn():
+            time.sleep(0.05)
+    assert 0.04 < gate.typical_s() < 1.0
+    release, th = _hold(gate)
+    told: list[tuple[int, float | None]] = []
+    second = threading.Thread(target=_through, args=(gate,))  # queued behind the holder
+    second.start()
+    while gate.waiting() < 2:
+        time.sleep(0.01)
+
+    def on_wait(ahead: int) -> None:
+        told.append((ahead, gate.estimate_s(ahead)))
+        raise KeyboardInterrupt  # leave after the first report
+
+    try:
+        with gate.turn(on_wait=on_wait):
+            pass
+    except KeyboardInterrupt:
+        pass
+    ahead, estimate = told[0]
+    assert ahead == 2
+    typical = gate.typical_s()
+    assert typical <= estimate <= 2 * typical  # the holder's remainder (at most one typical) + one more
+    assert place_words(2, estimate).startswith("2nd in line, about ")
+    assert place_words(3, 8.4) == "3rd in line, about 8 s"
+    assert place_words(11, 0.2) == "11th in line, about 1 s"
+    assert "no estimate yet" in place_words(1, None)
+    release.set()
+    th.join(10)
+    second.join(10)
+
+
+def test_a_cancelled_waiter_frees_its_place_for_the_ones_behind_it():
+    gate = DeviceGate()
+    release, th = _hold(gate)
+    places: dict[str, list[int]] = {"b": [], "c": []}
+    cancel_b = threading.Event()
+
+    class Cancelled(Exception):
+        pass
+
+    def waiter(name: str) -> None:
+        def on_wait(ahead: int) -> None:
+            places[name].append(ahead)
+            if name == "b" and cancel_b.is_set():
+                raise Cancelled  # what Streamlit's Cancel (a rerun) or a closed tab (a stop) does
+
+        try:
+            with gate.turn(on_wait=on_wait, poll_s=0.05):
+                pass
+        except Cancelled:
+            pass
+
+    b = threading.Thread(target=waiter, args=("b",))
+    b.start()
+    while gate.waiting() < 2:
+        time.sleep(0.01)
+    c = threading.Thread(target=waiter, args=("c",))
+    c.start()
+    while not places["c"]:
+        time.sleep(0.01)
+    assert places["c"][-1] == 2  # behind the holder and b
+    cancel_b.set()
+    b.join(10)
+    assert gate.waiting() == 2  # the holder and c: b's place is gone
+    deadline = time.monotonic() + 5
+    while places["c"][-1] != 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert places["c"][-1] == 1  # c moved up
+    release.set()
+    th.join(10)
+    c.join(10)
+    assert gate.waiting() == 0
+
+
+def test_a_full_queue_refuses_at_once_with_a_message_that_says_what_to_do():
+    from specviz.errors import SpecvizError
+    from specviz.gate import QueueFullError
+
+    gate = DeviceGate(limit=2)
+    release, th = _hold(gate)
+    waiter = threading.Thread(target=_through, args=(gate,))
+    waiter.start()
+    while gate.waiting() < 2:
+        time.sleep(0.01)
+    start = time.monotonic()
+    with pytest.raises(QueueFullError, match="busy"):
+        with gate.turn():
+            pass
+    assert time.monotonic() - start < 0.5  # refused at once, never a hang
+    with pytest.raises(QueueFullError) as info:
+        gate.check_room(2)  # the app's own, lower bound for new runs
+    assert isinstance(info.value, SpecvizError)  # the app shows it word for word
+    assert "Try Run again in a minute" in str(info.value) and "Traces page" in str(info.value)
+    gate.check_room(3)  # below the bound: no complaint
+    release.set()
+    th.join(10)
+    waiter.join(10)
+
+
+def test_the_app_bound_sits_below_the_gates_own():
+    from specviz import config
+
+    assert 30 <= config.MAX_QUEUED_RUNS < config.GATE_QUEUE_MAX  # a class of 30 fits
+    with pytest.raises(ValueError):
+        DeviceGate(limit=0)
+
+
+def test_the_app_refuses_a_run_at_once_when_the_queue_is_full_and_keeps_the_trace(monkeypatch):
+    """Past config.MAX_QUEUED_RUNS a Run gets the gate's message (what to do) and starts nothing."""
+    from streamlit.testing.v1 import AppTest
+
+    import specviz.decoder
+    from specviz import config
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    started = []
+    monkeypatch.setattr(specviz.decoder, "speculative_generate", lambda *a, **k: started.append(1))
+    monkeypatch.setattr(config, "MAX_QUEUED_RUNS", 0)  # every run finds the queue full
+    at = AppTest.from_file(str(ROOT / "specviz_app" / "app.py"), default_timeout=120).run()
+    before = next(c.value for c in at.caption if c.value.startswith("Showing"))
+    at.button(key="run_sidebar").click().run()
+    assert not at.exception
+    assert not started
+    message = at.error[0].value
+    assert message.startswith("The model is busy:") and "Try Run again in a minute" in message
+    assert "Nothing was lost" in message
+    assert next(c.value for c in at.caption if c.value.startswith("Showing")) == before

@@ -129,7 +129,7 @@ def test_runs_are_told_when_they_wait_for_another_sessions_decode(monkeypatch):
     assert seen and callable(seen[0])
     assert "stop here" in errors(at)[0]
     source = (ROOT / "specviz_app" / "state.py").read_text(encoding="utf-8")
-    assert "Waiting for the model: {ahead} run(s) from other sessions ahead of yours" in source
+    assert 'f"Waiting for the model: {words}' in source  # words: specviz.gate.place_words ("3rd in line, about 8 s")
 
 
 @pytest.mark.slow

@@ -10,13 +10,26 @@ greedy output equals the target's own greedy decode. The numbers go to artifacts
 from __future__ import annotations
 
 import json
+import re
 import time
+import urllib.parse
 
 import pytest
 
 from specviz.trace import validate
 
-from .helpers import ARTIFACTS, RUN_TIMEOUT_MS, assert_no_traceback, download, goto_page, shot, showing, wait_idle
+from .helpers import (
+    ARTIFACTS,
+    RUN_TIMEOUT_MS,
+    assert_no_traceback,
+    download,
+    errors,
+    goto_page,
+    main_text,
+    shot,
+    showing,
+    wait_idle,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -91,3 +104,77 @@ def test_three_sessions_decode_at_once_and_each_gets_its_own_correct_trace(new_p
     }
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "concurrency.json").write_text(json.dumps(report, indent=1))
+
+
+PLACE = re.compile(r"Waiting for the model: (\d+)(?:st|nd|rd|th) in line(?:, about (\d+) s)?")
+
+
+ESTIMATES: list[int] = []  # every estimate a waiting page showed
+
+
+def _place(page) -> int | None:
+    """The queue place the page's run status shows now ("3rd in line, about 8 s" -> 3), or None."""
+    match = PLACE.search(page.locator('[data-testid="stMain"]').inner_text())
+    if match and match.group(2):
+        ESTIMATES.append(int(match.group(2)))
+    return int(match.group(1)) if match else None
+
+
+def _wait_for_place(page, timeout_s: float = 120) -> int:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        place = _place(page)
+        if place is not None:
+            return place
+        page.wait_for_timeout(150)
+    raise AssertionError(f"the page never showed its queue place:\n{main_text(page)[:2000]}")
+
+
+def test_the_queue_shows_places_a_closed_tab_frees_its_place_and_cancel_keeps_the_trace(browser, new_page):
+    """One long run holds the model; three sessions queue behind it. The page shows each its place
+    and an estimate; closing one tab moves the ones behind it up at once; Cancel leaves the queue and
+    keeps the trace the page showed before."""
+    short = {"max_new": "8", "temperature": "0", "baseline": "0", "pair": "offline"}
+    new_page(dict(short, prompt="Say hello."))  # one finished decode: the gate has a duration to estimate from
+    long_run = {"prompt": "Write a long story about a lighthouse keeper.", "max_new": "128", "temperature": "0"}
+    holder = new_page(dict(long_run, baseline="1", pair="offline", seed="1"), wait=False)
+    _wait_for_status = time.monotonic()
+    while "Decoding" not in main_text(holder) and time.monotonic() - _wait_for_status < 120:
+        holder.wait_for_timeout(200)
+
+    # A session that shows an example first, so Cancel has a previous trace to keep.
+    canceller = new_page()
+    before = showing(canceller)
+    assert before.startswith("Showing: example"), before
+
+    leaver_ctx = browser.new_context()
+    leaver = leaver_ctx.new_page()
+    leaver.goto(holder.url.split("?")[0] + "?" + urllib.parse.urlencode(dict(short, prompt="Name a colour.")))
+    leaver_place = _wait_for_place(leaver)
+    stayer = new_page(dict(short, prompt="Name a fruit."), wait=False)
+    stayer_place = _wait_for_place(stayer)
+    assert stayer_place > leaver_place >= 1
+
+    # The tab behind which the stayer waits closes: its place is freed within a poll or two.
+    leaver_ctx.close()
+    closed_at = time.monotonic()
+    while (_place(stayer) or 0) >= stayer_place and time.monotonic() - closed_at < 5:
+        stayer.wait_for_timeout(100)
+    moved_up = _place(stayer)
+    assert moved_up is None or moved_up < stayer_place, "closing a waiting tab did not free its place"
+
+    # Cancel while queued: the run leaves the queue, the example stays on show.
+    canceller.locator('[data-testid="stSidebar"] button', has_text="Run").first.click()
+    _wait_for_place(canceller)
+    canceller.locator('[data-testid="stMain"] button', has_text="Cancel this run").first.click()
+    canceller.wait_for_timeout(500)
+    wait_idle(canceller)
+    assert_no_traceback(canceller)
+    assert any(e.startswith("Run cancelled") and "Nothing was lost" in e for e in errors(canceller)), errors(canceller)
+    assert showing(canceller) == before
+    assert _place(canceller) is None
+
+    assert ESTIMATES, "no waiting page showed an estimate in seconds"
+    for page in (holder, stayer):
+        wait_idle(page)
+        assert showing(page).startswith("Showing: run here"), showing(page)
