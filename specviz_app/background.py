@@ -41,7 +41,9 @@ def preload(load: Callable[[], None]) -> None:
             return
         for name in SHARED_IMPORTS:
             importlib.import_module(name)
-        _preload_thread = threading.Thread(target=_quietly(load), name="specviz-preload", daemon=True)
+        # Not a daemon: Python waits for it before exiting, instead of killing it inside a torch call
+        # (which aborts the process: "terminate called without an active exception"). It is short.
+        _preload_thread = threading.Thread(target=_quietly(load), name="specviz-preload", daemon=False)
         # The opening session's context, so Streamlit's model cache works from this thread as from a page.
         add_script_run_ctx(_preload_thread, get_script_run_ctx())
         _preload_thread.start()
@@ -66,12 +68,14 @@ def _quietly(load: Callable[[], None]) -> Callable[[], None]:
 
 
 _live: weakref.WeakSet[TimingPairs] = weakref.WeakSet()
+_exit_hook = False  # stop_all is registered with atexit
 
 
-@atexit.register
-def _stop_all_timing() -> None:
-    """At exit, let every timing thread finish the decode it is in: a thread killed inside a torch
-    call aborts the whole process ("terminate called without an active exception")."""
+def stop_all() -> None:
+    """Stop every timing thread and let it finish the decode it is in, and wait for the preload: a
+    thread killed inside a torch call at exit aborts the whole process ("terminate called without an
+    active exception"). atexit runs it, registered at the first start, after torch and its libraries
+    registered their own exit handlers, so that it runs before them (the last registered runs first)."""
     for timing in list(_live):
         timing.stop()
     for timing in list(_live):
@@ -96,6 +100,10 @@ class TimingPairs:
         self._thread = threading.Thread(target=self._run, name="specviz-timing", daemon=True)
 
     def start(self) -> TimingPairs:
+        global _exit_hook
+        if not _exit_hook:
+            atexit.register(stop_all)
+            _exit_hook = True
         _live.add(self)
         self._thread.start()
         return self

@@ -153,16 +153,21 @@ def _parse_number(raw: str, kind: type, lo: float, hi: float, name: str) -> tupl
     return value, None
 
 
+def link_value(params: dict[str, str | list[str]], key: str) -> str | None:
+    """The value a link gives `key`: the last one when the link repeats it, None when it has none."""
+    v = params.get(key)
+    if isinstance(v, list):
+        return v[-1] if v else None
+    return v
+
+
 def from_query(params: dict[str, str | list[str]], base: Settings = DEFAULTS) -> tuple[Settings, list[str]]:
     """URL parameters -> validated Settings and the messages to show about refused or clamped values."""
     messages: list[str] = []
     values: dict[str, Any] = {}
 
     def get(key: str) -> str | None:
-        v = params.get(key)
-        if isinstance(v, list):
-            v = v[-1] if v else None
-        return v
+        return link_value(params, key)
 
     if (pair := get("pair")) is not None:
         if pair in pairs():

@@ -19,21 +19,8 @@ def _toggle_play() -> None:
     st.session_state[keys.PLAYING] = not st.session_state.get(keys.PLAYING, False)
 
 
-def inspector() -> None:
-    st.title("Step inspector")
-    st.caption("Pick an iteration: see what the draft proposed, how the target judged each token, and why.")
-    loaded = state.current()
-    if not render.trace_notice(loaded, st.session_state[keys.SETTINGS]):
-        return
-    trace = loaded.trace
-    n = len(trace.iterations)
-    if n == 0:
-        st.info("This trace has no recorded iterations (it was made with tracing off).")
-        return
-    if keys.INSPECT_NEXT in st.session_state:  # set by play at the end of the previous run
-        st.session_state[keys.INSPECT_ITER] = st.session_state.pop(keys.INSPECT_NEXT)
-    st.session_state[keys.INSPECT_ITER] = min(max(1, st.session_state.get(keys.INSPECT_ITER, 1)), n)
-
+def _controls(n: int) -> bool:
+    """The iteration slider, Previous, Next and Play/Pause; whether play is on."""
     cols = st.columns([5, 1.3, 1.2, 1.2], vertical_alignment="bottom")
     if n > 1:
         cols[0].slider("Iteration", 1, n, key=keys.INSPECT_ITER, help="one iteration = draft γ, verify once, correct")
@@ -50,15 +37,17 @@ def inspector() -> None:
         width="stretch",
         key="inspector_play",
     )
+    return playing
 
-    i = st.session_state[keys.INSPECT_ITER]
+
+def _iteration(trace, i: int) -> None:
+    """Iteration i explained: its tokens, each draft's q and p, and the correction."""
     view = step_view(trace, i)
     st.subheader(view.summary)
     st.html(render.legend_html(render.statuses_in([view.iteration])))
     st.html(render.token_stream_html([view.iteration], trace.extra))
     if view.tree_note:
         st.info(render.md_escape(view.tree_note), icon=":material/account_tree:")
-
     for panel in view.drafts:
         with st.container(border=True):
             left, right = st.columns([2, 3])
@@ -74,6 +63,24 @@ def inspector() -> None:
         st.markdown(f"**{corr.title}** {corr.text}")
         st.plotly_chart(corr.figure, key=f"{corr.kind}-{i}")
 
+
+def inspector() -> None:
+    st.title("Step inspector")
+    st.caption("Pick an iteration: see what the draft proposed, how the target judged each token, and why.")
+    loaded = state.current()
+    if not render.trace_notice(loaded, st.session_state[keys.SETTINGS]):
+        return
+    trace = loaded.trace
+    n = len(trace.iterations)
+    if n == 0:
+        st.info("This trace has no recorded iterations (it was made with tracing off).")
+        return
+    if keys.INSPECT_NEXT in st.session_state:  # set by play at the end of the previous run
+        st.session_state[keys.INSPECT_ITER] = st.session_state.pop(keys.INSPECT_NEXT)
+    st.session_state[keys.INSPECT_ITER] = min(max(1, st.session_state.get(keys.INSPECT_ITER, 1)), n)
+    playing = _controls(n)
+    i = st.session_state[keys.INSPECT_ITER]
+    _iteration(trace, i)
     if playing:
         if i >= n:
             st.session_state[keys.PLAYING] = False

@@ -15,7 +15,7 @@ from specviz import lesson as lesson_content
 from specviz.charts.tokens import label_token
 from specviz.errors import SpecvizError
 from specviz.lesson import LANGUAGES
-from specviz_app import keys, render
+from specviz_app import keys, params, render
 
 # Presenter view fits a 1280x720 projector: Streamlit's own paddings (6rem above, 10rem below the
 # page) and header go, the body text folds into an expander, and every text a room must read (the
@@ -55,12 +55,32 @@ def _recordings(mtime: float) -> lesson_content.Recordings:
     return lesson_content.load_recordings()
 
 
-def _url_value(key: str):
+def _url_value(key: str) -> str | None:
     """A value from the link that opened the app (the sidebar rewrites the URL, so read the first one)."""
     first = st.session_state.get(keys.URL_QUERY) or {}
-    if key in first:
-        return first[key]
-    return st.query_params.get_all(key) or None
+    return params.link_value(first if key in first else {key: st.query_params.get_all(key)}, key)
+
+
+def _language_from_link() -> None:
+    """The language: from the link on the first visit of this page, then from the widget."""
+    if keys.LESSON_LANG not in st.session_state:
+        st.session_state[keys.LESSON_LANG] = _url_value("lang") or "en"
+    if st.session_state.get(keys.LESSON_LANG) not in LANGUAGES:  # a bad link, or a cleared control
+        st.session_state[keys.LESSON_LANG] = "en"
+
+
+def _step_and_view_from_link(count: int) -> tuple[int, bool]:
+    """The step (clamped to 1..count, with a message for a bad link) and whether the presenter view
+    is on (a link can open it: ?presenter=1), from the link on the first visit, then the widgets."""
+    if keys.LESSON_STEP not in st.session_state:
+        step, message = lesson_content.parse_step(_url_value("step"), count)
+        st.session_state[keys.LESSON_STEP] = step
+        if message:
+            st.session_state[keys.LESSON_MESSAGE] = message
+    st.session_state[keys.LESSON_STEP] = min(max(1, int(st.session_state[keys.LESSON_STEP])), count)
+    if keys.LESSON_PRESENTER not in st.session_state:
+        st.session_state[keys.LESSON_PRESENTER] = _url_value("presenter") == "1"
+    return st.session_state[keys.LESSON_STEP], bool(st.session_state[keys.LESSON_PRESENTER])
 
 
 def _move(delta: int, count: int) -> None:
@@ -145,13 +165,7 @@ def _projector(
 
 
 def lesson_page() -> None:
-    # Language and step: from the link on the first visit of this page, then from the widgets.
-    if keys.LESSON_LANG not in st.session_state:
-        raw = _url_value("lang")
-        lang = (raw[-1] if isinstance(raw, list) and raw else raw) or "en"
-        st.session_state[keys.LESSON_LANG] = lang if lang in LANGUAGES else "en"
-    if st.session_state.get(keys.LESSON_LANG) not in LANGUAGES:  # a segmented control can be cleared
-        st.session_state[keys.LESSON_LANG] = "en"
+    _language_from_link()
     try:
         language = st.session_state[keys.LESSON_LANG]
         lesson = _lesson(language, (lesson_content.LESSON_DIR / f"lesson.{language}.json").stat().st_mtime)
@@ -162,18 +176,7 @@ def lesson_page() -> None:
     steps = lesson["steps"]
     count = len(steps)
     ui = lesson.get("ui", {})
-    if keys.LESSON_STEP not in st.session_state:
-        step, message = lesson_content.parse_step(_url_value("step"), count)
-        st.session_state[keys.LESSON_STEP] = step
-        if message:
-            st.session_state[keys.LESSON_MESSAGE] = message
-    st.session_state[keys.LESSON_STEP] = min(max(1, int(st.session_state[keys.LESSON_STEP])), count)
-
-    if keys.LESSON_PRESENTER not in st.session_state:  # a link can open the presenter view: ?presenter=1
-        raw = _url_value("presenter")
-        st.session_state[keys.LESSON_PRESENTER] = (raw[-1] if isinstance(raw, list) and raw else raw) == "1"
-    big = bool(st.session_state[keys.LESSON_PRESENTER])  # the toggle below shows this value
-    i = st.session_state[keys.LESSON_STEP]
+    i, big = _step_and_view_from_link(count)  # big: the presenter view (the toggle below shows it)
     step = steps[i - 1]
 
     if big:  # one row for every control, the contents in a pop-over, so the height goes to the figure

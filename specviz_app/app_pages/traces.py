@@ -1,16 +1,16 @@
 """Traces: download the current trace, upload one to explore without a model, or open an example."""
 
 import json
-import re
 
 import streamlit as st
 
+from specviz.config import slug
 from specviz.errors import TraceError
 from specviz_app import keys, state
 
 
 def _file_stem(trace) -> str:
-    words = re.sub(r"[^a-z0-9]+", "-", trace.prompt.lower())[:32].strip("-") or "trace"
+    words = slug(trace.prompt, 32) or "trace"
     return f"specviz-{words}-seed{trace.config['seed']}"
 
 
@@ -19,59 +19,58 @@ def _opened(messages: list[str], what: str) -> None:
     st.rerun()  # redraw the sidebar with the trace's settings
 
 
-def traces() -> None:
-    st.title("Traces")
-    st.caption(
-        "A trace is the whole run as plain JSON: every draft, p, q, r and decision. "
-        "Every page works from a trace alone, so an uploaded file needs no model."
-    )
+def _notice() -> None:
+    """What the last upload or example opening did, said once."""
     if notice := st.session_state.pop(keys.TRACES_NOTICE, None):
         what, messages = notice
         st.success(f"Opened {what}. The sidebar now holds its settings; every page shows it.")
         for msg in messages:
             st.warning(f"Its settings do not fit the sidebar exactly: {msg}")
 
-    loaded = state.current()
+
+def _downloads(loaded) -> None:
     st.subheader("Download the current trace")
     if loaded is None:
         st.info("No trace yet: run one or open an example below.")
-    else:
-        trace, stem = loaded.trace, _file_stem(loaded.trace)
-        st.caption(f"Showing: {loaded.source}")
-        cols = st.columns(4)
-        cols[0].download_button(
-            "Trace (JSON)",
-            trace.to_json(indent=1),
-            f"{stem}.json",
+        return
+    trace, stem = loaded.trace, _file_stem(loaded.trace)
+    st.caption(f"Showing: {loaded.source}")
+    cols = st.columns(4)
+    cols[0].download_button(
+        "Trace (JSON)",
+        trace.to_json(indent=1),
+        f"{stem}.json",
+        "application/json",
+        help="the full trace, its timed pairs included; upload it here later to explore it again",
+    )
+    cols[1].download_button(
+        "Per-token CSV",
+        trace.to_csv(),
+        f"{stem}.csv",
+        "text/csv",
+        help=(
+            "one row per token, as the pages show them: iteration (from 1), status (accepted, rejected, "
+            "discarded, resampled, bonus, target), q, p, accept prob, r, β; empty where a token was never checked"
+        ),
+    )
+    cols[2].download_button(
+        "accept_lengths",
+        json.dumps(trace.accept_lengths()),
+        f"{stem}.accept_lengths.json",
+        "application/json",
+        help="tokens per iteration, as Spec-Bench reports them",
+    )
+    if loaded.baseline is not None and loaded.baseline is not trace:
+        cols[3].download_button(
+            "Baseline (JSON)",
+            loaded.baseline.to_json(indent=1),
+            f"{stem}.baseline.json",
             "application/json",
-            help="the full trace; upload it here later to explore it again",
+            help="the target-only run on the same settings",
         )
-        cols[1].download_button(
-            "Per-token CSV",
-            trace.to_csv(),
-            f"{stem}.csv",
-            "text/csv",
-            help=(
-                "one row per token, as the pages show them: iteration (from 1), status (accepted, rejected, "
-                "discarded, resampled, bonus, target), q, p, accept prob, r, β; empty where a token was never checked"
-            ),
-        )
-        cols[2].download_button(
-            "accept_lengths",
-            json.dumps(trace.accept_lengths()),
-            f"{stem}.accept_lengths.json",
-            "application/json",
-            help="tokens per iteration, as Spec-Bench reports them",
-        )
-        if loaded.baseline is not None and loaded.baseline is not trace:
-            cols[3].download_button(
-                "Baseline (JSON)",
-                loaded.baseline.to_json(indent=1),
-                f"{stem}.baseline.json",
-                "application/json",
-                help="the target-only run on the same settings",
-            )
 
+
+def _upload() -> None:
     st.subheader("Upload a trace")
     files = st.file_uploader(
         "A trace JSON, optionally with its baseline (made here or by `python -m specviz generate --out`)",
@@ -88,6 +87,8 @@ def traces() -> None:
         else:
             _opened(state.open_trace(trace, baseline, f"file: {files[0].name}"), f"the uploaded {files[0].name}")
 
+
+def _examples() -> None:
     st.subheader("Examples")
     st.caption("Recorded with the offline pair by scripts/record_examples.py; they open instantly.")
     examples = state.examples()
@@ -106,6 +107,18 @@ def traces() -> None:
                     st.error(f"The example {ex.name} is damaged: {exc}")
                 else:
                     _opened(messages, f"the example '{ex.title}'")
+
+
+def traces() -> None:
+    st.title("Traces")
+    st.caption(
+        "A trace is the whole run as plain JSON: every draft, p, q, r and decision. "
+        "Every page works from a trace alone, so an uploaded file needs no model."
+    )
+    _notice()
+    _downloads(state.current())
+    _upload()
+    _examples()
 
 
 traces()
