@@ -140,5 +140,9 @@ def render() -> Settings:
     sb.caption("Sent to the target as a chat message; shown everywhere as plain text. Press ▶ Run at the top.")
 
     settings = _current()
-    st.query_params.from_dict(settings.to_query())
+    query = settings.to_query()
+    loaded = st.session_state.get(keys.LOADED)
+    if loaded is not None and loaded.trace_id:  # a run in the replicas' trace store: a reconnect reopens it
+        query["trace"] = loaded.trace_id
+    st.query_params.from_dict(query)
     return settings

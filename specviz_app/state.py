@@ -15,11 +15,12 @@ from pathlib import Path
 
 import streamlit as st
 
-from specviz import models, speedup
+from specviz import config, models, speedup, trace_store
 from specviz.errors import SpecvizError, TraceError
+from specviz.gate import device_gate, place_words
 from specviz.shipped import ASSETS
 from specviz.trace import Trace
-from specviz_app import background, keys, params, render
+from specviz_app import background, keys, params, render, shared_runs
 from specviz_app.params import Settings
 
 EXAMPLES_DIR = ASSETS / "examples"
@@ -32,6 +33,7 @@ RACE_RECORD = ASSETS / "race.json"  # the race of drafters recorded with the off
 # SPECVIZ_THREADS=n sets torch's CPU threads for the app's runs. On a shared CPU, one thread avoids
 # intra-op threads spinning against other programs (a verify pass measured ten times slower).
 THREADS_ENV = "SPECVIZ_THREADS"
+WARM_UP_TOKENS = 8  # the preload's first decode: long enough to reach the verification passes' shapes
 
 
 @dataclass
@@ -43,6 +45,8 @@ class Loaded:
     source: str  # e.g. "run here", "example: ...", "file: ..."
     run_key: tuple | None  # Settings.run_key() of the settings that made it (None: unknown)
     timing: background.TimingPairs | None = None  # its further timed pairs, while they run
+    shared: bool = False  # a recording in shared_runs: its timing is the store's to stop (on eviction)
+    trace_id: str | None = None  # its id in the replicas' trace store; the URL carries it as ?trace=
 
 
 def current() -> Loaded | None:
@@ -51,7 +55,7 @@ def current() -> Loaded | None:
 
 def _store(loaded: Loaded) -> None:
     previous = current()
-    if previous is not None and previous.timing is not None:
+    if previous is not None and previous.timing is not None and not previous.shared:
         previous.timing.stop()  # its pairs would time a trace no page shows any more
     st.session_state[keys.LOADED] = loaded
     st.session_state.pop(keys.INSPECT_ITER, None)  # a new trace starts the inspector at iteration 1
@@ -182,10 +186,28 @@ def _warm_up_head(target: models.LoadedModel, name: str) -> None:
 
 
 def preload_defaults() -> None:
-    """Load and warm the offline default pair (background.preload runs this as the app opens)."""
+    """Load and warm the offline default pair (background.preload runs this as the app opens), and
+    decode a few tokens with it: the first decode of a process pays for one-off set-up (the kernels'
+    first calls at each shape took 3 s of a 14-token run), which the first Run should not."""
+    from specviz.decoder import autoregressive_generate, speculative_generate
+
     target_name, draft_name = params.DEFAULTS.model_names()
     target = get_model(target_name or models.DEFAULT_TARGET, params.DEFAULTS.dtype)
-    resolve_draft(target, draft_name)
+    draft = resolve_draft(target, draft_name)
+    kwargs = {**params.DEFAULTS.decode_kwargs(), "max_new_tokens": WARM_UP_TOKENS}
+    speculative_generate(params.DEFAULTS.prompt, target=target, draft=draft, trace=True, **kwargs)
+    kwargs.pop("gamma")
+    autoregressive_generate(params.DEFAULTS.prompt, target=target, trace=True, **kwargs)
+
+
+def sidebar_pair(settings: Settings) -> tuple[models.LoadedModel, object]:
+    """The sidebar's pair, loaded: (target, the draft as the decoder takes it). Every page that runs
+    the sidebar's models gets them here, with one message for a custom pair left without a target."""
+    target_name, draft_name = settings.model_names()
+    if not target_name:
+        raise SpecvizError("Name a target model in the sidebar (custom pair), or pick another pair.")
+    target = get_model(target_name, settings.dtype)
+    return target, resolve_draft(target, draft_name)
 
 
 def resolve_draft(target: models.LoadedModel, draft: str | None):
@@ -210,16 +232,76 @@ def run(settings: Settings) -> None:
     with area.container(border=True):
         # First, so the click is answered at once, even while the preload still holds the models.
         status = st.status("Loading the models…", expanded=True)
-        with ErrorGuard(keys.RUN_ERROR, area) as guard:
-            trace, baseline, target, draft = _decode_with_progress(settings, status)
-    if guard.failed:
-        return
-    area.empty()
-    st.session_state.pop(keys.RUN_ERROR, None)
-    loaded = Loaded(trace, baseline, "run here", settings.run_key())
-    if baseline is not None:
-        loaded.timing = _time_more_pairs(settings, target, draft, trace, baseline)
-    _store(loaded)
+        # Clicking it reruns the script, which interrupts this run at its next status update (every
+        # poll while it queues, every iteration while it decodes): specviz.gate frees its place and
+        # nothing is stored, so the previous trace stays on show.
+        st.button("Cancel this run", key=keys.CANCEL_RUN, on_click=_cancelled, icon=":material/close:")
+        lead = shared_runs.SOLO
+        try:
+            with ErrorGuard(keys.RUN_ERROR, area) as guard:
+                recording, lead = _shared_recording(settings, status)
+                if recording is None:
+                    trace, baseline, target, draft = _decode_with_progress(settings, status)
+            if guard.failed:
+                return
+            area.empty()
+            st.session_state.pop(keys.RUN_ERROR, None)
+            if recording is not None:  # the same trace object, its timing pairs included
+                source = f"run here, {shared_runs.made_words(recording)}"
+                loaded = Loaded(recording.trace, recording.baseline, source, settings.run_key(), recording.timing, True)
+                loaded.trace_id = recording.trace_id
+                _store(loaded)
+                _link_stored(loaded)
+                return
+            loaded = Loaded(trace, baseline, "run here", settings.run_key(), shared=lead is not shared_runs.SOLO)
+            if baseline is not None:
+                loaded.timing = _time_more_pairs(settings, target, draft, trace, baseline)
+            recording = shared_runs.Recording(trace, baseline, loaded.timing, trace_id=lead.trace_id)
+            lead.finish(recording)
+            loaded.trace_id = recording.trace_id
+            _store(loaded)
+            shared_runs.save(trace_store.from_environment(), recording)  # for the other replicas, if any
+            _link_stored(loaded)
+        finally:
+            lead.abandon()  # failed, cancelled or a closed tab: a session waiting for this run decodes it
+
+
+def _link_stored(loaded: Loaded) -> None:
+    """Put the stored run's id into the URL at once (the sidebar keeps it there on later reruns), so
+    a student whose replica stops reconnects to another one with a link that reopens this run."""
+    if loaded.trace_id:
+        st.query_params["trace"] = loaded.trace_id
+
+
+def _shared_recording(settings: Settings, status):
+    """(recording, lead) from shared_runs: a recording of these exact settings and models (made
+    earlier, or by another session decoding them now, which this waits for), or (None, lead): decode."""
+    target_name, draft_name = settings.model_names()
+    if not target_name:
+        return None, shared_runs.SOLO  # _decode_with_progress says what is missing
+    target = get_model(target_name, settings.dtype)
+    draft = resolve_draft(target, draft_name)
+    key = shared_runs.run_key(settings.run_key(), settings.baseline, target, draft)
+
+    def on_wait() -> None:  # every poll: a closed tab or Cancel raises out of status.update here
+        status.update(label="Another session is decoding these same settings: waiting for its recording…")
+
+    recording, lead = shared_runs.RUNS.claim(key, on_wait)
+    if lead is None:
+        return recording, shared_runs.SOLO
+    store = trace_store.from_environment()  # replicas: another one may have recorded these settings
+    lead.trace_id = shared_runs.disk_id(settings.run_key(), settings.baseline, target, draft) if store else None
+    if (recording := shared_runs.from_store(store, lead.trace_id)) is not None:
+        lead.finish(recording)
+        return recording, shared_runs.SOLO
+    return None, lead
+
+
+CANCELLED = "Run cancelled: it left the queue (or stopped decoding) and its place went to the next session."
+
+
+def _cancelled() -> None:
+    st.session_state[keys.RUN_ERROR] = CANCELLED  # app.py says it once, with "nothing was lost"
 
 
 def _decode_with_progress(settings: Settings, status):
@@ -227,11 +309,9 @@ def _decode_with_progress(settings: Settings, status):
     from specviz.decoder import autoregressive_generate, speculative_generate
     from specviz.sameness import compare_runs
 
-    target_name, draft_name = settings.model_names()
-    if not target_name:
-        raise SpecvizError("Name a target model in the sidebar (custom pair), or pick another pair.")
-    target = get_model(target_name, settings.dtype)
-    draft = resolve_draft(target, draft_name)
+    target, draft = sidebar_pair(settings)
+    gate = device_gate(str(target.device))
+    gate.check_room(config.MAX_QUEUED_RUNS)  # a full queue refuses at once, never a long wait
     status.update(label="Decoding speculatively…")
     bar = st.progress(0.0, text="speculative decoding: starting")
     stream = st.empty()
@@ -246,7 +326,9 @@ def _decode_with_progress(settings: Settings, status):
         stream.html(render.token_stream_html(records, {"token_text": pr.token_text}))
 
     def on_wait(ahead: int) -> None:  # one decode per device at a time (specviz.gate)
-        status.update(label=f"Waiting for the model: {ahead} run(s) from other sessions ahead of yours…")
+        # Called every poll while queued; a closed tab or Cancel raises out of status.update here.
+        words = place_words(ahead, gate.estimate_s(ahead))
+        status.update(label=f"Waiting for the model: {words} behind other sessions' runs. Cancel frees your place.")
 
     kwargs = settings.decode_kwargs()
     kwargs["on_wait"] = on_wait
@@ -263,7 +345,7 @@ def _decode_with_progress(settings: Settings, status):
 
         kwargs.pop("gamma")
         baseline = autoregressive_generate(settings.prompt, target=target, on_iteration=on_base, **kwargs)
-        exact = target if target.dtype == "float32" else get_model(target_name, "float32")
+        exact = target if target.dtype == "float32" else get_model(target.name, "float32")
         trace.extra["sameness"] = compare_runs(trace, baseline, exact).to_dict()
     status.update(label="Done", state="complete")
     return trace, baseline, target, draft
@@ -381,12 +463,37 @@ def open_example(example: Example) -> list[str]:
     return open_trace(trace, baseline, f"example: {example.title}")
 
 
+def _open_stored(trace_id: str) -> bool:
+    """Open the run a `?trace=<id>` link names from the replicas' trace store (a reconnecting
+    student's link carries it). False, with the reason said once above the page, when it cannot."""
+    import time
+
+    store = trace_store.from_environment()
+    try:
+        if store is None:
+            raise TraceError(
+                "This link names a stored trace, but this server keeps no trace store (it runs as one "
+                "replica, without SPECVIZ_TRACE_STORE). Press Run to decode the link's settings."
+            )
+        trace, baseline, written = store.get(trace_store.check_id(trace_id))
+    except TraceError as exc:
+        st.session_state[keys.RUN_ERROR] = f"From the link: {exc}"
+        return False
+    made = time.strftime("%H:%M:%S UTC", time.gmtime(written))
+    open_trace(trace, baseline, f"stored run {trace_id}, recorded at {made}")
+    current().trace_id = trace_id
+    st.rerun()  # draw the sidebar again, now with the stored run's settings
+
+
 def open_first_visit(settings: Settings, may_decode: bool = True) -> None:
     """First visit of a session: show the gallery example the settings describe, else run them
     (unless may_decode is False: a lesson link opens its step at once, whatever settings it holds)."""
     if st.session_state.get(keys.FIRST_VISIT_DONE):
         return
     st.session_state[keys.FIRST_VISIT_DONE] = True
+    stored = (st.session_state.get(keys.URL_QUERY) or {}).get("trace")  # a list: every value the link gave
+    if stored and _open_stored(str(stored[-1] if isinstance(stored, list) else stored).strip()):
+        return
     key = settings.run_key()
     for ex in examples():
         meta = _read_example(ex.path, ex.path.stat().st_mtime)

@@ -42,3 +42,22 @@ def random_draft_for_offline(offline_target):
     return LoadedModel(
         name="random-tiny-draft", model=tiny.model, tokenizer=offline_target.tokenizer, device="cpu", dtype="float32"
     )
+
+
+@pytest.fixture(autouse=True)
+def _no_shared_recordings():
+    """Each test starts with no shared recordings: specviz_app.shared_runs keeps them per process,
+    so a run of one AppTest would otherwise serve the same settings in the next test."""
+    from specviz_app import shared_runs
+
+    shared_runs.RUNS.clear()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _background_threads_end_with_the_session():
+    """The app's background threads (the model preload, a run's timing pairs) end before Python
+    exits: one still inside a torch call at exit aborts the process (exit 134 after every test passed)."""
+    yield
+    from specviz_app import background
+
+    background.stop_all()
