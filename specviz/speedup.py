@@ -64,7 +64,7 @@ class Costs:
     c: float | None  # None: the run drafted nothing
     v: float | None  # None: the run verified nothing
     iteration: float | None  # a whole speculative iteration (drafting, verifying, the rest), in steps
-    alone_token: float  # the target alone's wall time per token (its step and its loop), in steps
+    alone_token: float | None  # the target alone's wall time per token (its step and its loop), in steps
 
 
 def pair_record(speculative: dict, target_alone: dict, order: str, traced: bool) -> dict[str, Any]:
@@ -125,9 +125,9 @@ def timed_pairs(trace: Any, baseline: Any) -> list[dict]:
 def pair_speedup(pair: dict) -> float | None:
     """tokens/s of the speculative run ÷ tokens/s of the target alone, within one pair."""
     spec, base = pair["speculative"], pair["target_alone"]
-    if not spec["wall_ms"] or not base["wall_ms"] or not base["new_tokens"]:
+    if not spec.get("wall_ms") or not base.get("wall_ms") or not base.get("new_tokens"):
         return None
-    return (spec["new_tokens"] / spec["wall_ms"]) / (base["new_tokens"] / base["wall_ms"])
+    return ((spec.get("new_tokens") or 0) / spec["wall_ms"]) / (base["new_tokens"] / base["wall_ms"])
 
 
 def speedup_spread(trace: Any, baseline: Any) -> Spread | None:
@@ -165,7 +165,8 @@ def costs_of_pairs(pairs: list[dict]) -> Costs | None:
         spec, base = pair["speculative"], pair["target_alone"]
         step = _per(base, "verify_ms", "iterations")
         steps.append(step)
-        alone_token.append(_per(base, "wall_ms", "new_tokens") / step)
+        if (ms := _per(base, "wall_ms", "new_tokens")) is not None:
+            alone_token.append(ms / step)
         for values, ms_field, count_field in ((c, "draft_ms", "drafted"), (v, "verify_ms", "iterations")):
             if (ms := _per(spec, ms_field, count_field)) is not None:
                 values.append(ms / step)

@@ -427,6 +427,31 @@ def validate(data: Any) -> None:
         texts = data["extra"].get("token_text", {})
         _expect(isinstance(texts, dict), "extra.token_text", "an object of token id -> text")
         _expect(all(isinstance(v, str) for v in texts.values()), "extra.token_text", "texts for every token id")
+        if "timing" in data["extra"]:
+            _validate_timing(data["extra"]["timing"])
+
+
+TIMING_PAIRS_MAX = 1000  # a trace keeps a few timed pairs (config.SPEEDUP_MAX_PAIRS); far more is damage
+
+
+def _validate_timing(timing: Any) -> None:
+    """extra.timing: the run's timed pairs (specviz.speedup), each run's numbers finite and >= 0."""
+    from specviz.speedup import PAIR_FIELDS
+
+    _expect(isinstance(timing, dict), "extra.timing", "an object with the timed pairs")
+    _int(timing.get("wanted"), "extra.timing.wanted", 0, TIMING_PAIRS_MAX)
+    pairs = timing.get("pairs")
+    _expect(isinstance(pairs, list) and len(pairs) <= TIMING_PAIRS_MAX, "extra.timing.pairs", "a list of timed pairs")
+    for k, pair in enumerate(pairs):
+        where = f"extra.timing.pairs[{k}]"
+        _expect(isinstance(pair, dict), where, "an object with both runs' timings")
+        for run in ("speculative", "target_alone"):
+            numbers = pair.get(run)
+            _expect(isinstance(numbers, dict), f"{where}.{run}", "an object of timings")
+            for key in PAIR_FIELDS:
+                value = numbers.get(key)
+                if value is not None:
+                    _number(value, f"{where}.{run}.{key}", 0, 1e12)
 
 
 def _validate_config(cfg: Any, mode: str) -> None:

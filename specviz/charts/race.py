@@ -30,7 +30,7 @@ def race_speed_figure(result: dict[str, Any]) -> go.Figure:
     fig.add_bar(
         x=labels,
         y=[r["predicted_speedup"] for r in rows],
-        name="predicted from α, γ and c (assumes verify = 1 step)",
+        name="predicted from α, γ, c and v: τ / (γc + v)",
         marker_color=PREDICTION_COLOR,
         opacity=0.55,
         hovertemplate="%{x}<br>predicted %{y:.2f}×<extra></extra>",

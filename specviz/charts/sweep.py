@@ -1,5 +1,5 @@
 """Figures of a gamma x temperature sweep (specviz.sweep.SweepResult): the speedup heatmap, measured
-tokens per iteration against the formula, and measured speedup against Thm 3.8.
+tokens per iteration against the formula, and measured speedup against τ / (γc + v) (Thm 3.8 at v = 1).
 
 Pure functions: a SweepResult (or anything with .cells and .temperatures()) in, a go.Figure out.
 """
@@ -120,7 +120,7 @@ def tokens_per_iteration_sweep_figure(result: Any) -> go.Figure:
 
 
 def speedup_sweep_figure(result: Any) -> go.Figure:
-    """Measured speedup (markers) against Thm 3.8 from each run's own α and c (dashed), per temperature."""
+    """Measured speedup (markers) against τ / (γc + v) from each run's own α, c and v (dashed), per temperature."""
     temps = result.temperatures()
     colors = temperature_colors(temps)
     fig = go.Figure()
@@ -154,7 +154,7 @@ def speedup_sweep_figure(result: Any) -> go.Figure:
                 y=[v for _, v in pred],
                 mode="lines",
                 line={"color": color, "dash": "dash", "width": 2},
-                name=f"T = {t:g}: Thm 3.8 from its α and c",
+                name=f"T = {t:g}: predicted from its α, c and v",
                 legendgroup=f"{t}",
                 hovertemplate=f"T {t:g}, γ %{{x}}: predicted %{{y:.2f}}×<extra></extra>",
             )

@@ -30,7 +30,7 @@ RACE_COLUMNS = {
         "verify cost", f"{glossary.VERIFY_COST.label}: {glossary.VERIFY_COST.definition}"
     ),
     "measured speedup": _number("speedup", "measured speedup: tokens/s over the target alone's, on the same prompt"),
-    "predicted speedup": _number("predicted", "predicted speedup: the paper's formula (see below the table)"),
+    "predicted speedup": _number("predicted", "predicted speedup: τ / (γc + v) from the row's α, c and v"),
 }
 
 
@@ -93,10 +93,11 @@ def _show_race(result: dict, source: str) -> None:
     st.caption(
         f"{glossary.C.label}: {glossary.C.definition}. "
         f"{glossary.VERIFY_COST.label}: {glossary.VERIFY_COST.definition}. "
-        "A draft pays when it is right often (high α, deep acceptance) and cheap (small c); the prediction is "
-        "above the measurement wherever verification costs more than one target step. The head and the hybrid "
-        "draft a tree (two first guesses, one checked after the other), which the formula for one guess per "
-        "position does not model, so their prediction can miss either way."
+        "A draft pays when it is right often (high α, deep acceptance) and cheap (small c). The prediction "
+        "τ / (γc + v) charges each row its measured verify cost v (the paper assumes 1). The head and the hybrid "
+        "draft a tree (two first guesses, one checked after the other) and stop early when unsure, which the "
+        "formula for γ guesses in a row does not model, so their prediction can miss either way; the Theory page "
+        "names where a run parts from it."
     )
     cols = st.columns(2)
     cols[0].download_button("Download JSON", json.dumps(result, indent=1), "race.json", key="race_json")
