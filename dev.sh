@@ -33,8 +33,9 @@ setup_python() {
 setup_chromium() {
     # Browser tests drive Debian's Chromium; Playwright's own browser download is never used.
     # A CJK font, so the Chinese lesson's screenshots show characters instead of empty boxes.
-    if [ ! -x /usr/bin/chromium ] || [ ! -f /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ]; then
-        apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-microhei >/dev/null
+    # nginx: the proxy of the two-replica test (tests/test_replicas.py, specviz_app/replicas.py).
+    if [ ! -x /usr/bin/chromium ] || [ ! -f /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ] || [ ! -x /usr/sbin/nginx ]; then
+        apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-microhei nginx >/dev/null
     fi
 }
 

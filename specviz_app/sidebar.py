@@ -7,8 +7,11 @@ a copied link reproduces the demo, seed included.
 
 from __future__ import annotations
 
+import os
+
 import streamlit as st
 
+from specviz import trace_store
 from specviz_app import keys, params
 from specviz_app.params import Settings
 
@@ -144,5 +147,16 @@ def render() -> Settings:
     loaded = st.session_state.get(keys.LOADED)
     if loaded is not None and loaded.trace_id:  # a run in the replicas' trace store: a reconnect reopens it
         query["trace"] = loaded.trace_id
+    if os.environ.get(trace_store.ENV):  # running as replicas (specviz_app/replicas.py)
+        with sb:
+            _reconnect_beacon()
     st.query_params.from_dict(query)
     return settings
+
+
+@st.fragment(run_every=60)
+def _reconnect_beacon() -> None:
+    """Draws nothing. On reconnecting, Streamlit's page asks the server for a full rerun only if it
+    holds a fragment that reruns by itself (else it assumes its session was resumed). Behind the
+    replicas' proxy a reconnect can land on another replica, in a new session: that rerun is what
+    reopens the stored trace from the URL's ?trace= (specviz_app/replicas.py)."""
