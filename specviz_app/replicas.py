@@ -32,8 +32,9 @@ import urllib.request
 from pathlib import Path
 
 from specviz import trace_store
+from specviz_app import launch
 
-ROOT = Path(__file__).resolve().parent.parent  # the checkout: app.py and .streamlit/config.toml
+ROOT = Path(__file__).resolve().parent.parent  # where the replicas run (a checkout's root)
 COOKIE = "specviz_replica"
 START_TIMEOUT_S = 120.0  # a replica answers /_stcore/health within this (imports on a busy CPU)
 
@@ -173,8 +174,8 @@ class Deployment:
         env[trace_store.ENV] = str(self.store)
         log = (self.work / f"replica-{i + 1}.log").open("w")
         self._logs.append(log)
-        cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(self.replica_ports[i])]
-        cmd += ["--server.address", "127.0.0.1"]
+        # What `specviz app` runs (its server settings included), on a loopback port of its own.
+        cmd = launch.app_command(["--server.port", str(self.replica_ports[i]), "--server.address", "127.0.0.1"])
         return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
 
     def _wait_healthy(self, url: str, proc: subprocess.Popen, name: str) -> None:

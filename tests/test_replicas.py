@@ -16,7 +16,6 @@ from browser.helpers import CHROMIUM, CHROMIUM_ARGS, RUN_TIMEOUT_MS, assert_no_t
 
 from specviz_app.replicas import Deployment, free_port, nginx_binary
 
-pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = ["Name a river.", "Name a mountain.", "Name a city.", "Name a lake.", "Name a desert.", "Name a sea."]
 
@@ -31,6 +30,25 @@ def _trace_id(page) -> str:
     return match.group(1)
 
 
+def test_the_generated_nginx_config_is_sticky_proxies_websockets_and_passes_nginx_t(tmp_path):
+    import subprocess
+
+    if nginx_binary() is None:
+        pytest.skip("nginx is not installed: `apt-get install nginx` (./dev.sh test installs it)")
+    dep = Deployment(3, 18500, work=tmp_path, replica_ports=[18501, 18502, 18503])
+    conf = dep.write_config().read_text(encoding="utf-8")
+    assert "hash $sticky consistent;" in conf and "map $cookie_specviz_replica $sticky" in conf
+    assert "proxy_set_header Upgrade $http_upgrade;" in conf and "proxy_next_upstream error" in conf
+    assert all(f"server 127.0.0.1:{p} " in conf for p in (18501, 18502, 18503))
+    assert "listen 127.0.0.1:18500;" in conf  # loopback unless asked otherwise
+    test = [dep.nginx, "-t", "-c", str(tmp_path / "nginx.conf"), "-p", str(tmp_path)]
+    check = subprocess.run(test, capture_output=True)
+    assert check.returncode == 0, check.stderr.decode()
+    with pytest.raises(ValueError):
+        Deployment(0)
+
+
+@pytest.mark.browser
 def test_a_replica_stopped_mid_class_loses_no_finished_trace(tmp_path):
     if nginx_binary() is None:
         pytest.skip("nginx is not installed: `apt-get install nginx` (./dev.sh test installs it)")
