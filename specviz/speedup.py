@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from specviz.config import SPEEDUP_MAX_PAIRS, SPEEDUP_MIN_PAIRS, SPEEDUP_TIMED_SECONDS
@@ -42,12 +42,13 @@ class Spread:
     median: float
     low: float
     high: float
-    pairs: int
-    wanted: int  # pairs the run will have when its timing is complete (== pairs once done)
+    pairs: int  # the pairs these figures come from
+    wanted: int  # pairs the run will have when its timing is complete
+    timed: int = 0  # pairs timed so far, a streamed first one included (0: the same as pairs)
 
     @property
     def complete(self) -> bool:
-        return self.pairs >= self.wanted
+        return max(self.timed, self.pairs) >= self.wanted
 
     def text(self) -> str:
         """'1.31× (1.22–1.38 over 5 pairs)'; one pair has no range to show."""
@@ -67,11 +68,15 @@ class Costs:
     alone_token: float | None  # the target alone's wall time per token (its step and its loop), in steps
 
 
-def pair_record(speculative: dict, target_alone: dict, order: str, traced: bool) -> dict[str, Any]:
-    """One timed pair as a trace keeps it, from the two runs' summaries."""
+def pair_record(
+    speculative: dict, target_alone: dict, order: str, traced: bool, streamed: bool = False
+) -> dict[str, Any]:
+    """One timed pair as a trace keeps it, from the two runs' summaries. `streamed`: the two ran
+    while a page drew their tokens as they came (the app's own run: its first pair)."""
     return {
         "order": order,
         "traced": traced,
+        "streamed": streamed,
         "speculative": {k: speculative.get(k) for k in PAIR_FIELDS},
         "target_alone": {k: target_alone.get(k) for k in PAIR_FIELDS},
     }
@@ -82,10 +87,12 @@ def order_of_pair(index: int) -> str:
     return SPECULATIVE_FIRST if index % 2 == 0 else TARGET_FIRST
 
 
-def start_timing(trace: Any, baseline: Any) -> dict[str, Any]:
+def start_timing(trace: Any, baseline: Any, streamed: bool = False) -> dict[str, Any]:
     """Make a run and its baseline the first timed pair of the run; returns trace.extra["timing"],
-    whose "wanted" says how many pairs it should have in all (pairs_wanted)."""
-    first = pair_record(trace.summary, baseline.summary, SPECULATIVE_FIRST, bool(trace.config.get("traced", True)))
+    whose "wanted" says how many pairs it should have in all (pairs_wanted). `streamed`: the run
+    drew its tokens on a page as it went (see figure_pairs)."""
+    traced = bool(trace.config.get("traced", True))
+    first = pair_record(trace.summary, baseline.summary, SPECULATIVE_FIRST, traced, streamed)
     seconds = (trace.summary["wall_ms"] + baseline.summary["wall_ms"]) / 1000
     trace.extra["timing"] = {"pairs": [first], "wanted": pairs_wanted(seconds)}
     return trace.extra["timing"]
@@ -122,6 +129,15 @@ def timed_pairs(trace: Any, baseline: Any) -> list[dict]:
     return [pair_record(trace.summary, baseline.summary, SPECULATIVE_FIRST, bool(trace.config.get("traced", True)))]
 
 
+def figure_pairs(pairs: list[dict]) -> list[dict]:
+    """The pairs a run's figures come from. A streamed pair ran while the page drew each new token
+    (the speculative run's HTML every iteration, the target alone's progress bar), which slowed the
+    two unevenly; once SPEEDUP_MIN_PAIRS pairs timed without it are in, the figures use those only.
+    The trace keeps every pair."""
+    quiet = [p for p in pairs if not p.get("streamed")]
+    return quiet if len(quiet) >= SPEEDUP_MIN_PAIRS else pairs
+
+
 def pair_speedup(pair: dict) -> float | None:
     """tokens/s of the speculative run ÷ tokens/s of the target alone, within one pair."""
     spec, base = pair["speculative"], pair["target_alone"]
@@ -131,9 +147,11 @@ def pair_speedup(pair: dict) -> float | None:
 
 
 def speedup_spread(trace: Any, baseline: Any) -> Spread | None:
-    """The run's measured speedup: median, range and count over its pairs (None: no baseline)."""
+    """The run's measured speedup: median, range and count over its figure pairs (None: no baseline)."""
     wanted = (trace.extra.get("timing") or {}).get("wanted") if trace.mode == "speculative" else None
-    return spread_of_pairs(timed_pairs(trace, baseline), wanted)
+    pairs = timed_pairs(trace, baseline)
+    spread = spread_of_pairs(figure_pairs(pairs), wanted)
+    return None if spread is None else replace(spread, timed=len(pairs))
 
 
 def speedup(trace: Any, baseline: Any) -> float | None:
@@ -143,8 +161,8 @@ def speedup(trace: Any, baseline: Any) -> float | None:
 
 
 def measured_costs(trace: Any, baseline: Any) -> Costs | None:
-    """c and v of a run against its target alone (median over the pairs); None without a baseline."""
-    return costs_of_pairs(timed_pairs(trace, baseline))
+    """c and v of a run against its target alone (median over its figure pairs); None without a baseline."""
+    return costs_of_pairs(figure_pairs(timed_pairs(trace, baseline)))
 
 
 def spread_of_pairs(pairs: list[dict], wanted: int | None = None) -> Spread | None:
@@ -152,7 +170,8 @@ def spread_of_pairs(pairs: list[dict], wanted: int | None = None) -> Spread | No
     ratios = [r for r in (pair_speedup(p) for p in pairs) if r is not None]
     if not ratios:
         return None
-    return Spread(statistics.median(ratios), min(ratios), max(ratios), len(ratios), max(wanted or 0, len(ratios)))
+    count = len(ratios)
+    return Spread(statistics.median(ratios), min(ratios), max(ratios), count, max(wanted or 0, count), count)
 
 
 def costs_of_pairs(pairs: list[dict]) -> Costs | None:

@@ -3,8 +3,9 @@
 - `preload()`: the offline default models start loading when the server's first page opens, so
   the first Run finds them ready instead of spending its first seconds loading.
 - `TimingPairs`: after a run, the same settings are timed again as interleaved pairs
-  (specviz.speedup) while the student reads; the pairs are written into the run's trace as they
-  come, and the page's timing line (render.timing_status) shows how many are in.
+  (specviz.speedup) while the student reads, by one worker thread for all runs; the pairs are
+  written into the run's trace as they come, and the page's timing line (render._timing_status)
+  shows how many are in.
 
 The extra pairs are low priority: each waits until no other session's decode is queued at the
 device gate (specviz.gate), so a class's first runs are never held up by anyone's timing.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import importlib
+import queue
 import threading
 import time
 import weakref
@@ -27,6 +29,7 @@ from specviz.gate import device_gate
 _preload_lock = threading.Lock()
 _preload_thread: threading.Thread | None = None
 IDLE_POLL_S = 0.2  # how often a waiting timing pair looks at the gate again
+SETTLE_S = 1.0  # the pause before a run's further pairs, while its page is drawn
 # Imported on the page's own thread before the preload starts: both the pages (Streamlit's tables,
 # Plotly) and torch import them, and two threads importing one module at once can see it half
 # initialised ("partially initialized module 'numpy'").
@@ -49,6 +52,17 @@ def preload(load: Callable[[], None]) -> None:
         _preload_thread.start()
 
 
+def session_alive() -> Callable[[], bool]:
+    """A check that the calling browser session is still open (always True outside a server)."""
+    from streamlit.runtime import Runtime
+
+    ctx = get_script_run_ctx()
+    if ctx is None or not Runtime.exists():
+        return lambda: True
+    session_id = ctx.session_id
+    return lambda: Runtime.exists() and Runtime.instance().is_active_session(session_id)
+
+
 def wait_for_preload() -> None:
     """Block until the preload is done (at once if it is, or never started). Every run waits here
     first: it needs those models anyway, and it must not import torch while the preload does."""
@@ -69,10 +83,13 @@ def _quietly(load: Callable[[], None]) -> Callable[[], None]:
 
 _live: weakref.WeakSet[TimingPairs] = weakref.WeakSet()
 _exit_hook = False  # stop_all is registered with atexit
+_jobs: queue.Queue[TimingPairs] = queue.Queue()
+_worker: threading.Thread | None = None
+_worker_lock = threading.Lock()
 
 
 def stop_all() -> None:
-    """Stop every timing thread and let it finish the decode it is in, and wait for the preload: a
+    """Stop every run's timing and let the decode in progress finish, and wait for the preload: a
     thread killed inside a torch call at exit aborts the whole process ("terminate called without an
     active exception"). atexit runs it, registered at the first start, after torch and its libraries
     registered their own exit handlers, so that it runs before them (the last registered runs first)."""
@@ -83,46 +100,69 @@ def stop_all() -> None:
     wait_for_preload()
 
 
-EXIT_JOIN_S = 60.0  # the longest a timing thread's current decode may take to finish at exit
+EXIT_JOIN_S = 60.0  # the longest the decode in progress may take to finish at exit
+
+
+def _work() -> None:
+    """The one thread that times every run's further pairs, one run after another. One thread for
+    all: torch's CPU thread team belongs to the thread that calls it, and a new thread per run gave
+    each run's pairs its own systematic offset (five identical runs read 1.66x to 2.12x)."""
+    while True:
+        _jobs.get().run_here()
 
 
 class TimingPairs:
     """The further timed pairs of one run, appended to `trace.extra["timing"]["pairs"]`.
 
-    `run_speculative` and `run_target_alone` decode the run's settings once each, untraced, and
-    return their Trace. Stops early on `stop()` (a new run replaced this one) or on an error (the
-    pairs already in stay; the page shows them)."""
+    `run_speculative` and `run_target_alone` decode the run's settings once each and return their
+    Trace. Stops early on `stop()` (a new run replaced this one), when `wanted()` turns False (the
+    browser session that asked for it has closed: nobody is left to read the pairs), or on an error
+    (the pairs already in stay; the page shows them)."""
 
-    def __init__(self, trace, device: str, run_speculative: Callable, run_target_alone: Callable):
+    def __init__(
+        self,
+        trace,
+        device: str,
+        run_speculative: Callable,
+        run_target_alone: Callable,
+        wanted: Callable[[], bool] = lambda: True,
+    ):
         self.trace, self.device = trace, device
         self.run_speculative, self.run_target_alone = run_speculative, run_target_alone
+        self.wanted = wanted
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="specviz-timing", daemon=True)
+        self._done = threading.Event()
 
     def start(self) -> TimingPairs:
-        global _exit_hook
-        if not _exit_hook:
-            atexit.register(stop_all)
-            _exit_hook = True
+        global _exit_hook, _worker
+        with _worker_lock:
+            if not _exit_hook:
+                atexit.register(stop_all)
+                _exit_hook = True
+            if _worker is None:
+                _worker = threading.Thread(target=_work, name="specviz-timing", daemon=True)
+                _worker.start()
         _live.add(self)
-        self._thread.start()
+        _jobs.put(self)
         return self
 
     def join(self, timeout: float | None = None) -> None:
-        self._thread.join(timeout)
+        self._done.wait(timeout)
 
     def stop(self) -> None:
         self._stop.set()
 
     def running(self) -> bool:
-        return self._thread.is_alive()
+        """Queued or timing: its pairs are still to come."""
+        return not self._done.is_set()
 
-    def _run(self) -> None:
+    def run_here(self) -> None:
         timing = self.trace.extra["timing"]
         try:
+            self._stop.wait(SETTLE_S)  # the page draws the finished run first; timing beside it is noise
             while len(timing["pairs"]) < timing["wanted"] and not self._stop.is_set():
                 self._wait_for_idle_gate()
-                if self._stop.is_set():
+                if self._stop.is_set() or not self.wanted():
                     return
                 pair = speedup.time_pair(self.run_speculative, self.run_target_alone, len(timing["pairs"]), traced=True)
                 if not self._stop.is_set():
@@ -131,6 +171,7 @@ class TimingPairs:
             timing["stopped"] = f"{type(exc).__name__}: {exc}"
         finally:
             timing["wanted"] = len(timing["pairs"])  # what is in is the run's timing now (normally all)
+            self._done.set()
 
     def _wait_for_idle_gate(self) -> None:
         gate = device_gate(self.device)

@@ -27,6 +27,11 @@ SERVER_SETTINGS = {
     "server.fileWatcherType": "none",
     "server.maxUploadSize": "20",  # MB, for every upload (the trace reader refuses > 20 MiB too)
     "server.headless": "true",  # print the address instead of trying to open a browser
+    # Streamlit forces a full garbage collection after every script run, fragments included: with the
+    # models loaded that is ~100 ms holding the GIL, once a second while a run's pairs are timed
+    # (render.timing_status), and it stalled the very decodes being timed (identical runs read 1.2x
+    # to 4.1x). Python's own collector still runs as usual.
+    "runner.postScriptGC": "false",
 }
 
 USAGE = """usage: specviz app [streamlit options, e.g. --server.port 8502]

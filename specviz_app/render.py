@@ -21,7 +21,7 @@ from specviz.speedup import speedup_spread
 # Absolute, so a link finds its page whichever main script serves the app (`specviz app` runs
 # specviz_app/app.py, `streamlit run app.py` the root's app.py, which runs it).
 PAGES_DIR = Path(__file__).resolve().parent / "app_pages"
-TIMING_POLL_S = 1.0  # how often a page looks for the timing pairs that came in (a small fragment rerun)
+TIMING_POLL_S = 2.0  # how often a page looks for the timing pairs that came in (a small fragment rerun)
 
 __all__ = ["escaped_text", "legend_html", "md_escape", "statuses_in", "token_stream_html"]  # for the pages
 
@@ -69,7 +69,7 @@ def _timing_status(loaded) -> None:
     spread = speedup_spread(loaded.trace, loaded.baseline)
     if spread is not None:
         st.caption(
-            f":material/timer: Timing the speedup again on the same settings: {spread.pairs} of {spread.wanted} "
+            f":material/timer: Timing the speedup again on the same settings: {spread.timed} of {spread.wanted} "
             f"pairs in, so far {spread.median:.2f}× ({spread.low:.2f}–{spread.high:.2f}). The page updates when "
             "the last pair is in."
         )

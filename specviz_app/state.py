@@ -354,7 +354,7 @@ def _decode_with_progress(settings: Settings, status):
 def _time_more_pairs(settings: Settings, target, draft, trace, baseline) -> background.TimingPairs:
     """The run is the first timed pair (specviz.speedup); the others run in the background on the
     same settings, traced as the first was, so every pair is timed alike."""
-    speedup.start_timing(trace, baseline)
+    speedup.start_timing(trace, baseline, streamed=True)  # the page drew its tokens as they came
     from specviz.decoder import autoregressive_generate, speculative_generate
 
     kwargs = settings.decode_kwargs()
@@ -366,7 +366,9 @@ def _time_more_pairs(settings: Settings, target, draft, trace, baseline) -> back
     def run_target_alone():
         return autoregressive_generate(settings.prompt, target=target, **kwargs)
 
-    return background.TimingPairs(trace, str(target.device), run_speculative, run_target_alone).start()
+    return background.TimingPairs(
+        trace, str(target.device), run_speculative, run_target_alone, wanted=background.session_alive()
+    ).start()
 
 
 def shipped_race() -> dict | None:

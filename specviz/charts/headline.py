@@ -88,12 +88,12 @@ def headline_metrics(trace: Trace, baseline: Trace | None) -> list[list[Metric]]
 
 def range_note(spread) -> str:
     """'1.22–1.38 over 5 pairs', or what is still being timed."""
+    if not spread.complete:
+        span = "" if spread.pairs == 1 else f"{spread.low:.2f}–{spread.high:.2f}, "
+        return f"{span}timing: {spread.timed} of {spread.wanted} pairs in…"
     if spread.pairs == 1:
-        return "one pair" if spread.complete else f"timing 1 of {spread.wanted} pairs…"
-    span = f"{spread.low:.2f}–{spread.high:.2f}"
-    if spread.complete:
-        return f"{span} over {spread.pairs} pairs"
-    return f"{span}, {spread.pairs} of {spread.wanted} pairs…"
+        return "one pair"
+    return f"{spread.low:.2f}–{spread.high:.2f} over {spread.pairs} pairs"
 
 
 def passes_versus_time(trace: Trace, baseline: Trace | None) -> str | None:

@@ -12,18 +12,12 @@ from specviz.charts import lab as lab_charts
 from specviz.charts.tokens import display_token
 from specviz.errors import SpecvizError
 from specviz.prompting import prompt_token_ids
-from specviz.verify import RULE_LABELS, RULES, WRONG_RULES
+from specviz.verify import RULE_LABELS, RULE_NAMES, RULES, WRONG_RULES
 from specviz_app import keys, params, render, state
 
 MODELS = {
     "toy": "Toy pair: two tiny random models (seconds; tokens shown as #id)",
     "sidebar": "The sidebar's target and draft (real text; minutes on a CPU)",
-}
-RULE_NAMES = {
-    "exact": "Correct rule (Algorithm 1)",
-    "accept_if_equal": "Wrong: accept only if equal to a sample from p",
-    "resample_from_p": "Wrong: resample from p, not the residual",
-    "no_bonus": "Correct but slower: skip the bonus token",
 }
 # Decodes used to measure tokens per iteration of a rule. 30 toy decodes of 16 tokens are about 380
 # iterations: the mean is good to about ±0.02, well inside the 1.25 against 1.00 the page compares.
@@ -67,11 +61,7 @@ def _models(choice: str):
         target, draft = _toy_pair()
         return toy.LAB_TOY_PROMPT, target, draft
     settings = st.session_state[keys.SETTINGS]
-    target_name, draft_name = settings.model_names()
-    if not target_name:
-        raise SpecvizError("Name a target model in the sidebar (custom pair), or pick another pair.")
-    target = state.get_model(target_name, settings.dtype)
-    draft = state.resolve_draft(target, draft_name)
+    target, draft = state.sidebar_pair(settings)
     if not settings.prompt.strip():
         raise SpecvizError("The sidebar prompt is empty: type a prompt for the model to continue.")
     return prompt_token_ids(target.tokenizer, settings.prompt), target, draft

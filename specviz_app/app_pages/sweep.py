@@ -3,12 +3,12 @@ alone at each temperature; a speedup heatmap, tokens per iteration against the f
 measured c. Stoppable between runs; results export as CSV/JSON and load back (validated)."""
 
 import contextlib
-import re
 
 import streamlit as st
 
 from specviz import glossary, sweep, toy
 from specviz.charts import sweep as sweep_charts
+from specviz.config import slug
 from specviz.errors import SpecvizError
 from specviz_app import keys, params, render, state
 
@@ -40,11 +40,7 @@ def _models(choice: str, settings: params.Settings):
     if choice == "toy":
         target, draft = _toy_pair()
         return toy.TOY_PROMPT, target, draft, "toy pair"
-    target_name, draft_name = settings.model_names()
-    if not target_name:
-        raise SpecvizError("Name a target model in the sidebar (custom pair), or pick another pair.")
-    target = state.get_model(target_name, settings.dtype)
-    draft = state.resolve_draft(target, draft_name)
+    target, draft = state.sidebar_pair(settings)
     return settings.prompt, target, draft, params.pairs()[settings.pair].label
 
 
@@ -128,7 +124,7 @@ def _export_and_load(result: sweep.SweepResult | None) -> None:
     st.subheader("Save or load a sweep")
     cols = st.columns(2)
     if result is not None and result.cells:
-        stem = "specviz-sweep-" + (re.sub(r"[^a-z0-9]+", "-", str(result.config.get("target", "")).lower())[:30] or "x")
+        stem = "specviz-sweep-" + (slug(str(result.config.get("target", "")), 30) or "x")
         sub = cols[0].columns(2)
         sub[0].download_button("Sweep (JSON)", result.to_json(), f"{stem}.json", "application/json", key="sw_dl_json")
         sub[1].download_button("Sweep (CSV)", result.to_csv(), f"{stem}.csv", "text/csv", key="sw_dl_csv")
