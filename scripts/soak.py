@@ -1,0 +1,261 @@
+"""The classroom soak: N browser sessions open the app at once, on loopback, and each is timed.
+
+    .venv/bin/python scripts/soak.py                 # 30 sessions, 30 prompts (greedy, 16 new, baseline on)
+    .venv/bin/python scripts/soak.py --shared        # 30 sessions opening one link
+    .venv/bin/python scripts/soak.py --sessions 5 --timeout 120 --out artifacts/soak-small.json
+
+It starts the app itself (`streamlit run app.py` on a free port of 127.0.0.1, offline, as the
+browser tests do; `--url` uses one already running instead, on loopback only), loads the models once
+with a warm-up session (a class arrives at an app that has been open a while), then opens every
+session in its own Chromium context (Debian's /usr/bin/chromium through Playwright) and polls
+them all until each shows its finished run or the time limit passes.
+
+Per session it records the time from opening the link to the first token drawn on the page
+(the stream of the running decode, or the finished run for a session shown a shared recording) and
+to the finished run ("Showing: run here..."), and whether it failed: an error box, a traceback, or
+no finished run within --timeout. The app's resident memory (its process and children) is sampled
+all along. The report (JSON, and a summary on stdout) is what docs/reliability.md quotes; the
+issue's targets are printed beside the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+PROMPT_WORDS = [
+    "apple", "river", "violin", "comet", "desert", "lantern", "glacier", "pepper", "harbor", "meadow",
+    "falcon", "marble", "thunder", "cactus", "island", "copper", "orchid", "canyon", "walrus", "saddle",
+    "volcano", "pillow", "tundra", "magnet", "lagoon", "quartz", "beetle", "prairie", "anchor", "jungle",
+]  # fmt: skip
+TARGETS = {"first_tokens_s": 10.0, "finished_s": 60.0, "failures": 0, "memory_mb": 2500.0, "shared_finished_s": 15.0}
+
+
+def prompts(n: int) -> list[str]:
+    return [f"Write one sentence about a {PROMPT_WORDS[i % len(PROMPT_WORDS)]} (student {i + 1})." for i in range(n)]
+
+
+def link(prompt: str, seed: int) -> dict:
+    return {
+        "prompt": prompt,
+        "max_new": "16",
+        "temperature": "0",
+        "baseline": "1",
+        "pair": "offline",
+        "seed": str(seed),
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def start_app(log: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONPATH=str(ROOT))
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
+    cmd += ["--server.address", "127.0.0.1"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while not healthy(url):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"the app did not start; see {log}")
+        time.sleep(0.3)
+    return proc, url
+
+
+def rss_mb(pid: int | None) -> float | None:
+    """Resident memory of the app and its children, in MB (None when it is not ours to measure)."""
+    if pid is None:
+        return None
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        return sum(p.memory_info().rss for p in [proc, *proc.children(recursive=True)]) / 1e6
+    except psutil.Error:
+        return None
+
+
+def state_of(page) -> dict:
+    """What one poll sees: tokens drawn, finished, the error if any (one evaluate: 30 pages poll fast)."""
+    return page.evaluate(
+        """() => {
+            const text = document.body.innerText;
+            const app = document.querySelector('[data-testid="stApp"]');
+            const caps = [...document.querySelectorAll('[data-testid="stCaptionContainer"]')].map(e => e.innerText);
+            const errs = [...document.querySelectorAll('[data-testid="stAlertContentError"]')].map(e => e.innerText);
+            return {
+                tokens: document.querySelectorAll('.sv-stream .sv-tok').length,
+                showing: caps.find(c => c.startsWith('Showing:')) || '',
+                running: app ? app.getAttribute('data-test-script-state') : 'none',
+                error: errs.join(' | ')
+                       || (document.querySelector('[data-testid="stException"]') ? 'exception box' : '')
+                       || (text.includes('Traceback') ? 'traceback' : ''),
+                waiting: (text.match(/Waiting for the model: [^\\n]*/) || [''])[0],
+            };
+        }"""
+    )
+
+
+def soak(url: str, app_pid: int | None, n: int, shared: bool, timeout_s: float) -> dict:
+    from playwright.sync_api import sync_playwright
+
+    memory = [rss_mb(app_pid)]
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        # Warm-up: the first page starts the models' preload; one tiny run waits for it to finish.
+        warm = browser.new_context().new_page()
+        warm.goto(f"{url}/?" + urllib.parse.urlencode(dict(link("Say hi.", 0), max_new="2", baseline="0")))
+        warm.wait_for_function("() => document.body.innerText.includes('Showing: run here')", timeout=300_000)
+        warm.context.close()
+        memory.append(rss_mb(app_pid))
+        memory_before = memory[-1]
+
+        texts = [prompts(1)[0]] * n if shared else prompts(n)
+        pages, opened = [], []
+        for i, prompt in enumerate(texts):
+            page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+            opened.append(time.monotonic())
+            page.goto(f"{url}/?" + urllib.parse.urlencode(link(prompt, 1 if shared else i + 1)), wait_until="commit")
+            pages.append(page)
+        sessions = [{"session": i + 1, "first_tokens_s": None, "finished_s": None, "error": ""} for i in range(n)]
+        places: list[str] = []
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            pending = 0
+            for i, page in enumerate(pages):
+                s = sessions[i]
+                if s["finished_s"] is not None or s["error"]:
+                    continue
+                pending += 1
+                try:
+                    seen = state_of(page)
+                except Exception as exc:  # noqa: BLE001 - a page that broke is a failure, the soak goes on
+                    s["error"] = f"{type(exc).__name__}: {exc}"[:300]
+                    continue
+                now = time.monotonic() - opened[i]
+                if seen["tokens"] and s["first_tokens_s"] is None:
+                    s["first_tokens_s"] = round(now, 2)
+                if seen["waiting"] and len(places) < 200:
+                    places.append(seen["waiting"][:120])
+                if seen["error"]:
+                    s["error"] = seen["error"][:300]
+                elif seen["showing"].startswith("Showing: run here") and seen["running"] == "notRunning":
+                    s["finished_s"] = round(now, 2)
+                    s["shown"] = seen["showing"][:160]
+            memory.append(rss_mb(app_pid))
+            if not pending:
+                break
+            time.sleep(0.2)
+        for s in sessions:
+            if s["finished_s"] is None and not s["error"]:
+                s["error"] = f"no finished run within {timeout_s:.0f} s"
+        browser.close()
+
+    def spread(key: str) -> dict:
+        values = [s[key] for s in sessions if s[key] is not None]
+        if not values:
+            return {"n": 0}
+        values.sort()
+        return {
+            "n": len(values),
+            "median": round(statistics.median(values), 2),
+            "p90": values[min(len(values) - 1, int(0.9 * len(values)))],
+            "max": values[-1],
+        }
+
+    mem = [m for m in memory if m is not None]
+    return {
+        "variant": "shared link" if shared else "different prompts",
+        "sessions": n,
+        "settings": "greedy, 16 new tokens, baseline on, offline pair",
+        "first_tokens_s": spread("first_tokens_s"),
+        "finished_s": spread("finished_s"),
+        "failures": sum(1 for s in sessions if s["error"]),
+        "memory_mb": {"before": round(memory_before or 0), "peak": round(max(mem)) if mem else None},
+        "waiting_lines_seen": places[:10],
+        "sessions_detail": sessions,
+        "targets": TARGETS,
+    }
+
+
+def cpu_name() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        name = next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), "")
+        return f"{name}, {os.cpu_count()} CPUs"
+    except OSError:
+        return f"{os.cpu_count()} CPUs"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sessions", type=int, default=30)
+    ap.add_argument("--shared", action="store_true", help="every session opens the same link")
+    ap.add_argument("--timeout", type=float, default=240.0, help="seconds the sessions may take in all (bounded)")
+    ap.add_argument("--url", help="an app already running on 127.0.0.1 (default: start one)")
+    ap.add_argument("--out", help="the JSON report (default: artifacts/soak-<variant>.json)")
+    args = ap.parse_args(argv)
+    if not 1 <= args.sessions <= 100 or not 1 <= args.timeout <= 600:
+        ap.error("--sessions must be 1..100 and --timeout 1..600 s")
+    if args.url and urllib.parse.urlparse(args.url).hostname not in ("127.0.0.1", "localhost"):
+        ap.error("the soak runs on loopback only: --url must be http://127.0.0.1:<port>")
+    if not Path(CHROMIUM).is_file():
+        ap.error(f"{CHROMIUM} is missing: apt-get install chromium")
+    artifacts = ROOT / "artifacts"
+    artifacts.mkdir(exist_ok=True)
+    proc = None
+    try:
+        if args.url:
+            url, pid = args.url.rstrip("/"), None
+        else:
+            proc, url = start_app(artifacts / "soak-app.log")
+            pid = proc.pid
+        started = time.monotonic()
+        report = soak(url, pid, args.sessions, args.shared, args.timeout)
+        report["wall_s"] = round(time.monotonic() - started, 1)
+        report["cpu"] = cpu_name()
+    finally:
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(90)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    out = Path(args.out) if args.out else artifacts / f"soak-{'shared' if args.shared else 'prompts'}.json"
+    out.write_text(json.dumps(report, indent=1), encoding="utf-8")
+    first, done = report["first_tokens_s"], report["finished_s"]
+    print(f"{report['variant']}: {report['sessions']} sessions on {report['cpu']}")
+    print(f"  first tokens: median {first.get('median')} s, p90 {first.get('p90')} s, max {first.get('max')} s")
+    print(f"  finished run: median {done.get('median')} s, p90 {done.get('p90')} s, max {done.get('max')} s")
+    print(f"  failures: {report['failures']}; app memory {report['memory_mb']} MB")
+    print(f"  targets: {TARGETS}; report: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
