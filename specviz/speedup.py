@@ -22,9 +22,11 @@ bench and in the exports. No torch here: the charts and the theory read it.
 
 from __future__ import annotations
 
+import gc
 import math
 import statistics
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -101,13 +103,29 @@ def start_timing(trace: Any, baseline: Any, streamed: bool = False) -> dict[str,
 def time_pair(run_speculative: Callable[[], Any], run_target_alone: Callable[[], Any], index: int, traced: bool):
     """Time pair number `index` (0-based): run both (each a call returning its Trace; `traced`
     says whether they record a full trace), in the order order_of_pair gives; return its record."""
-    if order_of_pair(index) == SPECULATIVE_FIRST:
-        spec = run_speculative()
-        base = run_target_alone()
-    else:
-        base = run_target_alone()
-        spec = run_speculative()
+    with _no_garbage_collection():
+        if order_of_pair(index) == SPECULATIVE_FIRST:
+            spec = run_speculative()
+            base = run_target_alone()
+        else:
+            base = run_target_alone()
+            spec = run_speculative()
     return pair_record(spec.summary, base.summary, order_of_pair(index), traced)
+
+
+@contextmanager
+def _no_garbage_collection():
+    """timeit's rule: collect before a timing, never during it. A full collection with the models
+    loaded takes about 100 ms, and it fell inside one run of a pair or the other at random (the
+    speculative half of 14 tokens read 300 or 400 ms)."""
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def pairs_wanted(first_pair_seconds: float) -> int:
