@@ -191,7 +191,8 @@ def walltime_curve_figure(
             )
     fig.update_layout(
         **LAYOUT,
-        title=titled(w["walltime_title"].format(alpha=alpha, c=c)),
+        # Thm 3.8 is the paper's v = 1; any other v is this formula, not the theorem.
+        title=titled((w["walltime_title"] if v == 1.0 else w["walltime_title_v"]).format(alpha=alpha, c=c, v=v)),
         xaxis_title=w["gamma_x"],
         yaxis_title=w["walltime_y"],
         height=400,

@@ -61,6 +61,7 @@ TEXT: dict[str, dict[str, str]] = {
         "trace_predicted": "current trace: predicted from its α, c, v ({speedup:.2f}×)",
         "trace_measured": "current trace: measured vs its baseline ({speedup:.2f}×)",
         "walltime_title": "Expected walltime improvement at α = {alpha:.2f}, c = {c:.2f}  (Thm 3.8)",
+        "walltime_title_v": "Expected walltime improvement at α = {alpha:.2f}, c = {c:.2f}, v = {v:.2f}",
         "gamma_x": "γ (draft tokens per iteration)",
         "walltime_y": "walltime improvement (× target alone)",
         # one draft's decision, in a line (the lesson's "accept or reject" step)
@@ -123,6 +124,7 @@ TEXT: dict[str, dict[str, str]] = {
         "trace_predicted": "当前记录：由其 α、c 预测（{speedup:.2f}×）",
         "trace_measured": "当前记录：相对其基线的实测值（{speedup:.2f}×）",
         "walltime_title": "α = {alpha:.2f}、c = {c:.2f} 时的期望加速比（定理 3.8）",
+        "walltime_title_v": "α = {alpha:.2f}、c = {c:.2f}、v = {v:.2f} 时的期望加速比",
         "gamma_x": "γ（每轮草稿 token 数）",
         "walltime_y": "加速比（相对仅目标模型的倍数）",
         "decision_accepted_greedy": "接受：是目标模型概率最高的 token（贪心）",

@@ -61,7 +61,7 @@ def _sliders(m: dict | None) -> tuple[float, int, float, float]:
     st.session_state.setdefault(keys.THEORY_GAMMA, 7)
     st.session_state.setdefault(keys.THEORY_C, 0.05)
     st.session_state.setdefault(keys.THEORY_V, 1.0)
-    cols = st.columns([1, 1, 1, 1, 1.1], vertical_alignment="bottom")
+    cols = st.columns([1, 1, 1, 1, 1.5], vertical_alignment="bottom")  # the button's label in full at 1280 px
     alpha = cols[0].slider(
         glossary.ALPHA.label, 0.0, 1.0, step=0.01, key=keys.THEORY_ALPHA,
         help="the mean of β = Σ min(p, q): how likely a draft is to pass",
