@@ -395,6 +395,23 @@ def resolve_drafter(draft, target: LoadedModel, device=None, dtype=None) -> Draf
     return draft  # already a Drafter
 
 
+def needs_no_model(draft) -> bool:
+    """A draft the decoder builds from its name alone, with no draft model to load: the n-gram,
+    self and hybrid strategies and the draft heads (resolve_drafter's named kinds)."""
+    from specviz.models import HYBRID_DRAFT, NGRAM_DRAFT, SELF_DRAFT
+
+    return isinstance(draft, str) and (draft in (NGRAM_DRAFT, SELF_DRAFT, HYBRID_DRAFT) or is_head(draft))
+
+
+def head_of(draft) -> str | None:
+    """The draft head a named draft runs on (the hybrid's is the shipped head), or None."""
+    from specviz.models import HEAD_DRAFT, HYBRID_DRAFT
+
+    if draft == HYBRID_DRAFT:
+        return HEAD_DRAFT
+    return draft if isinstance(draft, str) and is_head(draft) else None
+
+
 def is_head(name: str) -> bool:
     """A shipped head ("offline:specviz-head-...") or a folder holding head.json."""
     from pathlib import Path

@@ -41,6 +41,7 @@ def _request_run() -> None:
 def _check_pair(where, target: str, draft: str) -> None:
     """Load a custom pair and compare the vocabularies, with the library's own messages."""
     from specviz import models
+    from specviz.drafters import needs_no_model
     from specviz.errors import SpecvizError
     from specviz_app import state
 
@@ -51,7 +52,7 @@ def _check_pair(where, target: str, draft: str) -> None:
     try:
         with where.spinner("Loading the models…"):
             loaded = state.get_model(target)
-            if draft in (models.NGRAM_DRAFT, models.SELF_DRAFT):
+            if needs_no_model(draft):  # a strategy or a head: it drafts in the target's own vocabulary
                 where.success(f"The {draft} draft uses the target's own vocabulary ({loaded.vocab_size} tokens).")
                 return
             models.check_vocabulary(loaded, state.get_model(draft))

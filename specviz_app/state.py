@@ -213,13 +213,13 @@ def sidebar_pair(settings: Settings) -> tuple[models.LoadedModel, object]:
 def resolve_draft(target: models.LoadedModel, draft: str | None):
     """The draft to hand the decoder: a strategy or head name as it is, a model draft loaded
     (once, cached) and checked against the target's vocabulary."""
-    from specviz.drafters import is_head
+    from specviz.drafters import head_of, needs_no_model
 
     if draft is None:
         draft = models.default_draft(target.name)
-    if draft == models.HYBRID_DRAFT or is_head(draft):
-        _warm_up_head(target, models.HEAD_DRAFT if draft == models.HYBRID_DRAFT else draft)
-    if draft in (models.NGRAM_DRAFT, models.SELF_DRAFT, models.HYBRID_DRAFT) or is_head(draft):
+    if (head := head_of(draft)) is not None:
+        _warm_up_head(target, head)
+    if needs_no_model(draft):
         return draft
     loaded = get_model(draft, target.dtype)
     models.check_vocabulary(target, loaded)  # fail before decoding, with the library's message
