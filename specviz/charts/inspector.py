@@ -91,24 +91,18 @@ def draft_figure(
         width=0.86,
         hovertemplate="%{x}<br>min(p, q) %{y:.3g}<extra></extra>",
     )
-    fig.add_bar(
-        x=labels,
-        y=q_vals,
-        name=w["q_draft"],
-        marker={"color": Q_COLOR, "line": {"width": outline, "color": "#000"}},
-        offset=-0.4,
-        width=0.4,
-        hovertemplate="%{x}<br>q (draft) %{y:.3g}<extra></extra>",
-    )
-    fig.add_bar(
-        x=labels,
-        y=p_vals,
-        name=w["p_target"],
-        marker={"color": P_COLOR, "line": {"width": outline, "color": "#000"}},
-        offset=0.0,
-        width=0.4,
-        hovertemplate="%{x}<br>p (target) %{y:.3g}<extra></extra>",
-    )
+    # q to the left of each token, p to the right, the drafted token's two bars outlined.
+    for vals, name, color, offset, who in ((q_vals, w["q_draft"], Q_COLOR, -0.4, "q (draft)"),
+                                           (p_vals, w["p_target"], P_COLOR, 0.0, "p (target)")):  # fmt: skip
+        fig.add_bar(
+            x=labels,
+            y=vals,
+            name=name,
+            marker={"color": color, "line": {"width": outline, "color": "#000"}},
+            offset=offset,
+            width=0.4,
+            hovertemplate=f"%{{x}}<br>{who} %{{y:.3g}}<extra></extra>",
+        )
     where = w["draft_n"].format(slot=slot) if slot else w["draft"]
     fig.add_annotation(
         x=labels[0],
