@@ -70,8 +70,9 @@ def _timing_status(loaded) -> None:
     if spread is not None:
         st.caption(
             f":material/timer: Timing the speedup again on the same settings: {spread.timed} of {spread.wanted} "
-            f"pairs in, so far {spread.median:.2f}× ({spread.low:.2f}–{spread.high:.2f}). The page updates when "
-            "the last pair is in."
+            f"pairs in, so far {spread.median:.2f}×"
+            + ("" if spread.pairs == 1 else f" ({spread.low:.2f}–{spread.high:.2f})")
+            + ". The page updates when the last pair is in."
         )
 
 
