@@ -100,6 +100,56 @@ def rss_mb(pid: int | None) -> float | None:
         return None
 
 
+# Installed in every page before the app loads: the page itself notes (epoch ms) when it first shows
+# a token and when it first shows its finished run, so the times do not depend on how fast the
+# soak polls 30 busy pages (a poll of a starved page can take seconds).
+MARKS = """
+window.__sv = {first: null, done: null};
+const svCheck = () => {
+    const now = Date.now();
+    if (window.__sv.first === null && document.querySelector('.sv-stream .sv-tok')) window.__sv.first = now;
+    if (window.__sv.done === null) {
+        const app = document.querySelector('[data-testid="stApp"]');
+        if (app && app.getAttribute('data-test-script-state') === 'notRunning') {
+            const caps = document.querySelectorAll('[data-testid="stCaptionContainer"]');
+            for (const c of caps) if (c.textContent.startsWith('Showing: run here')) { window.__sv.done = now; break; }
+        }
+    }
+};
+new MutationObserver(svCheck).observe(document, {subtree: true, childList: true, attributes: true});
+setInterval(svCheck, 250);
+"""
+
+
+def cpu_s(pids_of) -> float:
+    """CPU seconds (user + system) used so far by the processes pids_of() lists."""
+    import psutil
+
+    total = 0.0
+    for proc in pids_of():
+        try:
+            t = proc.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
+def app_procs(pid):
+    import psutil
+
+    proc = psutil.Process(pid)
+    return [proc, *proc.children(recursive=True)]
+
+
+def browser_procs(app_pid):
+    """Everything this script started except the app: Playwright's driver and Chromium."""
+    import psutil
+
+    app = {p.pid for p in app_procs(app_pid)} if app_pid else set()
+    return [p for p in psutil.Process().children(recursive=True) if p.pid not in app]
+
+
 def state_of(page) -> dict:
     """What one poll sees: tokens drawn, finished, the error if any (one evaluate: 30 pages poll fast)."""
     return page.evaluate(
@@ -116,6 +166,8 @@ def state_of(page) -> dict:
                        || (document.querySelector('[data-testid="stException"]') ? 'exception box' : '')
                        || (text.includes('Traceback') ? 'traceback' : ''),
                 waiting: (text.match(/Waiting for the model: [^\\n]*/) || [''])[0],
+                status: /Loading the models|Decoding|Waiting for|Another session is decoding/.test(text),
+                marks: window.__sv || {},
             };
         }"""
     )
@@ -136,13 +188,23 @@ def soak(url: str, app_pid: int | None, n: int, shared: bool, timeout_s: float) 
         memory_before = memory[-1]
 
         texts = [prompts(1)[0]] * n if shared else prompts(n)
-        pages, opened = [], []
+        app_cpu0 = cpu_s(lambda: app_procs(app_pid)) if app_pid else None
+        browser_cpu0 = cpu_s(lambda: browser_procs(app_pid))
+        wall0 = time.monotonic()
+        pages, opened, opened_epoch = [], [], []
         for i, prompt in enumerate(texts):
-            page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+            context = browser.new_context(viewport={"width": 1280, "height": 900})
+            context.add_init_script(MARKS)
+            page = context.new_page()
             opened.append(time.monotonic())
+            opened_epoch.append(time.time())
             page.goto(f"{url}/?" + urllib.parse.urlencode(link(prompt, 1 if shared else i + 1)), wait_until="commit")
             pages.append(page)
-        sessions = [{"session": i + 1, "first_tokens_s": None, "finished_s": None, "error": ""} for i in range(n)]
+        sessions = [
+            {"session": i + 1, "opened_at_s": round(opened[i] - opened[0], 2), "status_s": None}
+            | {"first_tokens_s": None, "finished_s": None, "error": ""}
+            for i in range(n)
+        ]
         places: list[str] = []
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -158,19 +220,31 @@ def soak(url: str, app_pid: int | None, n: int, shared: bool, timeout_s: float) 
                     s["error"] = f"{type(exc).__name__}: {exc}"[:300]
                     continue
                 now = time.monotonic() - opened[i]
-                if seen["tokens"] and s["first_tokens_s"] is None:
-                    s["first_tokens_s"] = round(now, 2)
+                marks = seen.get("marks") or {}
+                if seen["status"] and s["status_s"] is None:  # the app answered: its run began (as polled)
+                    s["status_s"] = round(now, 2)
+                if marks.get("first") and s["first_tokens_s"] is None:  # as the page itself noted it
+                    s["first_tokens_s"] = round(marks["first"] / 1000 - opened_epoch[i], 2)
                 if seen["waiting"] and len(places) < 200:
                     places.append(seen["waiting"][:120])
                 if seen["error"]:
                     s["error"] = seen["error"][:300]
-                elif seen["showing"].startswith("Showing: run here") and seen["running"] == "notRunning":
-                    s["finished_s"] = round(now, 2)
+                elif marks.get("done"):
+                    s["finished_s"] = round(marks["done"] / 1000 - opened_epoch[i], 2)
+                    s["polled_finished_s"] = round(now, 2)
                     s["shown"] = seen["showing"][:160]
+                    if s["first_tokens_s"] is None:  # a shared recording: its tokens come with the finished run
+                        s["first_tokens_s"] = s["finished_s"]
             memory.append(rss_mb(app_pid))
             if not pending:
                 break
             time.sleep(0.2)
+        # Where the machine's CPU went while the class ran: the app, or the 30 browsers beside it.
+        cpu = {
+            "wall_s": round(time.monotonic() - wall0, 1),
+            "app_s": round(cpu_s(lambda: app_procs(app_pid)) - app_cpu0, 1) if app_pid else None,
+            "browsers_s": round(cpu_s(lambda: browser_procs(app_pid)) - browser_cpu0, 1),
+        }
         for s in sessions:
             if s["finished_s"] is None and not s["error"]:
                 s["error"] = f"no finished run within {timeout_s:.0f} s"
@@ -197,6 +271,7 @@ def soak(url: str, app_pid: int | None, n: int, shared: bool, timeout_s: float) 
         "finished_s": spread("finished_s"),
         "failures": sum(1 for s in sessions if s["error"]),
         "memory_mb": {"before": round(memory_before or 0), "peak": round(max(mem)) if mem else None},
+        "cpu_seconds": cpu,
         "waiting_lines_seen": places[:10],
         "sessions_detail": sessions,
         "targets": TARGETS,
@@ -252,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{report['variant']}: {report['sessions']} sessions on {report['cpu']}")
     print(f"  first tokens: median {first.get('median')} s, p90 {first.get('p90')} s, max {first.get('max')} s")
     print(f"  finished run: median {done.get('median')} s, p90 {done.get('p90')} s, max {done.get('max')} s")
-    print(f"  failures: {report['failures']}; app memory {report['memory_mb']} MB")
+    print(f"  failures: {report['failures']}; app memory {report['memory_mb']} MB; CPU seconds {report['cpu_seconds']}")
     print(f"  targets: {TARGETS}; report: {out}")
     return 0
 
