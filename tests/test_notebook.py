@@ -16,6 +16,7 @@ from specviz.charts.tokens import token_rows
 from specviz.errors import TraceError
 from specviz.notebook import VIEWS, View
 from specviz.shipped import ASSETS
+from specviz.speedup import speedup, speedup_spread
 from specviz.trace import Trace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,7 +44,8 @@ def test_a_trace_renders_its_numbers_and_every_token_inline():
     assert metrics["Tokens per iteration"] == f"{s['mean_accepted_length']:.2f}"
     assert metrics["Speedup"] == "n/a"  # no baseline given
     with_base = dict(METRIC.findall(trace.show("tokens", baseline=baseline).html))
-    assert with_base["Speedup"] == f"{s['tokens_per_s'] / baseline.summary['tokens_per_s']:.2f}×"
+    assert with_base["Speedup"] == f"{speedup(trace, baseline):.2f}×"  # the pages' one speedup: its timed pairs'
+    assert f"over {speedup_spread(trace, baseline).pairs} pairs" in trace.show("tokens", baseline=baseline).html
     assert "data-verdict=" in trace.show("tokens", baseline=baseline).html
 
 
