@@ -12,7 +12,7 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from browser.helpers import CHROMIUM, CHROMIUM_ARGS, RUN_TIMEOUT_MS, assert_no_traceback, showing, wait_idle
+from browser.helpers import CHROMIUM, CHROMIUM_ARGS, RUN_TIMEOUT_MS, assert_no_traceback, classroom, showing, wait_idle
 
 from specviz_app.replicas import Deployment, free_port, nginx_binary
 
@@ -49,6 +49,8 @@ def test_the_generated_nginx_config_is_sticky_proxies_websockets_and_passes_ngin
 
 
 @pytest.mark.browser
+@pytest.mark.classroom
+@classroom
 def test_a_replica_stopped_mid_class_loses_no_finished_trace(tmp_path):
     if nginx_binary() is None:
         pytest.skip("nginx is not installed: `apt-get install nginx` (./dev.sh test installs it)")

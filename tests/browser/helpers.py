@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts"
@@ -14,6 +17,15 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
 RUN_TIMEOUT_MS = 300_000  # one decode on a busy 2-core CPU, models loaded on first use included
 EXCEPTION_BOX = '[data-testid="stException"]'
+
+# The classroom's load tests (a queue that must form behind one long run, a replica stopped mid-class)
+# depend on how fast this machine decodes beside three to five browsers: on a 2-core CI machine
+# running the rest of the suite they passed and failed by turns. They run on their own, with
+# nothing else on the machine: SPECVIZ_CLASSROOM_TESTS=1 ./dev.sh test -m classroom (docs/reliability.md).
+classroom = pytest.mark.skipif(
+    os.environ.get("SPECVIZ_CLASSROOM_TESTS") != "1",
+    reason="a classroom load test: SPECVIZ_CLASSROOM_TESTS=1 ./dev.sh test -m classroom, on a quiet machine",
+)
 
 
 def wait_idle(page, timeout_ms: int = RUN_TIMEOUT_MS) -> None:

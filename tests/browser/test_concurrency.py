@@ -22,6 +22,7 @@ from .helpers import (
     ARTIFACTS,
     RUN_TIMEOUT_MS,
     assert_no_traceback,
+    classroom,
     download,
     errors,
     goto_page,
@@ -130,6 +131,8 @@ def _wait_for_place(page, timeout_s: float = 120) -> int:
     raise AssertionError(f"the page never showed its queue place:\n{main_text(page)[:2000]}")
 
 
+@pytest.mark.classroom
+@classroom
 def test_the_queue_shows_places_a_closed_tab_frees_its_place_and_cancel_keeps_the_trace(browser, new_page):
     """One long run holds the model; three sessions queue behind it. The page shows each its place
     and an estimate; closing one tab moves the ones behind it up at once; Cancel leaves the queue and
