@@ -21,7 +21,7 @@ EXCEPTION_BOX = '[data-testid="stException"]'
 # The classroom's load tests (a queue that must form behind one long run, a replica stopped mid-class)
 # depend on how fast this machine decodes beside three to five browsers: on a 2-core CI machine
 # running the rest of the suite they passed and failed by turns. They run on their own, with
-# nothing else on the machine: SPECVIZ_CLASSROOM_TESTS=1 ./dev.sh test -m classroom (docs/reliability.md).
+# nothing else on the machine, by the two commands docs/reliability.md gives (SPECVIZ_CLASSROOM_TESTS=1).
 classroom = pytest.mark.skipif(
     os.environ.get("SPECVIZ_CLASSROOM_TESTS") != "1",
     reason="a classroom load test: SPECVIZ_CLASSROOM_TESTS=1 ./dev.sh test -m classroom, on a quiet machine",
