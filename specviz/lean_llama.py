@@ -19,6 +19,10 @@ transformers' forward. tests/test_lean_llama.py holds it to transformers' logits
 
 from __future__ import annotations
 
+import itertools
+from dataclasses import dataclass
+from typing import NamedTuple
+
 import torch
 from torch import nn
 
@@ -122,43 +126,94 @@ class LeanLlama:
     ):
         """input_ids [T] -> (logits [keep, V], features [T, (n+1)D] or None), as
         specviz.target.target_forward. tree: (positions [T], additive mask [1, 1, T, N + T])."""
-        t, past = input_ids.shape[0], cache.length
-        if tree is None:
+        return self.forward_many([LeanRequest(input_ids, cache, keep, feature_layers, tree)])[0]
+
+    def forward_many(self, requests: list[LeanRequest]) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+        """One pass over several runs' new tokens, each with its own cache -> (logits [keep_i, V],
+        features [T_i, (n+1)D] or None) per request, as `forward` gives it alone.
+
+        As vLLM batches sequences: every request's rows are stacked into x [sum T_i, D], so each
+        linear (q, k, v, o, the MLP, the LM head) streams its weights from memory once for all of
+        them, which is what a memory-bound CPU step pays for; rotary, the cache writes and
+        attention run per request on its own cache. A row's numbers equal its solo pass's up to the
+        last bits a linear's kernel may round differently for another row count (specviz.packing:
+        none with packed kernels)."""
+        if len({id(r.cache) for r in requests}) < len(requests):
+            raise ValueError("each request of one pass needs its own cache")
+        starts = itertools.accumulate((r.input_ids.shape[0] for r in requests), initial=0)
+        spans = [_Span.of(self, r, start) for r, start in zip(requests, starts, strict=False)]
+        x = self.embed[torch.cat([r.input_ids for r in requests])]  # [sum T, D]
+        earlier = {}
+        for i, layer in enumerate(self.layers):
+            attn, mlp = layer.self_attn, layer.mlp
+            a = self._rms(x, layer.input_layernorm)
+            q, k, v = attn.q_proj(a), attn.k_proj(a), attn.v_proj(a)  # [sum T, H*hd], [sum T, Hkv*hd] x2
+            out = torch.cat([self._attend(i, s, q[s.rows], k[s.rows], v[s.rows]) for s in spans])  # [sum T, H*hd]
+            x = x + attn.o_proj(out)
+            m = self._rms(x, layer.post_attention_layernorm)
+            x = x + mlp.down_proj(nn.functional.silu(mlp.gate_proj(m)) * mlp.up_proj(m))
+            if any(i in (r.feature_layers or ()) for r in requests):
+                earlier[i] = x
+        hidden = self._rms(x, self.norm)  # [sum T, D]
+        kept = torch.cat([hidden[s.rows][-r.keep :] for s, r in zip(spans, requests, strict=True)])  # [sum keep, D]
+        logits = self.model.lm_head(kept).split([r.keep for r in requests])  # looked up here: kernels swap it
+        results = []
+        for s, r, lg in zip(spans, requests, logits, strict=True):
+            s.cache.length = s.end
+            features = None
+            if r.feature_layers is not None:  # [T_i, (n+1)D]
+                features = torch.cat([*(earlier[j][s.rows] for j in r.feature_layers), hidden[s.rows]], dim=-1)
+            results.append((lg, features))
+        return results
+
+    def _attend(self, i: int, s: _Span, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Layer i's attention for one request: q [T, H*hd], k, v [T, Hkv*hd] -> [T, H*hd]. Writes
+        k, v into its cache at its positions and attends over its cache."""
+        t, hd, h, hkv = s.end - s.past, self.head_dim, self.heads, self.kv_heads
+        q = _rope(q.view(t, h, hd).transpose(0, 1), s.cos, s.sin)  # [H, T, hd]
+        k = _rope(k.view(t, hkv, hd).transpose(0, 1), s.cos, s.sin)  # [Hkv, T, hd]
+        s.cache.keys[i, :, s.past : s.end] = k
+        s.cache.values[i, :, s.past : s.end] = v.view(t, hkv, hd).transpose(0, 1)
+        keys, values = s.cache.keys[i : i + 1, :, : s.end], s.cache.values[i : i + 1, :, : s.end]  # [1, Hkv, N, hd]
+        out = nn.functional.scaled_dot_product_attention(q[None], keys, values, attn_mask=s.mask, enable_gqa=True)
+        return out[0].transpose(0, 1).reshape(t, h * hd)
+
+
+class LeanRequest(NamedTuple):
+    """One run's share of a pass: what `LeanLlama.forward` takes."""
+
+    input_ids: torch.Tensor  # [T] the new tokens
+    cache: LeanCache
+    keep: int  # logits of the last `keep` positions
+    feature_layers: tuple[int, ...] | None = None
+    tree: tuple[torch.Tensor, torch.Tensor] | None = None  # (positions [T], additive mask [1, 1, T, N + T])
+
+
+@dataclass
+class _Span:
+    """Where one request sits in a pass: its rows of x, its cache positions, mask and rotary."""
+
+    rows: slice  # its rows of the stacked x
+    cache: LeanCache
+    past: int  # cache entries before this pass
+    end: int  # past + T
+    mask: torch.Tensor | None  # [T, past + T] bool or additive; None: one row sees everything
+    cos: torch.Tensor  # [T, hd]
+    sin: torch.Tensor
+
+    @staticmethod
+    def of(lean: LeanLlama, r: LeanRequest, start: int) -> _Span:
+        t, past = r.input_ids.shape[0], r.cache.length
+        if r.tree is None:
             positions = torch.arange(past, past + t)
             mask = None
             if t > 1:  # causal: row i sees the cache and new rows up to itself
                 mask = torch.ones(t, past + t, dtype=torch.bool).tril(past)
         else:
-            positions, mask = tree[0], tree[1][0, 0]
-        cos, sin = self._rotary(positions)  # [T, hd]
-        cache.reserve(t)
-        end = past + t
-        x = self.embed[input_ids]  # [T, D]
-        earlier = {}
-        hd, h, hkv = self.head_dim, self.heads, self.kv_heads
-        for i, layer in enumerate(self.layers):
-            attn = layer.self_attn
-            a = self._rms(x, layer.input_layernorm)
-            q = attn.q_proj(a).view(t, h, hd).transpose(0, 1)  # [H, T, hd]
-            k = attn.k_proj(a).view(t, hkv, hd).transpose(0, 1)  # [Hkv, T, hd]
-            v = attn.v_proj(a).view(t, hkv, hd).transpose(0, 1)
-            q, k = _rope(q, cos, sin), _rope(k, cos, sin)
-            cache.keys[i, :, past:end] = k
-            cache.values[i, :, past:end] = v
-            keys, values = cache.keys[i : i + 1, :, :end], cache.values[i : i + 1, :, :end]  # [1, Hkv, N, hd]
-            out = nn.functional.scaled_dot_product_attention(q[None], keys, values, attn_mask=mask, enable_gqa=True)
-            x = x + attn.o_proj(out[0].transpose(0, 1).reshape(t, h * hd))
-            mlp = layer.mlp
-            m = self._rms(x, layer.post_attention_layernorm)
-            x = x + mlp.down_proj(nn.functional.silu(mlp.gate_proj(m)) * mlp.up_proj(m))
-            if feature_layers and i in feature_layers:
-                earlier[i] = x
-        cache.length = end
-        hidden = self._rms(x, self.norm)  # [T, D]
-        logits = self.model.lm_head(hidden[-keep:])  # [keep, V] (looked up here: kernels swap it in place)
-        if feature_layers is None:
-            return logits, None
-        return logits, torch.cat([*(earlier[i] for i in feature_layers), hidden], dim=-1)
+            positions, mask = r.tree[0], r.tree[1][0, 0]
+        r.cache.reserve(t)
+        cos, sin = lean._rotary(positions)
+        return _Span(slice(start, start + t), r.cache, past, past + t, mask, cos, sin)
 
 
 def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
