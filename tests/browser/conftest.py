@@ -9,34 +9,20 @@ artifacts/screenshots/. Playwright's own browser download is never used.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
 import urllib.parse
-import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from specviz_app.replicas import free_port, healthy  # the app's own port and health checks
+
 from .helpers import APP_LOG, CHROMIUM, CHROMIUM_ARGS, RUN_TIMEOUT_MS, SCREENSHOTS, assert_no_traceback, wait_idle
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-            return r.status == 200 and r.read().strip() == b"ok"
-    except OSError:
-        return False
 
 
 @contextmanager
@@ -44,7 +30,7 @@ def serve_app(log_path: Path, extra_env: dict | None = None):
     """Start the app as `streamlit run app.py` from the repository root does (the same script and
     server settings as `specviz app`, tests/test_install.py), on a free port, offline; yield its URL
     and stop it on the way out. Its log goes to `log_path`."""
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONPATH=str(ROOT))
     env.update(extra_env or {})
@@ -54,7 +40,7 @@ def serve_app(log_path: Path, extra_env: dict | None = None):
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 90
-        while not _healthy(url):
+        while not healthy(url):
             if proc.poll() is not None:
                 pytest.fail(f"the app exited with code {proc.returncode}; see {log_path}")
             if time.monotonic() > deadline:
