@@ -1,7 +1,8 @@
 """Where the files that ship inside the specviz package live, so an installed wheel finds them.
 
 - `ASSETS`: recordings and records the app and the notebook read (lesson text and traces,
-  example traces, the race of drafters, the training records of the learned drafts);
+  example traces, the race of drafters, the training records of the learned drafts, and the
+  paper's check tables that specviz.theory reproduces);
 - `WEIGHTS`: the trained drafts (safetensors), one folder per `offline:<name>`.
 """
 

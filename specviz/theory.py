@@ -16,15 +16,20 @@ emitted per iteration are then a geometric variable capped at gamma + 1.
 
 It also holds the paper's own check values: Table 1 (c = c_hat = 0) and Table 4 (expected vs
 empirically measured walltime improvement for T5-XXL), copied from Appendix A.3 of arXiv
-2211.17192v2, so the tests and the theory page can show that these formulas reproduce them.
+2211.17192v2 into assets/paper/ as CSV files, so the tests and the theory page can show that
+these formulas reproduce them.
 """
 
 from __future__ import annotations
 
+import csv
 import math
 import numbers
+import typing
 from dataclasses import dataclass
 from typing import Any
+
+from specviz.shipped import ASSETS
 
 __all__ = [
     "TABLE_1",
@@ -284,31 +289,19 @@ class PaperRow:
         return walltime_improvement(self.alpha, self.gamma, self.c)
 
 
+def _paper_table(filename: str, row: type) -> tuple:
+    """One of the paper's tables, from its CSV in assets/paper/: a header of `row`'s field names,
+    then one line per row of the paper, in the paper's order."""
+    types = typing.get_type_hints(row)
+    with (ASSETS / "paper" / filename).open(encoding="utf-8", newline="") as f:
+        return tuple(row(**{name: types[name](value) for name, value in line.items()}) for line in csv.DictReader(f))
+
+
 # Leviathan et al. 2023, arXiv 2211.17192v2, Table 1 (Section 3.5).
-TABLE_1: tuple[SpeedOpsRow, ...] = (
-    SpeedOpsRow(0.6, 2, 1.53, 1.96),
-    SpeedOpsRow(0.7, 3, 1.58, 2.53),
-    SpeedOpsRow(0.8, 2, 1.23, 2.44),
-    SpeedOpsRow(0.8, 5, 1.63, 3.69),
-    SpeedOpsRow(0.9, 2, 1.11, 2.71),
-    SpeedOpsRow(0.9, 10, 1.60, 6.86),
-)
+TABLE_1: tuple[SpeedOpsRow, ...] = _paper_table("leviathan_2023_table_1.csv", SpeedOpsRow)
 
 # Leviathan et al. 2023, arXiv 2211.17192v2, Table 4 (Appendix A.3), all twelve rows.
-TABLE_4: tuple[PaperRow, ...] = (
-    PaperRow("EnDe", "T5-small", 0, 7, 0.75, 0.02, 3.2, 3.4),
-    PaperRow("EnDe", "T5-base", 0, 7, 0.80, 0.04, 3.3, 2.8),
-    PaperRow("EnDe", "T5-large", 0, 7, 0.82, 0.11, 2.5, 1.7),
-    PaperRow("EnDe", "T5-small", 1, 7, 0.62, 0.02, 2.3, 2.6),
-    PaperRow("EnDe", "T5-base", 1, 5, 0.68, 0.04, 2.4, 2.4),
-    PaperRow("EnDe", "T5-large", 1, 3, 0.71, 0.11, 2.0, 1.4),
-    PaperRow("CNNDM", "T5-small", 0, 5, 0.65, 0.02, 2.4, 3.1),
-    PaperRow("CNNDM", "T5-base", 0, 5, 0.73, 0.04, 2.6, 3.0),
-    PaperRow("CNNDM", "T5-large", 0, 3, 0.74, 0.11, 2.0, 2.2),
-    PaperRow("CNNDM", "T5-small", 1, 5, 0.53, 0.02, 1.9, 2.3),
-    PaperRow("CNNDM", "T5-base", 1, 3, 0.55, 0.04, 1.8, 2.2),
-    PaperRow("CNNDM", "T5-large", 1, 3, 0.56, 0.11, 1.6, 1.7),
-)
+TABLE_4: tuple[PaperRow, ...] = _paper_table("leviathan_2023_table_4.csv", PaperRow)
 
 
 # ----- argument checks: clear words instead of a silent nonsense number -------------------------

@@ -64,6 +64,7 @@ def test_the_wheel_carries_the_weights_assets_pages_and_the_command(installed):
         "specviz/assets/lesson/lesson.zh.json",
         "specviz/assets/examples/01-default.json",
         "specviz/assets/race.json",
+        "specviz/assets/paper/leviathan_2023_table_4.csv",
         "specviz_app/app.py",
         "specviz_app/app_pages/playground.py",
     ):
