@@ -63,6 +63,27 @@ def _no_data(fig: go.Figure, text: str) -> go.Figure:
     return fig
 
 
+def _add_prediction(fig: go.Figure, x: list, y: list, name: str, hovertemplate: str) -> None:
+    """The closed-form prediction over the measured bars: diamonds joined by a dotted line."""
+    fig.add_scatter(
+        x=x,
+        y=y,
+        name=name,
+        mode="markers+lines",
+        marker={"color": PREDICTION_COLOR, "size": 9, "symbol": "diamond"},
+        line={"dash": "dot", "color": PREDICTION_COLOR},
+        hovertemplate=hovertemplate,
+    )
+
+
+def _fraction_layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.Figure:
+    """The frame of a bar chart of fractions over whole numbers: x in whole steps, y from 0 to 1."""
+    fig.update_layout(**LAYOUT, height=360, title=titled(title))
+    fig.update_xaxes(title=x_title, dtick=1)
+    fig.update_yaxes(title=y_title, range=[0, 1.05])
+    return fig
+
+
 def acceptance_by_position_figure(trace: Trace) -> go.Figure:
     """Measured acceptance rate at each draft slot (given the slot was reached) beside the mean beta."""
     rows = position_table(trace)
@@ -77,23 +98,21 @@ def acceptance_by_position_figure(trace: Trace) -> go.Figure:
         hovertemplate="draft position %{x}<br>accepted %{customdata[0]} of %{customdata[1]} reached"
         "<br>rate %{y:.3f}<extra></extra>",
     )
-    fig.add_scatter(
+    _add_prediction(
+        fig,
         x=slots,
         y=[r["mean β"] for r in rows],
         name="predicted: mean β at that position",
-        mode="markers+lines",
-        marker={"color": PREDICTION_COLOR, "size": 9, "symbol": "diamond"},
-        line={"dash": "dot", "color": PREDICTION_COLOR},
         hovertemplate="draft position %{x}<br>mean β %{y:.3f}<extra></extra>",
     )
     if not rows:
         _no_data(fig, "no drafts in this trace (target-only run)")
-    fig.update_layout(
-        **LAYOUT, height=360, title=titled("Acceptance by draft position (when that position was reached)")
+    return _fraction_layout(
+        fig,
+        "Acceptance by draft position (when that position was reached)",
+        x_title="draft position within an iteration (1..γ)",
+        y_title="acceptance at that position (fraction)",
     )
-    fig.update_xaxes(title="draft position within an iteration (1..γ)", dtick=1)
-    fig.update_yaxes(title="acceptance at that position (fraction)", range=[0, 1.05])
-    return fig
 
 
 def accept_length_figure(trace: Trace) -> go.Figure:
@@ -114,23 +133,21 @@ def accept_length_figure(trace: Trace) -> go.Figure:
     )
     if alpha is not None and gamma:
         mean = expected_tokens_per_iteration(alpha, gamma)
-        fig.add_scatter(
+        _add_prediction(
+            fig,
             x=[r["tokens per iteration"] for r in rows],
             y=[r["predicted fraction"] for r in rows],
             name=f"predicted from α = {alpha:.2f} (mean {mean:.2f} tokens)",
-            mode="markers+lines",
-            marker={"color": PREDICTION_COLOR, "size": 9, "symbol": "diamond"},
-            line={"dash": "dot", "color": PREDICTION_COLOR},
             hovertemplate="%{x} tokens: predicted %{y:.3f}<extra></extra>",
         )
     if not n:
         _no_data(fig, "no full iterations to count")
-    fig.update_layout(
-        **LAYOUT, height=360, title=titled("Tokens per iteration: measured vs truncated geometric from α")
+    return _fraction_layout(
+        fig,
+        "Tokens per iteration: measured vs truncated geometric from α",
+        x_title="tokens emitted per iteration (accepted drafts + 1 correction)",
+        y_title="fraction of iterations",
     )
-    fig.update_xaxes(title="tokens emitted per iteration (accepted drafts + 1 correction)", dtick=1)
-    fig.update_yaxes(title="fraction of iterations", range=[0, 1.05])
-    return fig
 
 
 def beta_along_text_figure(trace: Trace) -> go.Figure:
