@@ -83,37 +83,53 @@ def speedup_heatmap(result: Any) -> go.Figure:
     return fig
 
 
+def _cells_by_temperature(result: Any) -> list[tuple[float, str, list[dict[str, Any]]]]:
+    """(temperature, its colour, its cells in γ order) for each temperature of the sweep."""
+    temps = result.temperatures()
+    colors = temperature_colors(temps)
+    by_gamma = sorted(result.cells, key=lambda c: c["gamma"])
+    return [(t, colors[t], [c for c in by_gamma if c["temperature"] == t]) for t in temps]
+
+
+def _dots(color: str, joined: bool = False) -> dict[str, Any]:
+    """How a temperature's measured values are drawn: dots in its colour, joined by a thin line if `joined`."""
+    if joined:
+        return {"mode": "markers+lines", "line": {"color": color, "width": 1}, "marker": {"color": color, "size": 11}}
+    return {"mode": "markers", "marker": {"color": color, "size": 11}}
+
+
+def _dashes(color: str) -> dict[str, Any]:
+    """How a temperature's formula values are drawn: a dashed line in its colour."""
+    return {"mode": "lines", "line": {"color": color, "dash": "dash", "width": 2}}
+
+
+def _add_at_temperature(fig: go.Figure, t: float, x: list, y: list, name: str, hover: str, **style: Any) -> None:
+    """One temperature's values over γ, named and grouped in the legend by that temperature; the
+    hover says `hover` after "T t, γ g: "."""
+    fig.add_scatter(
+        x=x,
+        y=y,
+        name=f"T = {t:g}: {name}",
+        legendgroup=f"{t}",
+        hovertemplate=f"T {t:g}, γ %{{x}}: {hover}<extra></extra>",
+        **style,
+    )
+
+
 def tokens_per_iteration_sweep_figure(result: Any) -> go.Figure:
     """Measured mean tokens per iteration (markers) against (1 - α^(γ+1)) / (1 - α) from each
     temperature's mean measured α (dashed line), one colour per temperature."""
-    temps = result.temperatures()
-    colors = temperature_colors(temps)
     fig = go.Figure()
-    for t in temps:
-        cells = sorted((c for c in result.cells if c["temperature"] == t), key=lambda c: c["gamma"])
-        color = colors[t]
-        fig.add_scatter(
-            x=[c["gamma"] for c in cells],
-            y=[c["mean_accepted_length"] for c in cells],
-            mode="markers",
-            marker={"color": color, "size": 11},
-            name=f"T = {t:g}: measured",
-            legendgroup=f"{t}",
-            hovertemplate=f"T {t:g}, γ %{{x}}: measured %{{y:.2f}} tokens per iteration<extra></extra>",
-        )
+    for t, color, cells in _cells_by_temperature(result):
+        gs = [c["gamma"] for c in cells]
+        measured = [c["mean_accepted_length"] for c in cells]
+        _add_at_temperature(fig, t, gs, measured, "measured", "measured %{y:.2f} tokens per iteration", **_dots(color))
         alphas = [c["alpha"] for c in cells if c.get("alpha") is not None]
         if alphas:
             alpha = sum(alphas) / len(alphas)
-            gs = [c["gamma"] for c in cells]
-            fig.add_scatter(
-                x=gs,
-                y=[expected_tokens_per_iteration(alpha, g) for g in gs],
-                mode="lines",
-                line={"color": color, "dash": "dash", "width": 2},
-                name=f"T = {t:g}: formula at mean α = {alpha:.2f}",
-                legendgroup=f"{t}",
-                hovertemplate=f"T {t:g}, γ %{{x}}: formula %{{y:.2f}}<extra></extra>",
-            )
+            formula = [expected_tokens_per_iteration(alpha, g) for g in gs]
+            name = f"formula at mean α = {alpha:.2f}"
+            _add_at_temperature(fig, t, gs, formula, name, "formula %{y:.2f}", **_dashes(color))
     return _per_gamma_layout(
         fig, result, "Tokens per iteration: measured against (1 − α^(γ+1)) / (1 − α)", "tokens per iteration (tokens)"
     )
@@ -121,8 +137,6 @@ def tokens_per_iteration_sweep_figure(result: Any) -> go.Figure:
 
 def speedup_sweep_figure(result: Any) -> go.Figure:
     """Measured speedup (markers) against τ / (γc + v) from each run's own α, c and v (dashed), per temperature."""
-    temps = result.temperatures()
-    colors = temperature_colors(temps)
     fig = go.Figure()
     if result.cells:
         gs = result.gammas()
@@ -134,30 +148,16 @@ def speedup_sweep_figure(result: Any) -> go.Figure:
             name="1× (target alone)",
             hoverinfo="skip",
         )
-    for t in temps:
-        cells = sorted((c for c in result.cells if c["temperature"] == t), key=lambda c: c["gamma"])
-        color = colors[t]
-        fig.add_scatter(
-            x=[c["gamma"] for c in cells],
-            y=[c["speedup"] for c in cells],
-            mode="markers+lines",
-            line={"color": color, "width": 1},
-            marker={"color": color, "size": 11},
-            name=f"T = {t:g}: measured",
-            legendgroup=f"{t}",
-            hovertemplate=f"T {t:g}, γ %{{x}}: measured %{{y:.2f}}×<extra></extra>",
+    for t, color, cells in _cells_by_temperature(result):
+        measured = [c["speedup"] for c in cells]
+        _add_at_temperature(
+            fig, t, [c["gamma"] for c in cells], measured, "measured", "measured %{y:.2f}×", **_dots(color, joined=True)
         )
-        pred = [(c["gamma"], c["predicted_speedup"]) for c in cells if c.get("predicted_speedup") is not None]
-        if pred:
-            fig.add_scatter(
-                x=[g for g, _ in pred],
-                y=[v for _, v in pred],
-                mode="lines",
-                line={"color": color, "dash": "dash", "width": 2},
-                name=f"T = {t:g}: predicted from its α, c and v",
-                legendgroup=f"{t}",
-                hovertemplate=f"T {t:g}, γ %{{x}}: predicted %{{y:.2f}}×<extra></extra>",
-            )
+        predicted = [c for c in cells if c.get("predicted_speedup") is not None]
+        if predicted:
+            x, y = [c["gamma"] for c in predicted], [c["predicted_speedup"] for c in predicted]
+            name = "predicted from its α, c and v"
+            _add_at_temperature(fig, t, x, y, name, "predicted %{y:.2f}×", **_dashes(color))
     return _per_gamma_layout(
         fig, result, "Speedup: measured against the paper's prediction", "speedup (× target alone)"
     )
