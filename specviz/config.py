@@ -52,6 +52,13 @@ MAX_QUEUED_RUNS = 40
 GATE_QUEUE_MAX = 2 * MAX_QUEUED_RUNS
 GATE_HISTORY = 20  # recent decode durations the gate keeps for a waiting caller's estimate
 
+# Batched decodes (specviz.batching): at most BATCH_MAX_SESSIONS hold the device together, their
+# target passes run as one forward. A pass waits for every seated decode's request, but no longer
+# than BATCH_WINDOW_S after the oldest one came, so a decode held up outside torch (a slow page
+# callback) never stalls the others long; a few ms is below one target step of the offline target.
+BATCH_MAX_SESSIONS = 8
+BATCH_WINDOW_S = 0.005
+
 TEMPERATURE_MAX = 10.0  # beyond this every distribution is flat enough to teach nothing new
 MAX_NEW_TOKENS_MAX = 1024  # keeps one run (and its trace) bounded in time and memory
 SEED_MAX = 2**63 - 1

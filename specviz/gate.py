@@ -5,6 +5,11 @@ never share caches or generators, but two decodes at once on one device only hal
 other's speed (and make timings meaningless), and tokenizers are not safe to use from two
 threads at once. So each decode takes its device's gate.
 
+Batched decodes are the exception (specviz.batching): decodes of one target that ask to share
+(`turn(share=batcher)`) hold the gate together, up to config.BATCH_MAX_SESSIONS, their target
+passes run as one forward and their other work in turn under the batcher's compute lock (the
+tokenizer included). A decode that does not ask still gets the device to itself.
+
 A waiting caller is told how many decodes are ahead of it (`on_wait(ahead)`, called again every
 poll while it waits), and can ask the gate for an estimate of its wait (`estimate_s`), made from
 the durations of the last decodes it let through. A caller leaves the queue by raising from
@@ -40,9 +45,8 @@ class DeviceGate:
             raise ValueError(f"a gate must let at least one decode queue; got limit={limit!r}")
         self.limit = limit
         self._cond = threading.Condition()
-        self._queue: deque[object] = deque()
+        self._queue: deque[_Ticket] = deque()  # the holders first, then the waiting, in arrival order
         self._durations: deque[float] = deque(maxlen=history)  # seconds each recent turn was held
-        self._held_since: float | None = None  # when the current holder got its turn
 
     def waiting(self) -> int:
         """Decodes holding or waiting for this gate."""
@@ -71,14 +75,20 @@ class DeviceGate:
         if typical is None or ahead <= 0:
             return None if typical is None else 0.0
         with self._cond:
-            held = time.monotonic() - self._held_since if self._held_since is not None else 0.0
+            starts = [t.started for t in self._queue if t.started is not None]
+            held = time.monotonic() - min(starts) if starts else 0.0  # the longest-held holder
         return max(0.0, typical - held) + (ahead - 1) * typical
 
     @contextmanager
-    def turn(self, on_wait: Callable[[int], None] | None = None, poll_s: float = 0.5) -> Iterator[None]:
+    def turn(
+        self, on_wait: Callable[[int], None] | None = None, poll_s: float = 0.5, share: object | None = None
+    ) -> Iterator[None]:
         """Hold the gate for the body. on_wait(ahead) is called (outside the lock) while queued,
-        at least every poll_s seconds, so a caller that wants to leave gets a chance to raise."""
-        ticket = object()
+        at least every poll_s seconds, so a caller that wants to leave gets a chance to raise.
+        share: None holds the gate alone; callers passing the same object (a batcher,
+        specviz.batching) may hold it together, up to config.BATCH_MAX_SESSIONS, still first come
+        first served (a caller never passes one queued before it)."""
+        ticket = _Ticket(share)
         with self._cond:
             if len(self._queue) >= self.limit:
                 raise QueueFullError(
@@ -86,28 +96,51 @@ class DeviceGate:
                     "takes. Nothing was started; try again in a minute."
                 )
             self._queue.append(ticket)
-        started: float | None = None
         try:
             while True:
                 with self._cond:
-                    ahead = self._queue.index(ticket)
+                    ahead = self._ahead(ticket)
                     if ahead == 0:
-                        started = self._held_since = time.monotonic()
+                        ticket.started = time.monotonic()
                         break
                 if on_wait is not None:
                     on_wait(ahead)
                 with self._cond:
-                    if self._queue[0] is not ticket:
+                    if self._ahead(ticket):
                         self._cond.wait(timeout=poll_s)
             yield
         finally:
             # Also runs when a waiting caller is interrupted (a closed tab, Cancel): its place is freed.
             with self._cond:
                 self._queue.remove(ticket)
-                if started is not None:
-                    self._durations.append(time.monotonic() - started)
-                    self._held_since = None
+                if ticket.started is not None:
+                    self._durations.append(time.monotonic() - ticket.started)
                 self._cond.notify_all()
+
+    def _ahead(self, ticket: _Ticket) -> int:
+        """0 when `ticket` may hold the gate now; else how many decodes are before it, the holders
+        counting as one (so "1st in line" means next). Holders are always the front of the queue."""
+        index = self._queue.index(ticket)
+        holders = [t for t in list(self._queue)[:index] if t.started is not None]
+        waiting_before = index - len(holders)
+        if waiting_before == 0 and (
+            not holders
+            or (
+                ticket.share is not None
+                and all(t.share is ticket.share for t in holders)
+                and len(holders) < config.BATCH_MAX_SESSIONS
+            )
+        ):
+            return 0
+        return waiting_before + (1 if holders else 0)
+
+
+class _Ticket:
+    """A place in a gate's queue."""
+
+    def __init__(self, share: object | None):
+        self.share = share  # None: holds the gate alone
+        self.started: float | None = None  # when it got the gate
 
 
 def device_gate(device: str) -> DeviceGate:
