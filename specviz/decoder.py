@@ -30,6 +30,8 @@ random generator. Its one-token steps run the kernels measured fastest for one r
 (specviz.kernels), so it is the fastest target alone specviz knows, not a handicapped one.
 
 `_decode_loop` owns everything around the iteration: timing, stopping, progress and recording.
+With batched=True a decode's target passes run in one forward with other batched decodes'
+(specviz.batching): the same tokens and decisions as alone, its trace marked config.batched.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from specviz.batching import batcher_for
 from specviz.config import DEFAULT_GAMMA, DecodeConfig, SamplingConfig, validate_prompt
 from specviz.drafters import Drafter, TreeDrafter, draft_tree, resolve_drafter
 from specviz.errors import ConfigError
@@ -82,15 +85,18 @@ def speculative_generate(
     dtype: str | None = None,
     on_iteration: Callable[[Progress], None] | None = None,
     on_wait: Callable[[int], None] | None = None,
+    batched: bool = False,
 ) -> Trace:
-    """Decode with speculative sampling and return its Trace (summary only when trace=False)."""
+    """Decode with speculative sampling and return its Trace (summary only when trace=False).
+    batched: share the device with other batched decodes of this target, their target passes run
+    as one (specviz.batching); the same tokens and decisions, but timings that are not a solo run's."""
     if rule not in RULES:
         raise ConfigError(f"rule must be one of {', '.join(RULES)}; got {rule!r}.")
     sampling = SamplingConfig(temperature, top_k, top_p)
     cfg = DecodeConfig(_name(target), _name(draft), gamma, sampling, seed, max_new_tokens, chat_template)
     target_model = _target_for(prompt, target, device, dtype)
     drafter = resolve_drafter(draft, target_model, device, dtype)
-    return _decode(prompt, target_model, drafter, cfg, trace, rule, on_iteration, on_wait)
+    return _decode(prompt, target_model, drafter, cfg, trace, rule, on_iteration, on_wait, batched)
 
 
 def autoregressive_generate(
@@ -108,12 +114,14 @@ def autoregressive_generate(
     dtype: str | None = None,
     on_iteration: Callable[[Progress], None] | None = None,
     on_wait: Callable[[int], None] | None = None,
+    batched: bool = False,
 ) -> Trace:
-    """The target alone, one token per step: the baseline every speedup is measured against."""
+    """The target alone, one token per step: the baseline every speedup is measured against.
+    batched: as speculative_generate's."""
     sampling = SamplingConfig(temperature, top_k, top_p)
     cfg = DecodeConfig(_name(target), None, 1, sampling, seed, max_new_tokens, chat_template)
     target_model = _target_for(prompt, target, device, dtype)
-    return _decode(prompt, target_model, None, cfg, trace, "exact", on_iteration, on_wait)
+    return _decode(prompt, target_model, None, cfg, trace, "exact", on_iteration, on_wait, batched)
 
 
 def _name(model: str | LoadedModel | Drafter | None) -> str | None:
@@ -281,11 +289,17 @@ def _emitted(accepted: torch.Tensor, correction: int | None) -> torch.Tensor:
 
 
 def _decode(
-    prompt, target: LoadedModel, drafter, cfg: DecodeConfig, traced: bool, rule: str, on_iteration, on_wait
+    prompt, target: LoadedModel, drafter, cfg: DecodeConfig, traced: bool, rule: str, on_iteration, on_wait, batched
 ) -> Trace:
-    # One decode per device at a time (see specviz.gate); on_wait(ahead) reports the queue.
-    with device_gate(target.device).turn(on_wait), torch.inference_mode():
-        return _decode_loop(prompt, target, drafter, cfg, traced, rule, on_iteration)
+    # One decode per device at a time (see specviz.gate); on_wait(ahead) reports the queue. A batched
+    # decode of a lean target shares its turn with that target's other batched decodes, each seated at
+    # its batcher for the whole run (specviz.batching); any other target decodes alone.
+    batcher = batcher_for(target) if batched else None
+    with device_gate(target.device).turn(on_wait, share=batcher), torch.inference_mode():
+        if batcher is None:
+            return _decode_loop(prompt, target, drafter, cfg, traced, rule, on_iteration)
+        with batcher.seat() as seat:
+            return _decode_loop(prompt, target, drafter, cfg, traced, rule, on_iteration, seat)
 
 
 class _Clock:
@@ -344,18 +358,20 @@ class _Tally:
         )
 
 
-def _decode_loop(prompt, target: LoadedModel, drafter, cfg: DecodeConfig, traced, rule, on_iteration) -> Trace:
+def _decode_loop(
+    prompt, target: LoadedModel, drafter, cfg: DecodeConfig, traced, rule, on_iteration, seat=None
+) -> Trace:
     prompt_ids = _prompt_ids(prompt, target, cfg)
     generator = torch.Generator(device=target.device).manual_seed(cfg.seed)
     if drafter is not None:
         drafter.start(cfg.sampling, generator, target.vocab_size)
-    state = TargetState(target, prompt_ids)
+    state = TargetState(target, prompt_ids, seat)
     recorder = IterationRecorder(target.tokenizer, speculative=drafter is not None)
     tally = _iterate(state, drafter, cfg, generator, rule, recorder, traced, on_iteration)
     output_ids = state.seq[len(prompt_ids) :].tolist()
     return Trace(
         mode="speculative" if drafter is not None else "autoregressive",
-        config=_config_dict(target, drafter, cfg, state.device, traced, rule),
+        config=_config_dict(target, drafter, cfg, state.device, traced, rule, batched=seat is not None),
         prompt=prompt if isinstance(prompt, str) else "",
         prompt_token_ids=prompt_ids,
         output_token_ids=output_ids,
@@ -363,8 +379,17 @@ def _decode_loop(prompt, target: LoadedModel, drafter, cfg: DecodeConfig, traced
         stop_reason=tally.stop_reason,
         iterations=tally.records,
         summary=tally.summary(len(output_ids), traced),
-        extra={"token_text": recorder.token_text} if traced else {},
+        extra=_extra(recorder, traced, seat),
     )
+
+
+def _extra(recorder: IterationRecorder, traced: bool, seat) -> dict:
+    """The trace's extra: its token texts, and for a batched run how many decodes shared its passes
+    at most (its timings include waiting for theirs, so specviz.speedup figures nothing from them)."""
+    extra = {"token_text": recorder.token_text} if traced else {}
+    if seat is not None:
+        extra["batch"] = {"most_sessions": seat.most_sessions}
+    return extra
 
 
 def _iterate(state: TargetState, drafter, cfg: DecodeConfig, generator, rule, recorder, traced, on_iteration) -> _Tally:
@@ -421,7 +446,9 @@ def _decode_text(tokenizer, ids: list[int]) -> str:
     return tokenizer.decode(ids, skip_special_tokens=False)
 
 
-def _config_dict(target: LoadedModel, drafter, cfg: DecodeConfig, device, traced: bool, rule: str) -> dict:
+def _config_dict(
+    target: LoadedModel, drafter, cfg: DecodeConfig, device, traced: bool, rule: str, batched: bool = False
+) -> dict:
     s = cfg.sampling
     return {
         "target": target.name,
@@ -441,6 +468,7 @@ def _config_dict(target: LoadedModel, drafter, cfg: DecodeConfig, device, traced
         "draft_kernels": getattr(drafter, "kernels", None),
         "rule": rule,
         "traced": traced,
+        "batched": batched,  # its passes ran with other decodes' (specviz.batching): its timings are not solo
         "chat_template": cfg.chat_template,
     }
 

@@ -18,6 +18,12 @@ alone, so the paper's cost model reads: an iteration costs γc + v target steps.
 
 Each is the median over the pairs, so the same run gives the same c and v on every page, in the
 bench and in the exports. No torch here: the charts and the theory read it.
+
+Batched timings never count. A run decoded batched with other sessions (specviz.batching,
+config.batched) spent part of each verify phase waiting for their drafting and shared its
+passes, so its wall time is no solo run's. A pair with a batched run is marked "batched" and left
+out of every figure; a run with no other pair has no speedup, c or v yet (`why_no_speedup` says
+so), until a solo pair is timed on the same settings.
 """
 
 from __future__ import annotations
@@ -71,14 +77,16 @@ class Costs:
 
 
 def pair_record(
-    speculative: dict, target_alone: dict, order: str, traced: bool, streamed: bool = False
+    speculative: dict, target_alone: dict, order: str, traced: bool, streamed: bool = False, batched: bool = False
 ) -> dict[str, Any]:
     """One timed pair as a trace keeps it, from the two runs' summaries. `streamed`: the two ran
-    while a page drew their tokens as they came (the app's own run: its first pair)."""
+    while a page drew their tokens as they came (the app's own run: its first pair). `batched`:
+    either run shared its passes with other sessions (figures never use it)."""
     return {
         "order": order,
         "traced": traced,
         "streamed": streamed,
+        "batched": batched,
         "speculative": {k: speculative.get(k) for k in PAIR_FIELDS},
         "target_alone": {k: target_alone.get(k) for k in PAIR_FIELDS},
     }
@@ -94,7 +102,8 @@ def start_timing(trace: Any, baseline: Any, streamed: bool = False) -> dict[str,
     whose "wanted" says how many pairs it should have in all (pairs_wanted). `streamed`: the run
     drew its tokens on a page as it went (see figure_pairs)."""
     traced = bool(trace.config.get("traced", True))
-    first = pair_record(trace.summary, baseline.summary, SPECULATIVE_FIRST, traced, streamed)
+    batched = was_batched(trace, baseline)
+    first = pair_record(trace.summary, baseline.summary, SPECULATIVE_FIRST, traced, streamed, batched)
     seconds = (trace.summary["wall_ms"] + baseline.summary["wall_ms"]) / 1000
     trace.extra["timing"] = {"pairs": [first], "wanted": pairs_wanted(seconds)}
     return trace.extra["timing"]
@@ -110,7 +119,12 @@ def time_pair(run_speculative: Callable[[], Any], run_target_alone: Callable[[],
         else:
             base = run_target_alone()
             spec = run_speculative()
-    return pair_record(spec.summary, base.summary, order_of_pair(index), traced)
+    return pair_record(spec.summary, base.summary, order_of_pair(index), traced, batched=was_batched(spec, base))
+
+
+def was_batched(*runs: Any) -> bool:
+    """Whether any of these traces decoded batched with other sessions (config.batched)."""
+    return any(bool(run.config.get("batched")) for run in runs)
 
 
 @contextmanager
@@ -144,16 +158,21 @@ def timed_pairs(trace: Any, baseline: Any) -> list[dict]:
     pairs = (trace.extra.get("timing") or {}).get("pairs") or []
     if pairs:
         return pairs
-    return [pair_record(trace.summary, baseline.summary, SPECULATIVE_FIRST, bool(trace.config.get("traced", True)))]
+    traced = bool(trace.config.get("traced", True))
+    return [
+        pair_record(trace.summary, baseline.summary, SPECULATIVE_FIRST, traced, batched=was_batched(trace, baseline))
+    ]
 
 
 def figure_pairs(pairs: list[dict]) -> list[dict]:
-    """The pairs a run's figures come from. A streamed pair ran while the page drew each new token
-    (the speculative run's HTML every iteration, the target alone's progress bar), which slowed the
-    two unevenly; once SPEEDUP_MIN_PAIRS pairs timed without it are in, the figures use those only.
-    The trace keeps every pair."""
-    quiet = [p for p in pairs if not p.get("streamed")]
-    return quiet if len(quiet) >= SPEEDUP_MIN_PAIRS else pairs
+    """The pairs a run's figures come from. Never a batched pair: its runs shared their passes
+    with other sessions, so their times are no solo run's. A streamed pair ran while the page drew
+    each new token (the speculative run's HTML every iteration, the target alone's progress bar),
+    which slowed the two unevenly; once SPEEDUP_MIN_PAIRS pairs timed without it are in, the figures
+    use those only. The trace keeps every pair."""
+    solo = [p for p in pairs if not p.get("batched")]
+    quiet = [p for p in solo if not p.get("streamed")]
+    return quiet if len(quiet) >= SPEEDUP_MIN_PAIRS else solo
 
 
 def pair_speedup(pair: dict) -> float | None:
@@ -165,7 +184,8 @@ def pair_speedup(pair: dict) -> float | None:
 
 
 def speedup_spread(trace: Any, baseline: Any) -> Spread | None:
-    """The run's measured speedup: median, range and count over its figure pairs (None: no baseline)."""
+    """The run's measured speedup: median, range and count over its figure pairs (None: no
+    baseline, or only batched timings so far; why_no_speedup says which)."""
     wanted = (trace.extra.get("timing") or {}).get("wanted") if trace.mode == "speculative" else None
     pairs = timed_pairs(trace, baseline)
     spread = spread_of_pairs(figure_pairs(pairs), wanted)
@@ -173,9 +193,26 @@ def speedup_spread(trace: Any, baseline: Any) -> Spread | None:
 
 
 def speedup(trace: Any, baseline: Any) -> float | None:
-    """The speedup every page shows: the median of speedup_spread (None: no usable baseline)."""
+    """The speedup every page shows: the median of speedup_spread (None: no usable solo timing)."""
     spread = speedup_spread(trace, baseline)
     return None if spread is None else spread.median
+
+
+NO_BASELINE = "no baseline recorded: run the target alone on the same settings"
+ONLY_BATCHED = (
+    "not available yet: this run was timed only while its target passes were batched with other "
+    "sessions', which says nothing of a solo run's speed; a solo timing on the same settings gives it"
+)
+
+
+def why_no_speedup(trace: Any, baseline: Any) -> str | None:
+    """Why a run has no speedup, in words a page shows beside "n/a"; None when it has one."""
+    if speedup_spread(trace, baseline) is not None:
+        return None
+    pairs = timed_pairs(trace, baseline)
+    if pairs and all(p.get("batched") for p in pairs):
+        return ONLY_BATCHED
+    return NO_BASELINE
 
 
 def measured_costs(trace: Any, baseline: Any) -> Costs | None:

@@ -4,8 +4,9 @@
 over the positions it has not seen and every draft of a tree (`tree_layout`: positions and the
 tree attention mask), then keeps in its cache the text and the accepted drafts only
 (`select_cache_positions`, `crop_cache`). A Llama-family target on the CPU runs the lean forward
-(specviz.lean_llama, `LoadedModel.lean`); any other runs transformers' own forward
-(`target_forward`), which the model drafter also uses (`forward_logits`).
+(specviz.lean_llama, `LoadedModel.lean`), on its own or, for a batched decode, in one pass with
+other decodes' (specviz.batching); any other runs transformers' own forward (`target_forward`),
+which the model drafter also uses (`forward_logits`).
 """
 
 from __future__ import annotations
@@ -14,17 +15,20 @@ import inspect
 
 import torch
 
-from specviz.lean_llama import LeanCache
+from specviz.lean_llama import LeanCache, LeanRequest
 from specviz.models import LoadedModel
 
 
 class TargetState:
     """The target's side of a run: the text so far, its KV cache, and how much of it is cached."""
 
-    def __init__(self, target: LoadedModel, prompt_ids: list[int]):
+    def __init__(self, target: LoadedModel, prompt_ids: list[int], seat=None):
+        """seat: a specviz.batching.Seat when this decode's passes run batched with other decodes'
+        (a lean target only), else None: each pass runs on its own."""
         from transformers import DynamicCache
 
         self.target = target
+        self.seat = seat
         self.device = torch.device(target.device)
         self.lean = target.lean  # specviz.lean_llama.LeanLlama, or None: transformers' forward
         self.cache = self.lean.new_cache() if self.lean is not None else DynamicCache(config=target.model.config)
@@ -41,7 +45,9 @@ class TargetState:
         unseen = self.seq[self.seen :]  # [u]
         feed = torch.cat([unseen, tree.T.reshape(-1)])  # [T = u + k*g]
         layout = None if k == 1 else tree_layout(self.seen, unseen.shape[0], k, g, self.device, self.target.model.dtype)
-        if self.lean is not None:
+        if self.seat is not None:  # one pass shared with the other batched decodes (specviz.batching)
+            logits, features = self.seat.forward(LeanRequest(feed, self.cache, k * g + 1, feature_layers, layout))
+        elif self.lean is not None:
             logits, features = self.lean.forward(feed, self.cache, k * g + 1, feature_layers, layout)
         else:
             logits, features = target_forward(self.target.model, feed, self.cache, k * g + 1, feature_layers, layout)

@@ -6,7 +6,9 @@ torch and round-trips through JSON unchanged. Field meanings (p is always the ta
     schema              "specviz.trace/1"
     mode                "speculative" or "autoregressive" (the target-only baseline)
     config              target, draft, gamma, temperature, top_k, top_p, seed, max_new_tokens,
-                        device, dtype, rule, traced
+                        device, dtype, rule, traced; batched (optional: true when its target
+                        passes ran in one forward with other sessions', specviz.batching, so its
+                        timings are not a solo run's and no speedup is figured from them)
     prompt, prompt_token_ids, output_token_ids, output_text, stop_reason
     iterations[]        index (0-based: its place in this list), iteration (index + 1: the number
                         every page and the CSV show, "Iteration 2 of 7"; filled in by Trace when
@@ -41,6 +43,8 @@ torch and round-trips through JSON unchanged. Field meanings (p is always the ta
 
     extra.token_text    {"token_id": text} for every id the trace mentions, top lists included,
                         so hover cards can show alternatives without a tokenizer
+    extra.batch         a batched run only: most_sessions, the most decodes one of its passes served
+    extra.timing        timed pairs (specviz.speedup); a pair's "batched" marks one figures skip
 
 With tracing off (benchmarks) `iterations` is empty and only the summary is filled.
 
@@ -429,6 +433,10 @@ def validate(data: Any) -> None:
         _expect(all(isinstance(v, str) for v in texts.values()), "extra.token_text", "texts for every token id")
         if "timing" in data["extra"]:
             _validate_timing(data["extra"]["timing"])
+        if "batch" in data["extra"]:
+            batch = data["extra"]["batch"]
+            _expect(isinstance(batch, dict), "extra.batch", "an object")
+            _int(batch.get("most_sessions"), "extra.batch.most_sessions", 0, 10**6)
 
 
 TIMING_PAIRS_MAX = 1000  # a trace keeps a few timed pairs (config.SPEEDUP_MAX_PAIRS); far more is damage
@@ -445,6 +453,7 @@ def _validate_timing(timing: Any) -> None:
     for k, pair in enumerate(pairs):
         where = f"extra.timing.pairs[{k}]"
         _expect(isinstance(pair, dict), where, "an object with both runs' timings")
+        _expect(isinstance(pair.get("batched", False), bool), f"{where}.batched", "true or false")
         for run in ("speculative", "target_alone"):
             numbers = pair.get(run)
             _expect(isinstance(numbers, dict), f"{where}.{run}", "an object of timings")
@@ -481,6 +490,7 @@ def _validate_config(cfg: Any, mode: str) -> None:
         _number(cfg["top_p"], "config.top_p", 0, 1)
     _int(cfg["seed"], "config.seed", 0, SEED_MAX)
     _int(cfg["max_new_tokens"], "config.max_new_tokens", 1, TRACE_MAX_NEW_TOKENS)
+    _expect(isinstance(cfg.get("batched", False), bool), "config.batched", "true or false")
 
 
 def _validate_summary(s: Any) -> None:

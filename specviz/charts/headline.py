@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specviz import glossary
-from specviz.speedup import speedup, speedup_spread
+from specviz.speedup import NO_BASELINE, speedup, speedup_spread, why_no_speedup
 from specviz.trace import Trace
 
 
@@ -58,7 +58,7 @@ def headline_metrics(trace: Trace, baseline: Trace | None) -> list[list[Metric]]
     else:
         spec = trace.mode == "speculative"
         speed = [
-            Metric("Speedup", "n/a", "no baseline recorded: run the target alone on the same settings"),
+            Metric("Speedup", "n/a", why_no_speedup(trace, baseline) or NO_BASELINE),
             Metric(f"{'Speculative' if spec else 'Target-only'} tok/s", f"{s['tokens_per_s']:.1f}"),
             Metric("Target calls", f"{s['target_calls']}", f"for {s['new_tokens']} tokens"),
             Metric("Wall time (ms)", f"{s['wall_ms']:.0f}"),
