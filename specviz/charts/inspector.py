@@ -68,6 +68,30 @@ def _legend_swatch(fig: go.Figure, name: str, color: str, group: str) -> None:
                 hoverinfo="skip")  # fmt: skip
 
 
+def add_token_bars(fig: go.Figure, labels: list[str], values: list[float], name: str, what: str, **style: Any) -> None:
+    """One bar per token category, its hover "<token><br><what> <value>"; `style` is the rest of the
+    bar trace (colour, offsets, legend group)."""
+    fig.add_bar(x=labels, y=values, name=name, hovertemplate=f"%{{x}}<br>{what} %{{y:.3g}}<extra></extra>", **style)
+
+
+def _outlined(color: str, labels: list[str]) -> dict[str, Any]:
+    """A bar marker in `color` with the chosen token's bar (the first) outlined in black."""
+    return {"color": color, "line": {"width": [3 if i == 0 else 0 for i in range(len(labels))], "color": "#000"}}
+
+
+def _mark_chosen(fig: go.Figure, label: str, y: float, text: str, color: str) -> None:
+    """An arrow down onto the chosen token's bars at height `y`, saying `text` in its status colour."""
+    fig.add_annotation(x=label, y=y, text=text, showarrow=True, arrowhead=2, ax=0, ay=-28, font={"color": color})
+
+
+def _probability_layout(fig: go.Figure, w: dict[str, str], title: str, x_title: str, **layout: Any) -> go.Figure:
+    """The frame of the step inspector's figures: probability from 0 to 1 (room above for the arrow)."""
+    fig.update_layout(**LAYOUT, height=390, title=titled(title), **layout)
+    fig.update_yaxes(title=w["probability"], range=[0, 1.25], tickvals=PROBABILITY_TICKS)
+    fig.update_xaxes(title=x_title)
+    return fig
+
+
 def draft_figure(
     draft: dict[str, Any], status: str, extra: dict[str, Any], slot: int | None = None, lang: str = "en"
 ) -> go.Figure:
@@ -80,49 +104,19 @@ def draft_figure(
     q_vals = _values(ids, draft["q_top"], {tid: draft["q"]})
     p_vals = _values(ids, draft["p_top"], {tid: draft["p"]})
     overlap = [min(a, b) for a, b in zip(q_vals[:-1], p_vals[:-1], strict=True)] + [0.0]
-    outline = [3 if i == 0 else 0 for i in range(len(labels))]
     fig = go.Figure()
-    fig.add_bar(
-        x=labels,
-        y=overlap,
-        name=w["min_pq"],
-        marker_color=ACCEPTED_MASS_COLOR,
-        offset=-0.43,
-        width=0.86,
-        hovertemplate="%{x}<br>min(p, q) %{y:.3g}<extra></extra>",
+    add_token_bars(
+        fig, labels, overlap, w["min_pq"], "min(p, q)", marker_color=ACCEPTED_MASS_COLOR, offset=-0.43, width=0.86
     )
     # q to the left of each token, p to the right, the drafted token's two bars outlined.
     for vals, name, color, offset, who in ((q_vals, w["q_draft"], Q_COLOR, -0.4, "q (draft)"),
                                            (p_vals, w["p_target"], P_COLOR, 0.0, "p (target)")):  # fmt: skip
-        fig.add_bar(
-            x=labels,
-            y=vals,
-            name=name,
-            marker={"color": color, "line": {"width": outline, "color": "#000"}},
-            offset=offset,
-            width=0.4,
-            hovertemplate=f"%{{x}}<br>{who} %{{y:.3g}}<extra></extra>",
-        )
+        add_token_bars(fig, labels, vals, name, who, marker=_outlined(color, labels), offset=offset, width=0.4)
+    mark = w["drafted_mark"].format(status=w.get(f"status_{status}", status))
+    _mark_chosen(fig, labels[0], max(q_vals[0], p_vals[0]), mark, STATUS_COLORS.get(status, "#000"))
     where = w["draft_n"].format(slot=slot) if slot else w["draft"]
-    fig.add_annotation(
-        x=labels[0],
-        y=max(q_vals[0], p_vals[0]),
-        text=w["drafted_mark"].format(status=w.get(f"status_{status}", status)),
-        showarrow=True,
-        arrowhead=2,
-        ax=0,
-        ay=-28,
-        font={"color": STATUS_COLORS.get(status, "#000")},
-    )
-    fig.update_layout(
-        **LAYOUT,
-        barmode="overlay",
-        height=390,
-        title=titled(w["draft_title"].format(where=where, token=_esc(draft["token"]), position=draft["position"])),
-    )
-    fig.update_yaxes(title=w["probability"], range=[0, 1.25], tickvals=PROBABILITY_TICKS)
-    fig.update_xaxes(title=w["draft_x"])
-    return fig
+    title = w["draft_title"].format(where=where, token=_esc(draft["token"]), position=draft["position"])
+    return _probability_layout(fig, w, title, w["draft_x"], barmode="overlay")
 
 
 def residual_figure(
@@ -143,49 +137,26 @@ def residual_figure(
     normalised = _values(ids, top)
     raw = [v * mass for v in normalised[:-1]]
     raw.append(max(0.0, mass - sum(raw)))
-    outline = [3 if i == 0 else 0 for i in range(len(labels))]
     fig = go.Figure()
-    fig.add_bar(
-        x=labels,
-        y=raw,
-        name=w["residual_raw"],
-        marker_color=RESIDUAL_LIGHT_COLOR,
-        offsetgroup="raw",
-        hovertemplate="%{x}<br>max(0, p − q) %{y:.3g}<extra></extra>",
+    add_token_bars(
+        fig, labels, raw, w["residual_raw"], "max(0, p − q)", marker_color=RESIDUAL_LIGHT_COLOR, offsetgroup="raw"
     )
     name = w["residual_norm"]
-    fig.add_bar(
-        x=labels,
-        y=normalised,
-        name=name,
-        marker={"color": RESIDUAL_COLOR, "line": {"width": outline, "color": "#000"}},
+    add_token_bars(
+        fig,
+        labels,
+        normalised,
+        name,
+        "normalised residual",
+        marker=_outlined(RESIDUAL_COLOR, labels),
         offsetgroup="normalised",
         legendgroup="normalised",
         showlegend=False,
-        hovertemplate="%{x}<br>normalised residual %{y:.3g}<extra></extra>",
     )
     _legend_swatch(fig, name, RESIDUAL_COLOR, "normalised")
-    fig.add_annotation(
-        x=labels[0],
-        y=normalised[0],
-        text=w["resampled_mark"],
-        showarrow=True,
-        arrowhead=2,
-        ax=0,
-        ay=-28,
-        font={"color": STATUS_COLORS["resampled"]},
-    )
-    fig.update_layout(
-        **LAYOUT,
-        barmode="group",
-        height=390,
-        title=titled(
-            w["residual_title"].format(position=correction["position"], mass=mass, token=_esc(correction["token"]))
-        ),
-    )
-    fig.update_yaxes(title=w["probability"], range=[0, 1.25], tickvals=PROBABILITY_TICKS)
-    fig.update_xaxes(title=w["residual_x"])
-    return fig
+    _mark_chosen(fig, labels[0], normalised[0], w["resampled_mark"], STATUS_COLORS["resampled"])
+    title = w["residual_title"].format(position=correction["position"], mass=mass, token=_esc(correction["token"]))
+    return _probability_layout(fig, w, title, w["residual_x"], barmode="group")
 
 
 def bonus_figure(
@@ -199,35 +170,11 @@ def bonus_figure(
     ids = _pick_ids(tid, top)
     labels = _categories(extra, ids, correction["token"], w["other"])
     values = _values(ids, top, {tid: correction.get("p", 0.0)})
-    outline = [3 if i == 0 else 0 for i in range(len(labels))]
     fig = go.Figure()
-    fig.add_bar(
-        x=labels,
-        y=values,
-        name=w["p_target"],
-        marker={"color": P_COLOR, "line": {"width": outline, "color": "#000"}},
-        hovertemplate="%{x}<br>p (target) %{y:.3g}<extra></extra>",
+    add_token_bars(fig, labels, values, w["p_target"], "p (target)", marker=_outlined(P_COLOR, labels))
+    mark = w["drawn_mark" if no_draft else "bonus_mark"]
+    _mark_chosen(fig, labels[0], values[0], mark, STATUS_COLORS["target" if no_draft else "bonus"])
+    title = w["alone_title" if no_draft else "bonus_title"].format(
+        position=correction["position"], token=_esc(correction["token"])
     )
-    fig.add_annotation(
-        x=labels[0],
-        y=values[0],
-        text=w["drawn_mark" if no_draft else "bonus_mark"],
-        showarrow=True,
-        arrowhead=2,
-        ax=0,
-        ay=-28,
-        font={"color": STATUS_COLORS["target" if no_draft else "bonus"]},
-    )
-    fig.update_layout(
-        **LAYOUT,
-        height=390,
-        showlegend=True,
-        title=titled(
-            w["alone_title" if no_draft else "bonus_title"].format(
-                position=correction["position"], token=_esc(correction["token"])
-            )
-        ),
-    )
-    fig.update_yaxes(title=w["probability"], range=[0, 1.25], tickvals=PROBABILITY_TICKS)
-    fig.update_xaxes(title=w["bonus_x"])
-    return fig
+    return _probability_layout(fig, w, title, w["bonus_x"], showlegend=True)
