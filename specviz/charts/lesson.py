@@ -15,7 +15,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from specviz.charts import theory as theory_charts
-from specviz.charts.inspector import MAX_BARS
+from specviz.charts.inspector import MAX_BARS, add_token_bars
 from specviz.charts.style import LAYOUT, P_COLOR, RESIDUAL_COLOR, STATUS_COLORS, titled
 from specviz.charts.tokens import label_token, token_text
 from specviz.charts.words import words
@@ -70,20 +70,8 @@ def composition_figure(draft: dict[str, Any], extra: dict[str, Any], lang: str =
     accepted = [min(a, b) for a, b in zip(p, q, strict=True)]
     resampled = [max(0.0, a - b) for a, b in zip(p, q, strict=True)]
     fig = go.Figure()
-    fig.add_bar(
-        x=labels,
-        y=accepted,
-        name=w["accepted_route"],
-        marker_color=STATUS_COLORS["accepted"],
-        hovertemplate="%{x}<br>min(p, q) %{y:.3g}<extra></extra>",
-    )
-    fig.add_bar(
-        x=labels,
-        y=resampled,
-        name=w["resampled_route"],
-        marker_color=RESIDUAL_COLOR,
-        hovertemplate="%{x}<br>max(0, p − q) %{y:.3g}<extra></extra>",
-    )
+    add_token_bars(fig, labels, accepted, w["accepted_route"], "min(p, q)", marker_color=STATUS_COLORS["accepted"])
+    add_token_bars(fig, labels, resampled, w["resampled_route"], "max(0, p − q)", marker_color=RESIDUAL_COLOR)
     fig.add_scatter(
         x=labels,
         y=p,
