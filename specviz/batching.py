@@ -10,8 +10,10 @@ run (`seat`). It drafts, verifies and records as a solo run does, with its own g
 and drafter, so its random draws are a solo run's draws. Only its target pass goes through the
 batcher (`Seat.forward`): it submits the request and waits; the pass runs as soon as every
 joined decode has submitted, or once config.BATCH_WINDOW_S has passed since the oldest pending
-request (a decode held up elsewhere never stalls the others long). The waiting decode that finds
-the pass due runs it for all (no driver thread to start and stop) and hands each its results.
+request. The waiting decode that finds the pass due runs it, holding the compute lock, over every
+request pending by then (no driver thread to start and stop), and hands each its results. Since a
+decode holds the compute lock while it drafts, the window never cuts a pass short of a decode
+that is drafting: it bounds the wait for one that holds no lock yet (just seated, or just woken).
 
 One compute lock per batcher: torch runs in one decode's thread at a time. On a small CPU,
 several threads each running torch's intra-op threads only fight over the cores (OpenMP
@@ -22,7 +24,9 @@ What stays exact. A decode's tokens and every recorded decision (drafts, r, acce
 corrections) are what its solo run with the same seed gives: the same draws in the same order
 from its own generator, on p that differs from the solo p at most in the last bits a linear's
 kernel rounds differently for another number of rows (none with specviz.packing's packed
-kernels; eager float32 matmuls may). Its timings are not a solo run's: a verify phase includes
+kernels; eager float32 matmuls may, and so may a measured choice of packed1 for one row beside
+packed for several, specviz.kernels: at a float32 near-tie a greedy token could then differ, as
+between any two kernels). Its timings are not a solo run's: a verify phase includes
 waiting for the others. A batched trace says so (config.batched, extra.batch) and
 specviz.speedup never figures a speedup from it.
 

@@ -54,8 +54,9 @@ GATE_HISTORY = 20  # recent decode durations the gate keeps for a waiting caller
 
 # Batched decodes (specviz.batching): at most BATCH_MAX_SESSIONS hold the device together, their
 # target passes run as one forward. A pass waits for every seated decode's request, but no longer
-# than BATCH_WINDOW_S after the oldest one came, so a decode held up outside torch (a slow page
-# callback) never stalls the others long; a few ms is below one target step of the offline target.
+# than BATCH_WINDOW_S after the oldest one came once the compute lock is free, so a decode that is
+# slow to take its seat's lock (one just starting) never stalls the others long; a few ms is well
+# below one target step of the offline target (about 40 ms on a 2-core AMD EPYC).
 BATCH_MAX_SESSIONS = 8
 BATCH_WINDOW_S = 0.005
 
