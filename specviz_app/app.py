@@ -6,7 +6,7 @@ specviz_app/launch.py holds the server settings.
 
 import streamlit as st
 
-from specviz_app import background, keys, sidebar, state
+from specviz_app import background, keys, loading, opening, running, sidebar
 from specviz_app.render import PAGES_DIR
 
 st.set_page_config(page_title="specviz: speculative decoding, made visible", page_icon="🔎", layout="wide")
@@ -24,13 +24,13 @@ PAGES = [
     st.Page(PAGES_DIR / "lesson.py", title="Lesson", icon=":material/school:"),
 ]
 page = st.navigation(PAGES)
-background.preload(state.preload_defaults)  # the first Run should find the default models loaded
+background.preload(loading.preload_defaults)  # the first Run should find the default models loaded
 
 settings = sidebar.render()
 st.session_state[keys.SETTINGS] = settings
-state.open_first_visit(settings, may_decode=page.url_path != "lesson")  # a lesson link never decodes
+opening.open_first_visit(settings, may_decode=page.url_path != "lesson")  # a lesson link never decodes
 if st.session_state.pop(keys.RUN_REQUESTED, False):
-    state.run(settings)
+    running.run(settings)
 if error := st.session_state.pop(keys.RUN_ERROR, None):
     st.error(f"{error}\n\nNothing was lost: the pages still show the previous trace, if there was one.")
 

@@ -5,12 +5,12 @@ script run (set, then popped); the others hold state across reruns. Widget keys 
 setting are SETTING_PREFIX + the Settings field name (specviz_app/sidebar.py).
 """
 
-# ---- the run and the trace on show (state.py, app.py, sidebar.py) ----------------------------
+# ---- the run and the trace on show (session.py, running.py, app.py, sidebar.py) ------------
 SETTINGS = "settings"  # the sidebar's Settings of this script run
 LOADED = "loaded"  # the Loaded trace on show (trace, baseline, source, run key)
 RUN_REQUESTED = "_run_requested"  # Run was clicked: app.py decodes before drawing the page
 RUN_ERROR = "_run_error"  # the message of a run that failed, shown once above the page
-CANCEL_RUN = "cancel_run"  # the Cancel button of the run in progress (state.run)
+CANCEL_RUN = "cancel_run"  # the Cancel button of the run in progress (running.run)
 APPLY_SETTINGS = "_apply_settings"  # settings to copy into the sidebar widgets on the next run
 FIRST_VISIT_DONE = "_first_visit_done"  # the first visit's example or decode has happened
 INITIALISED = "_initialised"  # the sidebar widgets hold their defaults or the link's values
@@ -18,7 +18,7 @@ URL_QUERY = "_url_query"  # the query string last written, to write the URL only
 URL_GIVEN = "_url_given"  # the settings a link asked for
 URL_MESSAGES = "_url_messages"  # what the link asked for that was out of range, said once
 EXAMPLE_PROMPT = "example_prompt"  # the example-prompt picker of the sidebar
-SETTING_PREFIX = "s_"  # + a Settings field name: the sidebar widget holding that setting
+SETTING_PREFIX = "s_"  # + a Settings field name: the sidebar widget holding that setting (setting())
 
 
 # ---- pages ------------------------------------------------------------------------------------
@@ -44,3 +44,54 @@ LESSON_STEP = "lesson_step"  # Lesson: the step on show
 LESSON_LANG = "lesson_lang"  # Lesson: en or zh
 LESSON_PRESENTER = "lesson_presenter"  # Lesson: large type
 LESSON_MESSAGE = "_lesson_message"  # Lesson: what the link asked for that was invalid, said once
+
+
+# ---- widget and element keys (Streamlit keeps a widget's value under its key) --------------
+# Sidebar
+RUN_BUTTON = "run_sidebar"
+CHECK_PAIR = "check_pair"  # Check the pair (a custom pair)
+# Traces
+TRACES_UPLOAD = "traces_upload"
+EXAMPLE_OPEN_PREFIX = "example-"  # + the example's name: its Open button
+# Playground and the trace pages
+TIMELINE_CHART = "timeline_chart"
+ACCEPTANCE_BY_POSITION_CHART = "acceptance_by_position"
+ACCEPTANCE_LENGTHS_CHART = "acceptance_lengths"
+ACCEPTANCE_BETA_CHART = "acceptance_beta"
+# Step inspector
+INSPECT_PLAY = "inspector_play"
+INSPECT_DRAFT_PREFIX = "draft-"  # + iteration and slot: a draft's p-versus-q chart
+INSPECT_CORRECTION_PREFIX = "correction-"  # + kind and iteration: the resample's or bonus's chart
+# Theory: its three charts
+THEORY_TOKENS_CHART, THEORY_WALLTIME_CHART, THEORY_PLANE_CHART = "th-tokens", "th-walltime", "th-plane"
+# Drafters
+RACE_RUN = "race_run"
+RACE_SPEED_CHART, RACE_POSITIONS_CHART = "race-speed", "race-positions"
+RACE_JSON, RACE_CSV = "race_json", "race_csv"  # its downloads
+DRAFTS_C = "dq_c"  # the c slider of the predicted speedup
+DRAFT_QUALITY_PREFIX = "dq-"  # + the training record's file name: its chart
+# Distribution lab
+LAB_MODELS = "lab_models"
+LAB_RULE = "lab_rule"
+LAB_K, LAB_GAMMA, LAB_TEMPERATURE, LAB_SEED = "lab_k", "lab_gamma", "lab_temperature", "lab_seed"
+LAB_SAMPLES_PREFIX = "lab_n_"  # + the models' choice: n, whose default depends on it
+LAB_RUN_ONE, LAB_RUN_ALL, LAB_STOP_BUTTON = "lab_run_one", "lab_run_all", "lab_stop_button"
+LAB_RULES_CHART = "lab-rules"
+LAB_SHOW = "lab_show"  # which rule's distribution is drawn
+LAB_DISTRIBUTION_PREFIX = "lab-dist-"  # + the rule: its distribution chart
+# Sweep
+SWEEP_MODELS = "sweep_models"
+SWEEP_GAMMAS, SWEEP_TEMPERATURES, SWEEP_MAX_NEW = "sweep_gammas", "sweep_temps", "sweep_max_new"
+SWEEP_RUN, SWEEP_STOP_BUTTON = "sweep_run", "sweep_stop_button"
+SWEEP_HEATMAP, SWEEP_TOKENS_CHART, SWEEP_SPEEDUP_CHART = "sweep-heatmap", "sweep-tokens", "sweep-speedup"
+SWEEP_JSON, SWEEP_CSV = "sw_dl_json", "sw_dl_csv"  # its downloads
+SWEEP_UPLOAD, SWEEP_OPEN = "sweep_upload", "sweep_open"  # a saved sweep to open
+# Lesson
+LESSON_BACK, LESSON_NEXT = "lesson_back", "lesson_next"
+LESSON_SIDE, LESSON_NOTES = "lesson_side", "lesson_notes"  # containers the presenter view styles
+LESSON_FIGURE_PREFIX = "lesson-"  # + the step's figure
+
+
+def setting(field: str) -> str:
+    """The key of the sidebar widget holding the Settings field `field`."""
+    return SETTING_PREFIX + field

@@ -17,6 +17,7 @@ from specviz.charts.stream import escaped_text, legend_html, statuses_in, token_
 from specviz.charts.tokens import md_escape
 from specviz.sameness import sameness_of, sentence_for
 from specviz.speedup import speedup_spread
+from specviz_app import keys, session
 
 # Absolute, so a link finds its page whichever main script serves the app (`specviz app` runs
 # specviz_app/app.py, `streamlit run app.py` the root's app.py, which runs it).
@@ -99,3 +100,34 @@ def trace_notice(loaded, settings) -> bool:
             "Press **▶ Run** in the sidebar to decode with them; until then the pages show the trace above."
         )
     return True
+
+
+# The title and one-line explanation each trace page opens with, by page file name.
+PAGE_INTROS = {
+    "playground": (
+        "Playground",
+        "A cheap draft model q proposes γ tokens; the target p checks them all in one pass and keeps a prefix. "
+        "The output follows p exactly; the speedup below says whether this draft made it faster. "
+        "Hover a token to see why it was kept.",
+    ),
+    "timeline": (
+        "Timeline",
+        "Each iteration drafts γ tokens (cheap) and runs the target once over all of them (expensive). "
+        "The target alone needs one pass per token: fewer, fuller passes are where the time goes away.",
+    ),
+    "acceptance": (
+        "Acceptance",
+        "β is the chance a draft at one position passes: Σ min(p, q). α, its mean, predicts the rest: "
+        "if each draft passes with probability α, tokens per iteration follow a truncated geometric law.",
+    ),
+}
+
+
+def open_trace_page(page: str):
+    """Title, one-line explanation (PAGE_INTROS) and the trace notice every trace page opens with.
+    Returns the loaded trace (with its baseline), or None when there is none to show."""
+    title, caption = PAGE_INTROS[page]
+    st.title(title)
+    st.caption(caption)
+    loaded = session.current()
+    return loaded if trace_notice(loaded, st.session_state[keys.SETTINGS]) else None

@@ -18,7 +18,7 @@ With several replicas (specviz_app/replicas.py) the finished recordings are also
 trace store they share (specviz.trace_store, under `disk_id`), so a replica reuses what another
 recorded, and a reconnecting student's `?trace=<id>` link opens it on any of them.
 
-No streamlit here: the app's state.run drives it, the tests drive it from threads.
+No streamlit here: the app's running.run drives it, the tests drive it from threads.
 """
 
 from __future__ import annotations

@@ -15,22 +15,20 @@ from specviz import trace_store
 from specviz_app import keys, params
 from specviz_app.params import Settings
 
-KEY = keys.SETTING_PREFIX  # + a Settings field name: the widget holding that setting
-
 
 def _write_widget_state(settings: Settings) -> None:
     for name in params.field_names():
-        st.session_state[KEY + name] = getattr(settings, name)
+        st.session_state[keys.setting(name)] = getattr(settings, name)
 
 
 def _current() -> Settings:
-    return Settings(**{name: st.session_state[KEY + name] for name in params.field_names()})
+    return Settings(**{name: st.session_state[keys.setting(name)] for name in params.field_names()})
 
 
 def _use_example_prompt() -> None:
     choice = st.session_state.get(keys.EXAMPLE_PROMPT)
     if choice:
-        st.session_state[KEY + "prompt"] = choice
+        st.session_state[keys.setting("prompt")] = choice
     st.session_state[keys.EXAMPLE_PROMPT] = None
 
 
@@ -43,7 +41,7 @@ def _check_pair(where, target: str, draft: str) -> None:
     from specviz import models
     from specviz.drafters import needs_no_model
     from specviz.errors import SpecvizError
-    from specviz_app import state
+    from specviz_app import loading
 
     target, draft = target.strip(), draft.strip() or models.NGRAM_DRAFT
     if not target:
@@ -51,11 +49,11 @@ def _check_pair(where, target: str, draft: str) -> None:
         return
     try:
         with where.spinner("Loading the models…"):
-            loaded = state.get_model(target)
+            loaded = loading.get_model(target)
             if needs_no_model(draft):  # a strategy or a head: it drafts in the target's own vocabulary
                 where.success(f"The {draft} draft uses the target's own vocabulary ({loaded.vocab_size} tokens).")
                 return
-            models.check_vocabulary(loaded, state.get_model(draft))
+            models.check_vocabulary(loaded, loading.get_model(draft))
         where.success(f"Same vocabulary: {loaded.vocab_size} tokens. This pair can decode.")
     except SpecvizError as exc:
         where.error(str(exc))
@@ -82,7 +80,7 @@ def render() -> Settings:
     if keys.APPLY_SETTINGS in st.session_state:
         _write_widget_state(st.session_state.pop(keys.APPLY_SETTINGS))
     for name in params.field_names():  # a page switch may drop widget state: restore the defaults
-        st.session_state.setdefault(KEY + name, getattr(params.DEFAULTS, name))
+        st.session_state.setdefault(keys.setting(name), getattr(params.DEFAULTS, name))
 
     sb = st.sidebar
     for msg in st.session_state.get(keys.URL_MESSAGES, []):
@@ -91,20 +89,24 @@ def render() -> Settings:
     sb.header("Run settings")
     # At the top, so it is in sight without scrolling on every page (the prompt sits at the bottom).
     sb.button(
-        "Run", icon=":material/play_arrow:", type="primary", on_click=_request_run, width="stretch", key="run_sidebar"
+        "Run", icon=":material/play_arrow:", type="primary", on_click=_request_run, width="stretch", key=keys.RUN_BUTTON
     )
     sb.caption("Decodes the prompt below with these settings, then the target alone for the speedup.")
     options = params.pairs()
-    if st.session_state[KEY + "pair"] not in options:
-        st.session_state[KEY + "pair"] = "offline"
-    sb.selectbox("Model pair (target / draft)", list(options), format_func=lambda k: options[k].label, key=KEY + "pair")
-    pair = options[st.session_state[KEY + "pair"]]
+    if st.session_state[keys.setting("pair")] not in options:
+        st.session_state[keys.setting("pair")] = "offline"
+    sb.selectbox(
+        "Model pair (target / draft)", list(options), format_func=lambda k: options[k].label, key=keys.setting("pair")
+    )
+    pair = options[st.session_state[keys.setting("pair")]]
     if pair.key == "custom":
-        sb.text_input("Target model (Hugging Face name)", key=KEY + "target", placeholder="owner/name")
-        sb.text_input("Draft model, or ngram / self", key=KEY + "draft", placeholder="owner/name, ngram or self")
+        sb.text_input("Target model (Hugging Face name)", key=keys.setting("target"), placeholder="owner/name")
+        sb.text_input(
+            "Draft model, or ngram / self", key=keys.setting("draft"), placeholder="owner/name, ngram or self"
+        )
         sb.caption("Both must share one tokenizer; Run checks the vocabularies first.")
-        if sb.button("Check the pair", icon=":material/fact_check:", key="check_pair"):
-            _check_pair(sb, st.session_state[KEY + "target"], st.session_state[KEY + "draft"])
+        if sb.button("Check the pair", icon=":material/fact_check:", key=keys.CHECK_PAIR):
+            _check_pair(sb, st.session_state[keys.setting("target")], st.session_state[keys.setting("draft")])
     elif pair.online:
         sb.caption(f"Needs internet: downloads {pair.target} and {pair.draft} on first use.")
     else:
@@ -112,24 +114,24 @@ def render() -> Settings:
         if pair.key == "offline-self":
             sb.caption("The target drafts for itself: q = p, so every draft passes, yet nothing is saved.")
 
-    sb.slider("γ (draft tokens per iteration)", params.GAMMA_MIN, params.GAMMA_MAX, key=KEY + "gamma")
+    sb.slider("γ (draft tokens per iteration)", params.GAMMA_MIN, params.GAMMA_MAX, key=keys.setting("gamma"))
     sb.caption("More drafts win more when the draft is good and waste more when it is not.")
-    sb.slider("Temperature", *params.TEMPERATURE_RANGE, step=0.05, key=KEY + "temperature")
+    sb.slider("Temperature", *params.TEMPERATURE_RANGE, step=0.05, key=keys.setting("temperature"))
     sb.caption("0 is greedy (always the most likely token); higher is more random. Applied to p and q alike.")
-    sb.number_input("Top-k", *params.TOP_K_RANGE, step=1, key=KEY + "top_k")
+    sb.number_input("Top-k", *params.TOP_K_RANGE, step=1, key=keys.setting("top_k"))
     sb.caption("Keep only the k most likely tokens before sampling (0 = off).")
-    sb.slider("Top-p", *params.TOP_P_RANGE, step=0.05, key=KEY + "top_p")
+    sb.slider("Top-p", *params.TOP_P_RANGE, step=0.05, key=keys.setting("top_p"))
     sb.caption("Keep the fewest tokens whose probability adds up to top-p (1.0 = off).")
-    sb.slider("Max new tokens", *params.MAX_NEW_RANGE, key=KEY + "max_new")
+    sb.slider("Max new tokens", *params.MAX_NEW_RANGE, key=keys.setting("max_new"))
     sb.caption("Length of the answer; the offline target needs about 0.1 s per token on a CPU.")
-    sb.number_input("Seed", *params.SEED_RANGE, step=1, key=KEY + "seed")
+    sb.number_input("Seed", *params.SEED_RANGE, step=1, key=keys.setting("seed"))
     sb.caption("The same seed and settings give the same trace, token for token.")
-    sb.selectbox("Precision", params.DTYPE_CHOICES, key=KEY + "dtype")
+    sb.selectbox("Precision", params.DTYPE_CHOICES, key=keys.setting("dtype"))
     sb.caption(
         "float32: greedy output identical to the target alone, token for token. bfloat16: faster where the "
         "hardware has it, but where the two best tokens nearly tie it may pick the other one (the run says where)."
     )
-    sb.checkbox("Also run the target alone (baseline)", key=KEY + "baseline")
+    sb.checkbox("Also run the target alone (baseline)", key=keys.setting("baseline"))
     sb.caption("Needed for the speedup and the timeline comparison; doubles the run time.")
 
     sb.selectbox(
@@ -140,7 +142,7 @@ def render() -> Settings:
         key=keys.EXAMPLE_PROMPT,
         on_change=_use_example_prompt,
     )
-    sb.text_area("Prompt", key=KEY + "prompt", max_chars=params.PROMPT_MAX_CHARS, height=100)
+    sb.text_area("Prompt", key=keys.setting("prompt"), max_chars=params.PROMPT_MAX_CHARS, height=100)
     sb.caption("Sent to the target as a chat message; shown everywhere as plain text. Press ▶ Run at the top.")
 
     settings = _current()

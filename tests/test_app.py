@@ -58,7 +58,7 @@ def source_caption(at: AppTest) -> str:
 
 def upload(at: AppTest, files: list[tuple[str, bytes]]) -> AppTest:
     goto(at, "app_pages/traces.py")
-    at.file_uploader(key="upload").set_value([(name, data, "application/json") for name, data in files]).run()
+    at.file_uploader(key="traces_upload").set_value([(name, data, "application/json") for name, data in files]).run()
     at.button[[b.label for b in at.button].index("Open the uploaded trace")].click().run()
     no_error(at)
     return at

@@ -259,9 +259,9 @@ def test_lab_compares_all_rules_with_their_cost():
 
 
 def _records(monkeypatch, head, distilled):
-    from specviz_app import state
+    from specviz_app import gallery
 
-    monkeypatch.setattr(state, "TRAINING_RECORDS", {"Draft head": head, "Distilled draft": distilled})
+    monkeypatch.setattr(gallery, "TRAINING_RECORDS", {"Draft head": head, "Distilled draft": distilled})
 
 
 def test_draft_quality_without_the_training_record(tmp_path, monkeypatch):
@@ -342,7 +342,7 @@ def test_draft_quality_bad_record_gets_an_error(tmp_path, monkeypatch):
 def test_race_page_shows_a_race_and_exports_it(monkeypatch):
     """A race (hand-made, in the shape run_race returns) is drawn, tabled and offered as JSON and CSV."""
     from specviz import race
-    from specviz_app import state
+    from specviz_app import gallery
 
     rows = [
         {"draft": d, "label": race.LABELS[d], "new_tokens": 32, "iterations": it, "tokens_per_iteration": 32 / it,
@@ -356,7 +356,7 @@ def test_race_page_shows_a_race_and_exports_it(monkeypatch):
                    "dtype": "float32", "kernels": "packed"},
         "baseline": {"new_tokens": 32, "tokens_per_s": 40.0, "step_ms": 25.0},
     }  # fmt: skip
-    monkeypatch.setattr(state, "shipped_race", lambda: result)
+    monkeypatch.setattr(gallery, "shipped_race", lambda: result)
     at = open_page(DRAFTS)
     no_error(at)
     assert len(charts(at, "race-")) == 2

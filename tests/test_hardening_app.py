@@ -56,7 +56,7 @@ def errors(at: AppTest) -> list[str]:
 
 def upload(at: AppTest, name: str, data: bytes) -> AppTest:
     ok(at.switch_page("app_pages/traces.py").run())
-    at.file_uploader(key="upload").set_value([(name, data, "application/json")]).run()
+    at.file_uploader(key="traces_upload").set_value([(name, data, "application/json")]).run()
     at.button[[b.label for b in at.button].index("Open the uploaded trace")].click().run()
     return ok(at)
 
@@ -128,7 +128,7 @@ def test_runs_are_told_when_they_wait_for_another_sessions_decode(monkeypatch):
     ok(at)
     assert seen and callable(seen[0])
     assert "stop here" in errors(at)[0]
-    source = (ROOT / "specviz_app" / "state.py").read_text(encoding="utf-8")
+    source = (ROOT / "specviz_app" / "running.py").read_text(encoding="utf-8")
     assert 'f"Waiting for the model: {words}' in source  # words: specviz.gate.place_words ("3rd in line, about 8 s")
 
 

@@ -160,12 +160,73 @@ def _is_session_state(node: ast.AST) -> bool:
     return isinstance(node, ast.Attribute) and node.attr == "session_state"
 
 
+def _from_keys(node: ast.AST) -> bool:
+    """A key built from specviz_app/keys.py: keys.X, keys.f(...), keys.X + ..., f"{keys.X}..."."""
+    if isinstance(node, ast.Attribute):
+        return isinstance(node.value, ast.Name) and node.value.id == "keys"
+    if isinstance(node, ast.Call):
+        return _from_keys(node.func)
+    if isinstance(node, ast.BinOp):
+        return _from_keys(node.left)
+    if isinstance(node, ast.JoinedStr):
+        return bool(node.values) and isinstance(node.values[0], ast.FormattedValue) and _from_keys(node.values[0].value)
+    return False
+
+
+def widget_keys_not_from_keys(folder: str) -> list[str]:
+    """`key=` arguments (a widget's or element's key: Streamlit keeps its value in the session
+    state) given as a literal, an f-string or a concatenation that does not start from keys.py."""
+    bad = []
+    for path in (ROOT / folder).rglob("*.py"):
+        if path.name == "keys.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.keyword) and node.arg == "key":
+                value = node.value
+                if isinstance(value, ast.Constant | ast.JoinedStr | ast.BinOp) and not _from_keys(value):
+                    bad.append(f"{path.relative_to(ROOT)}:{value.lineno}: {ast.unparse(value)}")
+    return bad
+
+
+def key_values_spelled_out(folder: str) -> list[str]:
+    """String literals (docstrings aside) equal to a key's value in keys.py: a key passed through a
+    variable (`name = "th_alpha"; st.session_state[name]`) is spelled out somewhere."""
+    values = set()
+    for node in ast.walk(ast.parse((ROOT / folder / "keys.py").read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Assign):
+            values |= {
+                c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant) and isinstance(c.value, str)
+            }
+    bad = []
+    for path in (ROOT / folder).rglob("*.py"):
+        if path.name == "keys.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {
+            id(n.body[0].value)
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Module | ast.FunctionDef | ast.ClassDef) and n.body and isinstance(n.body[0], ast.Expr)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value in values and id(node) not in docstrings:
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
+    return bad
+
+
 def test_session_state_keys_are_named_in_one_place(tmp_path, monkeypatch):
     assert literal_session_keys("specviz_app") == []
+    assert widget_keys_not_from_keys("specviz_app") == []
+    assert key_values_spelled_out("specviz_app") == []
     planted = tmp_path / "pkg"
     planted.mkdir()
+    (planted / "keys.py").write_text('D = "d"\nE = "e_"\n')
     (planted / "x.py").write_text(
         'st.session_state["a"] = 1\nst.session_state.get("b")\nif "c" in st.session_state: pass\n'
+        'name = "d"\nst.session_state[name] = 2\n'
+        'st.button("Go", key="go")\nst.button("One", key=f"e_{1}")\nst.button("Two", key=keys.E + "2")\n'
+        'st.button("Three", key=f"{keys.E}3")\nst.slider("x", key=keys.D)\n'
     )
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert [b.split(": ")[1] for b in literal_session_keys("pkg")] == ["'a'", "'b'", "'c'"]
+    assert [b.split(": ")[1] for b in widget_keys_not_from_keys("pkg")] == ["'go'", "f'e_{1}'"]
+    assert key_values_spelled_out("pkg") == ["pkg/x.py:4: 'd'", "pkg/x.py:7: 'e_'"]

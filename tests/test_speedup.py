@@ -173,7 +173,7 @@ def test_the_rows_account_for_the_whole_gap():
 def test_theory_never_says_pays_beside_a_measured_loss():
     """The default example's own α, c and v predict a gain; give it timed pairs that all lost and
     Theory, set to the trace's values, must warn of the loss instead of a green 'pays'."""
-    from specviz_app.state import Loaded
+    from specviz_app.session import Loaded
 
     trace, base = example()
     lost = copy.deepcopy(trace)

@@ -3,11 +3,11 @@
 import streamlit as st
 
 from specviz import charts, glossary, theory
-from specviz_app import state
+from specviz_app import keys, render
 
 
 def acceptance() -> None:
-    loaded = state.open_trace_page("acceptance")
+    loaded = render.open_trace_page("acceptance")
     if loaded is None:
         return
     trace = loaded.trace
@@ -15,9 +15,9 @@ def acceptance() -> None:
         st.info("This is a target-only trace: it has no drafts to accept. Open a speculative trace.")
         return
     left, right = st.columns(2)
-    left.plotly_chart(charts.acceptance_by_position_figure(trace), key="by-position")
-    right.plotly_chart(charts.accept_length_figure(trace), key="lengths")
-    st.plotly_chart(charts.beta_along_text_figure(trace), key="beta")
+    left.plotly_chart(charts.acceptance_by_position_figure(trace), key=keys.ACCEPTANCE_BY_POSITION_CHART)
+    right.plotly_chart(charts.accept_length_figure(trace), key=keys.ACCEPTANCE_LENGTHS_CHART)
+    st.plotly_chart(charts.beta_along_text_figure(trace), key=keys.ACCEPTANCE_BETA_CHART)
     st.caption(
         "Later positions are reached less often (only when every earlier draft passed), so their bars rest "
         "on fewer iterations. Iterations cut short by max new tokens are left out of the histogram."

@@ -10,7 +10,7 @@ from specviz.charts import race as race_charts
 from specviz.charts import theory as theory_charts
 from specviz.errors import SpecvizError
 from specviz.training_record import read_training_record
-from specviz_app import keys, params, render, state
+from specviz_app import gallery, keys, loading, params, render, session
 
 
 def _number(short: str, help: str, width: int = 96) -> st.column_config.NumberColumn:
@@ -43,8 +43,8 @@ def _run_race() -> None:
     area = st.empty()
     box = area.container(border=True)
     bar = box.progress(0.0, text="Loading the target…")
-    with state.ErrorGuard(keys.RACE_ERROR, area) as guard:
-        target = state.get_model(params.DEFAULTS.model_names()[0], settings.dtype)
+    with session.ErrorGuard(keys.RACE_ERROR, area) as guard:
+        target = loading.get_model(params.DEFAULTS.model_names()[0], settings.dtype)
 
         def progress(done: int, total: int, name: str) -> None:
             bar.progress(done / total, text=f"Drafter {done + 1} of {total}: {race.LABELS.get(name, name)}")
@@ -68,8 +68,8 @@ def _show_race(result: dict, source: str) -> None:
             f"{result['baseline']['tokens_per_s']:.1f} tokens/s"
         )
     )
-    st.plotly_chart(race_charts.race_speed_figure(result), key="race-speed")
-    st.plotly_chart(race_charts.race_position_figure(result), key="race-positions")
+    st.plotly_chart(race_charts.race_speed_figure(result), key=keys.RACE_SPEED_CHART)
+    st.plotly_chart(race_charts.race_position_figure(result), key=keys.RACE_POSITIONS_CHART)
     rows = [
         {
             "drafter": r["label"],
@@ -100,8 +100,8 @@ def _show_race(result: dict, source: str) -> None:
         "names where a run parts from it."
     )
     cols = st.columns(2)
-    cols[0].download_button("Download JSON", json.dumps(result, indent=1), "race.json", key="race_json")
-    cols[1].download_button("Download CSV", race.race_to_csv(result), "race.csv", key="race_csv")
+    cols[0].download_button("Download JSON", json.dumps(result, indent=1), "race.json", key=keys.RACE_JSON)
+    cols[1].download_button("Download CSV", race.race_to_csv(result), "race.csv", key=keys.RACE_CSV)
 
 
 def _race_tab() -> None:
@@ -109,7 +109,7 @@ def _race_tab() -> None:
         "One prompt, every offline drafter, the same target: how many tokens each iteration yields, how deep "
         "the drafts hold, what drafting costs, and the speedup measured beside the one the formula predicts."
     )
-    st.button("Race them on the sidebar's prompt", type="primary", on_click=_start_race, key="race_run")
+    st.button("Race them on the sidebar's prompt", type="primary", on_click=_start_race, key=keys.RACE_RUN)
     st.caption("Uses the sidebar's prompt, γ, temperature, seed and max new tokens; about a minute on a CPU.")
     if st.session_state.pop(keys.RACE_REQUEST, False):
         _run_race()
@@ -117,7 +117,7 @@ def _race_tab() -> None:
         st.error(f"{error}\n\nThe previous race, if any, is still shown.")
     result, source = st.session_state.get(keys.RACE_RESULT), "raced here"
     if result is None:
-        result, source = state.shipped_race(), "recorded race (shipped with specviz)"
+        result, source = gallery.shipped_race(), "recorded race (shipped with specviz)"
     if result is None:
         st.info("No race yet: press the button above.")
         return
@@ -130,10 +130,10 @@ def _training_tab() -> None:
         "agreement at temperature 0, and the speedup the paper's formula predicts from them."
     )
     c = st.slider(
-        "c (draft step ÷ target step) for the prediction", 0.0, 1.0, 0.1, step=0.01, key="dq_c",
+        "c (draft step ÷ target step) for the prediction", 0.0, 1.0, 0.1, step=0.01, key=keys.DRAFTS_C,
         help="the draft's cost on your hardware; the race above measures it",
     )  # fmt: skip
-    for kind, path in state.TRAINING_RECORDS.items():
+    for kind, path in gallery.TRAINING_RECORDS.items():
         st.subheader(kind)
         if not path.is_file():
             st.info(f"No training record yet: `{path.name}` is not in this copy of specviz.")
@@ -144,7 +144,7 @@ def _training_tab() -> None:
             st.error(f"{exc} Re-run the recipe to write it again.")
             continue
         history = data["history"]
-        st.plotly_chart(theory_charts.draft_training_figure(history, c), key=f"dq-{path.stem}")
+        st.plotly_chart(theory_charts.draft_training_figure(history, c), key=f"{keys.DRAFT_QUALITY_PREFIX}{path.stem}")
         if all(p.get("alpha_bench_prompts") is not None for p in history):
             st.caption("The dashed line: α on the benchmark's free-text prompts, never trained on.")
         last = history[-1]

@@ -6,7 +6,7 @@ import streamlit as st
 
 from specviz.charts.step import step_view
 from specviz.charts.tokens import draft_facts
-from specviz_app import keys, render, state
+from specviz_app import keys, render, session
 
 PLAY_SECONDS = 1.5  # pause between iterations while playing
 
@@ -35,7 +35,7 @@ def _controls(n: int) -> bool:
         icon=":material/pause:" if playing else ":material/play_arrow:",
         on_click=_toggle_play,
         width="stretch",
-        key="inspector_play",
+        key=keys.INSPECT_PLAY,
     )
     return playing
 
@@ -53,7 +53,7 @@ def _iteration(trace, i: int) -> None:
             left, right = st.columns([2, 3])
             left.markdown(f"**{render.md_escape(panel.title)}**")
             left.markdown(draft_facts(panel.row))
-            right.plotly_chart(panel.figure, key=f"draft-{i}-{panel.row['slot']}")
+            right.plotly_chart(panel.figure, key=f"{keys.INSPECT_DRAFT_PREFIX}{i}-{panel.row['slot']}")
     if view.discarded_note:
         st.caption(render.md_escape(view.discarded_note))
     corr = view.correction
@@ -61,13 +61,13 @@ def _iteration(trace, i: int) -> None:
         st.caption(f"{corr.title} {corr.text}")
     else:
         st.markdown(f"**{corr.title}** {corr.text}")
-        st.plotly_chart(corr.figure, key=f"{corr.kind}-{i}")
+        st.plotly_chart(corr.figure, key=f"{keys.INSPECT_CORRECTION_PREFIX}{corr.kind}-{i}")
 
 
 def inspector() -> None:
     st.title("Step inspector")
     st.caption("Pick an iteration: see what the draft proposed, how the target judged each token, and why.")
-    loaded = state.current()
+    loaded = session.current()
     if not render.trace_notice(loaded, st.session_state[keys.SETTINGS]):
         return
     trace = loaded.trace

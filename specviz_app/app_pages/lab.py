@@ -13,7 +13,7 @@ from specviz.charts.tokens import display_token
 from specviz.errors import SpecvizError
 from specviz.prompting import prompt_token_ids
 from specviz.verify import RULE_LABELS, RULE_NAMES, RULES, WRONG_RULES
-from specviz_app import keys, params, render, state
+from specviz_app import keys, loading, params, render, session
 
 MODELS = {
     "toy": "Toy pair: two tiny random models (seconds; tokens shown as #id)",
@@ -61,7 +61,7 @@ def _models(choice: str):
         target, draft = _toy_pair()
         return toy.LAB_TOY_PROMPT, target, draft
     settings = st.session_state[keys.SETTINGS]
-    target, draft = state.sidebar_pair(settings)
+    target, draft = loading.sidebar_pair(settings)
     if not settings.prompt.strip():
         raise SpecvizError("The sidebar prompt is empty: type a prompt for the model to continue.")
     return prompt_token_ids(target.tokenizer, settings.prompt), target, draft
@@ -91,9 +91,9 @@ def _run(rules: list[str], choice: str, k: int, n: int, gamma: int, temperature:
 
     area = st.empty()  # the progress box disappears when the run ends
     box = area.container(border=True)
-    box.button("Stop", icon=":material/stop:", on_click=_stop, key="lab_stop_button")
+    box.button("Stop", icon=":material/stop:", on_click=_stop, key=keys.LAB_STOP_BUTTON)
     bar = box.progress(0.0, text="Loading the models…")
-    with state.ErrorGuard(keys.LAB_ERROR, area) as guard:
+    with session.ErrorGuard(keys.LAB_ERROR, area) as guard:
         prompt_ids, target, draft = _models(choice)
         started = time.monotonic()
 
@@ -131,7 +131,7 @@ def _show_results(stored: dict) -> None:
     names = list(results)
     if len(names) > 1:
         st.subheader("Every rule, side by side")
-        st.plotly_chart(lab_charts.rules_figure(results, WRONG_RULES), key="lab-rules")
+        st.plotly_chart(lab_charts.rules_figure(results, WRONG_RULES), key=keys.LAB_RULES_CHART)
         # A static table wraps its text: a data grid cut "what it does" to "…then resample fro".
         st.table(lab_charts.rules_rows(results, costs, as_text=True))
         if "exact" in costs and "no_bonus" in costs:
@@ -140,7 +140,7 @@ def _show_results(stored: dict) -> None:
                 f"iteration: {costs['no_bonus']:.2f} against {costs['exact']:.2f} with the bonus, so it needs more "
                 "iterations (target passes) for the same text."
             )
-        shown = st.selectbox("Show the distribution of", names, format_func=RULE_NAMES.get, key="lab_show")
+        shown = st.selectbox("Show the distribution of", names, format_func=RULE_NAMES.get, key=keys.LAB_SHOW)
     else:
         shown = names[0]
     result = results[shown]
@@ -148,7 +148,7 @@ def _show_results(stored: dict) -> None:
     st.caption(render.md_escape(RULE_LABELS[shown]))
     for level, text in lab_charts.verdict_messages(shown, result, WRONG_RULES):
         getattr(st, level)(text)  # st.warning / st.info / st.error / st.success
-    st.plotly_chart(lab_charts.distribution_figure(result, labels), key=f"lab-dist-{shown}")
+    st.plotly_chart(lab_charts.distribution_figure(result, labels), key=f"{keys.LAB_DISTRIBUTION_PREFIX}{shown}")
     from specviz.lab import control_verdict  # torch is loaded already: a result exists
 
     control = control_verdict(result.get("target_test"), result["n_target"], lab_charts.SIGNIFICANCE)
@@ -171,22 +171,22 @@ def lab_page() -> None:
         "first k tokens many times with speculative decoding and with the target alone, and compare both with "
         "the target's exact probabilities. Then try the rules a student might invent instead."
     )
-    choice = st.radio("Models", list(MODELS), format_func=MODELS.get, key="lab_models", horizontal=True)
+    choice = st.radio("Models", list(MODELS), format_func=MODELS.get, key=keys.LAB_MODELS, horizontal=True)
     rule = st.selectbox(
-        "Verification rule", RULES, format_func=RULE_NAMES.get, key="lab_rule",
+        "Verification rule", RULES, format_func=RULE_NAMES.get, key=keys.LAB_RULE,
         help="the correct rule, or a variant a student might invent",
     )  # fmt: skip
     st.caption(render.md_escape(RULE_LABELS[rule]))
     real = choice == "sidebar"
     cols = st.columns(5)
-    k = cols[0].number_input("k (tokens per sample)", 1, 3, 1 if real else 2, key="lab_k")
+    k = cols[0].number_input("k (tokens per sample)", 1, 3, 1 if real else 2, key=keys.LAB_K)
     n = cols[1].number_input(
-        "n (samples)", 20, 5000, 60 if real else 500, step=20, key=f"lab_n_{choice}",
+        "n (samples)", 20, 5000, 60 if real else 500, step=20, key=f"{keys.LAB_SAMPLES_PREFIX}{choice}",
         help="more samples: a sharper test, a longer run",
     )  # fmt: skip
-    gamma = cols[2].number_input("γ", 1, 4, 1, key="lab_gamma", help="k > γ puts the bonus among the counted tokens")
-    temperature = cols[3].number_input("Temperature", 0.1, 2.0, 1.0, step=0.1, key="lab_temperature")
-    seed = cols[4].number_input("Seed", 0, 2**31 - 1, 0, key="lab_seed")
+    gamma = cols[2].number_input("γ", 1, 4, 1, key=keys.LAB_GAMMA, help="k > γ puts the bonus among the counted tokens")
+    temperature = cols[3].number_input("Temperature", 0.1, 2.0, 1.0, step=0.1, key=keys.LAB_TEMPERATURE)
+    seed = cols[4].number_input("Seed", 0, 2**31 - 1, 0, key=keys.LAB_SEED)
     if real:
         settings = st.session_state[keys.SETTINGS]
         st.caption(
@@ -196,8 +196,8 @@ def lab_page() -> None:
             )
         )
     b = st.columns([1, 1, 3], vertical_alignment="center")
-    b[0].button("Run this rule", type="primary", on_click=_start, args=("one",), key="lab_run_one")
-    b[1].button("Compare all four rules", on_click=_start, args=("all",), key="lab_run_all")
+    b[0].button("Run this rule", type="primary", on_click=_start, args=("one",), key=keys.LAB_RUN_ONE)
+    b[1].button("Compare all four rules", on_click=_start, args=("all",), key=keys.LAB_RUN_ALL)
     if not real:
         one, four = toy_seconds(int(n), 1), toy_seconds(int(n), len(RULES))
         b[2].caption(

@@ -108,11 +108,11 @@ def _notes(shown: lesson_content.Shown) -> None:
 def _nav(slots, i: int, count: int, ui: dict) -> None:
     slots[0].button(
         ui.get("back", "Back"), icon=":material/chevron_left:", on_click=_move, args=(-1, count),
-        disabled=i == 1, width="stretch", key="lesson_back",
+        disabled=i == 1, width="stretch", key=keys.LESSON_BACK,
     )  # fmt: skip
     slots[1].button(
         ui.get("next", "Next"), icon=":material/chevron_right:", on_click=_move, args=(1, count),
-        disabled=i == count, type="primary", width="stretch", key="lesson_next",
+        disabled=i == count, type="primary", width="stretch", key=keys.LESSON_NEXT,
     )  # fmt: skip
 
 
@@ -141,7 +141,7 @@ def _reading(step: dict, shown: lesson_content.Shown, rec: lesson_content.Record
         if shown.stream is not None:
             _stream(shown.stream[0], rec.trace.extra, language, hide_decisions=shown.stream[1])
         if shown.figure is not None:
-            st.plotly_chart(shown.figure, key=f"lesson-{step.get('figure', '')}")
+            st.plotly_chart(shown.figure, key=f"{keys.LESSON_FIGURE_PREFIX}{step.get('figure', '')}")
 
 
 def _projector(
@@ -152,13 +152,13 @@ def _projector(
     figure, text = st.columns([1.65, 1], gap="medium")
     with figure:
         if shown.figure is not None:
-            st.plotly_chart(shown.figure, key=f"lesson-{step.get('figure', '')}")
-    with text, st.container(key="lesson_side"):
+            st.plotly_chart(shown.figure, key=f"{keys.LESSON_FIGURE_PREFIX}{step.get('figure', '')}")
+    with text, st.container(key=keys.LESSON_SIDE):
         if step.get("takeaway"):
             st.info(step["takeaway"], icon=":material/lightbulb:")
         if shown.stream is not None:
             _stream(shown.stream[0], rec.trace.extra, language, hide_decisions=shown.stream[1])
-        with st.container(key="lesson_notes"):
+        with st.container(key=keys.LESSON_NOTES):
             _notes(shown)
     with st.expander(ui.get("details", DETAILS.get(language, DETAILS["en"]))):
         st.markdown(step["body"])

@@ -2,11 +2,11 @@
 
 import streamlit as st
 
-from specviz_app import render, state
+from specviz_app import render
 
 
 def playground() -> None:
-    loaded = state.open_trace_page("playground")
+    loaded = render.open_trace_page("playground")
     if loaded is None:
         return
     trace, baseline = loaded.trace, loaded.baseline

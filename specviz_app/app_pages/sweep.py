@@ -10,7 +10,7 @@ from specviz import glossary, sweep, toy
 from specviz.charts import sweep as sweep_charts
 from specviz.config import slug
 from specviz.errors import SpecvizError
-from specviz_app import keys, params, render, state
+from specviz_app import keys, loading, params, render, session
 
 TEMPERATURE_CHOICES = [0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0]
 MODELS = {
@@ -40,7 +40,7 @@ def _models(choice: str, settings: params.Settings):
     if choice == "toy":
         target, draft = _toy_pair()
         return toy.TOY_PROMPT, target, draft, "toy pair"
-    target, draft = state.sidebar_pair(settings)
+    target, draft = loading.sidebar_pair(settings)
     return settings.prompt, target, draft, params.pairs()[settings.pair].label
 
 
@@ -48,9 +48,9 @@ def _run(choice: str, gammas: list[int], temperatures: list[float], max_new: int
     settings = st.session_state[keys.SETTINGS]
     area = st.empty()  # the progress box disappears when the sweep ends
     box = area.container(border=True)
-    box.button("Stop", icon=":material/stop:", on_click=_stop, key="sweep_stop_button", type="secondary")
+    box.button("Stop", icon=":material/stop:", on_click=_stop, key=keys.SWEEP_STOP_BUTTON, type="secondary")
     bar = box.progress(0.0, text="Loading the models…")
-    with state.ErrorGuard(keys.SWEEP_ERROR, area) as guard:
+    with session.ErrorGuard(keys.SWEEP_ERROR, area) as guard:
         prompt, target, draft, _ = _models(choice, settings)
         total = len(temperatures) * (len(gammas) + 1)
         # A new sweep replaces the shown one at once: a Stop click interrupts this script, and what
@@ -104,10 +104,10 @@ def _show(result: sweep.SweepResult) -> None:
     n_base = len(result.baselines)
     # A short value: a metric cuts what does not fit its quarter of the page ("3 temperatu…").
     cols[3].metric("Target-alone runs", f"{n_base}", help=f"one per temperature; tokens/s: {base}")
-    st.plotly_chart(sweep_charts.speedup_heatmap(result), key="sweep-heatmap")
+    st.plotly_chart(sweep_charts.speedup_heatmap(result), key=keys.SWEEP_HEATMAP)
     left, right = st.columns(2)
-    left.plotly_chart(sweep_charts.tokens_per_iteration_sweep_figure(result), key="sweep-tokens")
-    right.plotly_chart(sweep_charts.speedup_sweep_figure(result), key="sweep-speedup")
+    left.plotly_chart(sweep_charts.tokens_per_iteration_sweep_figure(result), key=keys.SWEEP_TOKENS_CHART)
+    right.plotly_chart(sweep_charts.speedup_sweep_figure(result), key=keys.SWEEP_SPEEDUP_CHART)
     st.caption(
         "Markers are measured; dashed lines are the formulas from the measured α, c and v (v: a verify pass over "
         "γ + 1 tokens in target steps; the paper assumes 1, on a CPU it is more). Each cell is one timed pair, the "
@@ -126,13 +126,15 @@ def _export_and_load(result: sweep.SweepResult | None) -> None:
     if result is not None and result.cells:
         stem = "specviz-sweep-" + (slug(str(result.config.get("target", "")), 30) or "x")
         sub = cols[0].columns(2)
-        sub[0].download_button("Sweep (JSON)", result.to_json(), f"{stem}.json", "application/json", key="sw_dl_json")
-        sub[1].download_button("Sweep (CSV)", result.to_csv(), f"{stem}.csv", "text/csv", key="sw_dl_csv")
+        sub[0].download_button(
+            "Sweep (JSON)", result.to_json(), f"{stem}.json", "application/json", key=keys.SWEEP_JSON
+        )
+        sub[1].download_button("Sweep (CSV)", result.to_csv(), f"{stem}.csv", "text/csv", key=keys.SWEEP_CSV)
         cols[0].caption("JSON keeps the settings; CSV is one row per (γ, temperature). Both load back here.")
     else:
         cols[0].caption("Run a sweep to download it.")
-    upload = cols[1].file_uploader("Load a saved sweep (JSON or CSV)", type=["json", "csv"], key="sweep_upload")
-    if upload is not None and cols[1].button("Open the uploaded sweep", key="sweep_open"):
+    upload = cols[1].file_uploader("Load a saved sweep (JSON or CSV)", type=["json", "csv"], key=keys.SWEEP_UPLOAD)
+    if upload is not None and cols[1].button("Open the uploaded sweep", key=keys.SWEEP_OPEN):
         try:
             loaded = sweep.read(upload.name, upload.getvalue())
         except SpecvizError as exc:
@@ -150,14 +152,16 @@ def sweep_page() -> None:
         "Where is speculative decoding fastest, and does the paper's formula follow the measurements?"
     )
     settings = st.session_state[keys.SETTINGS]
-    choice = st.radio("Models", list(MODELS), format_func=MODELS.get, key="sweep_models", horizontal=True)
+    choice = st.radio("Models", list(MODELS), format_func=MODELS.get, key=keys.SWEEP_MODELS, horizontal=True)
     cols = st.columns([1.3, 1.3, 1])
-    lo, hi = cols[0].slider("γ from … to …", 1, 8, (1, 8), key="sweep_gammas", help="each γ is one run per temperature")
+    lo, hi = cols[0].slider(
+        "γ from … to …", 1, 8, (1, 8), key=keys.SWEEP_GAMMAS, help="each γ is one run per temperature"
+    )
     temperatures = cols[1].multiselect(
-        "Temperatures", TEMPERATURE_CHOICES, default=[0.0, 0.5, 1.0], key="sweep_temps",
+        "Temperatures", TEMPERATURE_CHOICES, default=[0.0, 0.5, 1.0], key=keys.SWEEP_TEMPERATURES,
         format_func=lambda t: f"{t:g}", help="0 is greedy; p and q are both sharpened or flattened",
     )  # fmt: skip
-    max_new = cols[2].number_input("Max new tokens per run", 4, 128, 24, key="sweep_max_new")
+    max_new = cols[2].number_input("Max new tokens per run", 4, 128, 24, key=keys.SWEEP_MAX_NEW)
     gammas = list(range(lo, hi + 1))
     runs = len(temperatures) * (len(gammas) + 1)
     if choice == "sidebar":
@@ -171,7 +175,7 @@ def sweep_page() -> None:
         st.caption(f"Prompt: token ids {toy.TOY_PROMPT} · seed {settings.seed}. {runs} runs of {max_new} tokens.")
     st.button(
         "Run the sweep", icon=":material/play_arrow:", type="primary", on_click=_start, disabled=not temperatures,
-        key="sweep_run",
+        key=keys.SWEEP_RUN,
     )  # fmt: skip
     if not temperatures:
         st.info("Pick at least one temperature.")

@@ -7,7 +7,7 @@ import streamlit as st
 from specviz import glossary, theory
 from specviz.charts import theory as theory_charts
 from specviz.config import GAMMA_MAX
-from specviz_app import keys, state
+from specviz_app import keys, session
 
 V_MAX = 3.0  # the v slider's end: a verification pass as dear as three single steps
 
@@ -20,7 +20,7 @@ def _plane(alpha: float, c: float, v: float, measured_alpha: float | None, measu
 
 def _measured() -> dict | None:
     """The trace on show as theory.measured_point sees it, with where it came from (None: none to use)."""
-    loaded = state.current()
+    loaded = session.current()
     point = None if loaded is None else theory.measured_point(loaded.trace, loaded.baseline)
     return None if point is None else {"source": loaded.source, **point}
 
@@ -177,12 +177,16 @@ def _measured_section(m: dict | None) -> theory.Explanation | None:
 def _charts(alpha: float, gamma: int, c: float, v: float, point: dict | None) -> None:
     left, right = st.columns(2)
     left.plotly_chart(
-        theory_charts.tokens_per_iteration_curve_figure(alpha, gamma, GAMMA_MAX, measured=point), key="th-tokens"
+        theory_charts.tokens_per_iteration_curve_figure(alpha, gamma, GAMMA_MAX, measured=point),
+        key=keys.THEORY_TOKENS_CHART,
     )
     right.plotly_chart(
-        theory_charts.walltime_curve_figure(alpha, c, gamma, GAMMA_MAX, measured=point, v=v), key="th-walltime"
+        theory_charts.walltime_curve_figure(alpha, c, gamma, GAMMA_MAX, measured=point, v=v),
+        key=keys.THEORY_WALLTIME_CHART,
     )
-    st.plotly_chart(_plane(alpha, c, v, *((point["alpha"], point["c"]) if point else (None, None))), key="th-plane")
+    st.plotly_chart(
+        _plane(alpha, c, v, *((point["alpha"], point["c"]) if point else (None, None))), key=keys.THEORY_PLANE_CHART
+    )
     st.caption(
         f"Each point of the plane shows the best speedup over γ = 1..{GAMMA_MAX} at your v (white: 1×, no gain; red: "
         "slower; green: faster, deepest at 4× or more). At v = 1, above the dashed line α = c drafting never pays."

@@ -6,15 +6,15 @@ from specviz import charts
 from specviz.charts.headline import range_note
 from specviz.charts.timeline import time_to_tokens_ms, tokens_in_common
 from specviz.speedup import speedup_spread
-from specviz_app import state
+from specviz_app import keys, render
 
 
 def timeline() -> None:
-    loaded = state.open_trace_page("timeline")
+    loaded = render.open_trace_page("timeline")
     if loaded is None:
         return
     trace, baseline = loaded.trace, loaded.baseline
-    st.plotly_chart(charts.timeline_figure(trace, baseline), key="timeline")
+    st.plotly_chart(charts.timeline_figure(trace, baseline), key=keys.TIMELINE_CHART)
     s = trace.summary
     common = tokens_in_common(trace, baseline)
     cols = st.columns(4)

@@ -6,7 +6,7 @@ import streamlit as st
 
 from specviz.config import slug
 from specviz.errors import TraceError
-from specviz_app import keys, state
+from specviz_app import gallery, keys, opening, session
 
 
 def _file_stem(trace) -> str:
@@ -77,21 +77,21 @@ def _upload() -> None:
         type=["json"],
         accept_multiple_files=True,
         max_upload_size=20,  # MB: the trace reader refuses anything larger anyway
-        key="upload",
+        key=keys.TRACES_UPLOAD,
     )
     if files and st.button("Open the uploaded trace", type="primary"):
         try:
-            trace, baseline = state.read_uploads([(f.name, f.getvalue()) for f in files])
+            trace, baseline = opening.read_uploads([(f.name, f.getvalue()) for f in files])
         except TraceError as exc:
             st.error(f"Could not open the upload: {exc}")
         else:
-            _opened(state.open_trace(trace, baseline, f"file: {files[0].name}"), f"the uploaded {files[0].name}")
+            _opened(opening.open_trace(trace, baseline, f"file: {files[0].name}"), f"the uploaded {files[0].name}")
 
 
 def _examples() -> None:
     st.subheader("Examples")
     st.caption("Recorded with the offline pair by scripts/record_examples.py; they open instantly.")
-    examples = state.examples()
+    examples = gallery.examples()
     if not examples:
         st.info("No example traces found in assets/examples/.")
     for ex in examples:
@@ -100,9 +100,9 @@ def _examples() -> None:
             left.markdown(f"**{ex.title}**  \n{ex.note}")
             if ex.recorded_with:
                 left.caption(f"Recorded on {ex.recorded_with}.")
-            if right.button("Open", key=f"example-{ex.name}", width="stretch"):
+            if right.button("Open", key=f"{keys.EXAMPLE_OPEN_PREFIX}{ex.name}", width="stretch"):
                 try:
-                    messages = state.open_example(ex)
+                    messages = opening.open_example(ex)
                 except TraceError as exc:
                     st.error(f"The example {ex.name} is damaged: {exc}")
                 else:
@@ -116,7 +116,7 @@ def traces() -> None:
         "Every page works from a trace alone, so an uploaded file needs no model."
     )
     _notice()
-    _downloads(state.current())
+    _downloads(session.current())
     _upload()
     _examples()
 

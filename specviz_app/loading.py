@@ -1,0 +1,112 @@
+"""The models a run needs: loaded once per server process, warmed up, and the sidebar's pair.
+
+`preload_defaults` loads the offline default pair as the app opens (specviz_app.background runs it),
+so a class's first Run finds them ready and its timings hold no one-off start-up costs.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import streamlit as st
+
+from specviz import models
+from specviz.errors import SpecvizError
+from specviz_app import background, params
+from specviz_app.params import Settings
+
+# SPECVIZ_THREADS=n sets torch's CPU threads for the app's runs. On a shared CPU, one thread avoids
+# intra-op threads spinning against other programs (a verify pass measured ten times slower).
+THREADS_ENV = "SPECVIZ_THREADS"
+WARM_UP_TOKENS = 8  # the preload's first decode: long enough to reach the verification passes' shapes
+
+
+@st.cache_resource(max_entries=models.MAX_LOADED, show_spinner=False)
+def get_model(name: str, dtype: str | None = None) -> models.LoadedModel:
+    """Load a model once per server process (bounded as the library bounds it: models.MAX_LOADED)."""
+    background.wait_for_preload()
+    _apply_thread_setting()
+    loaded = models.load_model(name, dtype=dtype)
+    _warm_up(loaded)
+    return loaded
+
+
+def _apply_thread_setting() -> None:
+    value = os.environ.get(THREADS_ENV, "").strip()
+    if value.isdigit() and int(value) > 0:
+        import torch
+
+        torch.set_num_threads(int(value))
+
+
+def _warm_up(loaded: models.LoadedModel) -> None:
+    """One tiny forward pass, so one-off start-up costs do not land in the first run's timings."""
+    import torch
+
+    with torch.inference_mode():
+        loaded.model(torch.tensor([[0, 1, 2]], device=loaded.model.device))
+
+
+_head_lock = threading.Lock()  # the preload thread and a first Run may ask for the head at once
+_warm_heads: set[tuple[str, int]] = set()  # (head name, id of its target) run once already
+
+
+def _warm_up_head(target: models.LoadedModel, name: str) -> None:
+    """Load the draft head (cached per target) and run it once, so one-off start-up costs stay
+    out of the first run's timings, as _warm_up does for models."""
+    import torch
+
+    from specviz.drafters import load_draft_head
+    from specviz.head import HeadCache
+
+    with _head_lock:
+        head = load_draft_head(name, target)
+        if (name, id(target.model)) in _warm_heads:
+            return
+        with torch.inference_mode():
+            dim = head.cfg.hidden
+            device = head.embed.device
+            head.step(torch.zeros(3, dim, device=device), torch.tensor([0, 1, 2], device=device), 1, HeadCache())
+        _warm_heads.add((name, id(target.model)))
+
+
+def preload_defaults() -> None:
+    """Load and warm the offline default pair (background.preload runs this as the app opens), and
+    decode a few tokens with it: the first decode of a process pays for one-off set-up (the kernels'
+    first calls at each shape took 3 s of a 14-token run), which the first Run should not."""
+    from specviz.decoder import autoregressive_generate, speculative_generate
+
+    target_name, draft_name = params.DEFAULTS.model_names()
+    target = get_model(target_name or models.DEFAULT_TARGET, params.DEFAULTS.dtype)
+    draft = resolve_draft(target, draft_name)
+    kwargs = {**params.DEFAULTS.decode_kwargs(), "max_new_tokens": WARM_UP_TOKENS}
+    speculative_generate(params.DEFAULTS.prompt, target=target, draft=draft, trace=True, **kwargs)
+    kwargs.pop("gamma")
+    autoregressive_generate(params.DEFAULTS.prompt, target=target, trace=True, **kwargs)
+
+
+def sidebar_pair(settings: Settings) -> tuple[models.LoadedModel, object]:
+    """The sidebar's pair, loaded: (target, the draft as the decoder takes it). Every page that runs
+    the sidebar's models gets them here, with one message for a custom pair left without a target."""
+    target_name, draft_name = settings.model_names()
+    if not target_name:
+        raise SpecvizError("Name a target model in the sidebar (custom pair), or pick another pair.")
+    target = get_model(target_name, settings.dtype)
+    return target, resolve_draft(target, draft_name)
+
+
+def resolve_draft(target: models.LoadedModel, draft: str | None):
+    """The draft to hand the decoder: a strategy or head name as it is, a model draft loaded
+    (once, cached) and checked against the target's vocabulary."""
+    from specviz.drafters import head_of, needs_no_model
+
+    if draft is None:
+        draft = models.default_draft(target.name)
+    if (head := head_of(draft)) is not None:
+        _warm_up_head(target, head)
+    if needs_no_model(draft):
+        return draft
+    loaded = get_model(draft, target.dtype)
+    models.check_vocabulary(target, loaded)  # fail before decoding, with the library's message
+    return loaded

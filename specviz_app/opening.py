@@ -1,0 +1,103 @@
+"""Opening a trace instead of running one: from uploaded files, from the gallery, from a
+`?trace=<id>` link (the replicas' trace store), and what a session shows on its first visit.
+
+Each sets the sidebar to the settings that re-run what it opened.
+"""
+
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from specviz import trace_store
+from specviz.errors import TraceError
+from specviz.trace import Trace
+from specviz_app import gallery, keys, params
+from specviz_app.params import Settings
+from specviz_app.session import Loaded, apply_settings, current, show
+
+
+def open_trace(trace: Trace, baseline: Trace | None, source: str) -> list[str]:
+    """Show a trace from a file or the gallery and set the sidebar to the settings that re-run it."""
+    settings, messages = params.from_trace_config(trace.config, trace.prompt, baseline is not None)
+    show(Loaded(trace, baseline, source, settings.run_key() if not messages else None))
+    apply_settings(settings)
+    return messages
+
+
+def read_uploads(files: list[tuple[str, bytes]]) -> tuple[Trace, Trace | None]:
+    """One or two uploaded files -> (trace, baseline). Raises TraceError with a clear message."""
+    if not files:
+        raise TraceError("No file was uploaded.")
+    if len(files) > 2:
+        raise TraceError("Upload one trace, or a speculative trace and its baseline (two files).")
+    traces = []
+    for name, data in files:
+        try:
+            traces.append(Trace.from_json(data))
+        except TraceError as exc:
+            raise TraceError(f"{name}: {exc}") from None
+    spec = [t for t in traces if t.mode == "speculative"]
+    base = [t for t in traces if t.mode == "autoregressive"]
+    if len(traces) == 2 and (len(spec) != 1 or len(base) != 1):
+        raise TraceError("With two files, one must be a speculative trace and the other its target-only baseline.")
+    if spec:
+        return spec[0], base[0] if base else None
+    return base[0], base[0]  # a baseline alone: show it as the trace and as its own baseline
+
+
+def open_example(example: gallery.Example) -> list[str]:
+    trace, baseline = gallery.example_traces(example)
+    return open_trace(trace, baseline, f"example: {example.title}")
+
+
+def _open_stored(trace_id: str) -> bool:
+    """Open the run a `?trace=<id>` link names from the replicas' trace store (a reconnecting
+    student's link carries it). False, with the reason said once above the page, when it cannot."""
+    store = trace_store.from_environment()
+    try:
+        if store is None:
+            raise TraceError(
+                "This link names a stored trace, but this server keeps no trace store (it runs as one "
+                "replica, without SPECVIZ_TRACE_STORE). Press Run to decode the link's settings."
+            )
+        trace, baseline, written = store.get(trace_store.check_id(trace_id))
+    except TraceError as exc:
+        st.session_state[keys.RUN_ERROR] = f"From the link: {exc}"
+        return False
+    made = time.strftime("%H:%M:%S UTC", time.gmtime(written))
+    open_trace(trace, baseline, f"stored run {trace_id}, recorded at {made}")
+    current().trace_id = trace_id
+    st.rerun()  # draw the sidebar again, now with the stored run's settings
+
+
+def open_first_visit(settings: Settings, may_decode: bool = True) -> None:
+    """First visit of a session: show the gallery example the settings describe, else run them
+    (unless may_decode is False: a lesson link opens its step at once, whatever settings it holds)."""
+    if st.session_state.get(keys.FIRST_VISIT_DONE):
+        return
+    st.session_state[keys.FIRST_VISIT_DONE] = True
+    stored = (st.session_state.get(keys.URL_QUERY) or {}).get("trace")  # a list: every value the link gave
+    if stored and _open_stored(str(stored[-1] if isinstance(stored, list) else stored).strip()):
+        return
+    key = settings.run_key()
+    for ex in gallery.examples():
+        meta = gallery.example_dict(ex.path)
+        cfg = meta["config"]
+        ex_settings, _ = params.from_trace_config(cfg, meta["prompt"], ex.baseline_path is not None)
+        if ex_settings.run_key() == key:
+            try:
+                open_example(ex)
+                st.session_state.pop(keys.APPLY_SETTINGS, None)  # the sidebar already shows these settings
+            except TraceError:
+                break
+            return
+    if st.session_state.get(keys.URL_GIVEN) and may_decode:
+        st.session_state[keys.RUN_REQUESTED] = True  # a shared link: reproduce its demo
+    elif gallery.examples():
+        try:
+            open_example(gallery.examples()[0])  # settings moved on since the examples were recorded: show the first
+        except TraceError:
+            return
+        st.rerun()  # draw the sidebar again, now with the example's settings
