@@ -69,15 +69,22 @@ class DeviceGate:
             return statistics.median(self._durations) if self._durations else None
 
     def estimate_s(self, ahead: int) -> float | None:
-        """About how long a caller with `ahead` decodes before it waits: what the current holder
-        likely still needs, plus a typical turn for each of the others. None without a history."""
+        """About how long a caller with `ahead` decodes before it waits: what the longest-held
+        holder likely still needs, plus a typical turn for each round of the others. None without
+        a history.
+
+        A round is as wide as the holders now: one for a solo decode, several when batched decodes
+        hold the gate together (a place frees as each of them ends, and the next in line takes
+        it), so a queue behind a full batch moves that many at a time, not one. A typical turn is
+        one decode's, measured as it ran (batched ones share the device, so theirs are longer)."""
         typical = self.typical_s()
         if typical is None or ahead <= 0:
             return None if typical is None else 0.0
         with self._cond:
             starts = [t.started for t in self._queue if t.started is not None]
-            held = time.monotonic() - min(starts) if starts else 0.0  # the longest-held holder
-        return max(0.0, typical - held) + (ahead - 1) * typical
+        held = time.monotonic() - min(starts) if starts else 0.0
+        width = max(1, len(starts))
+        return max(0.0, typical - held) + ((ahead - 1) // width) * typical
 
     @contextmanager
     def turn(
@@ -102,6 +109,9 @@ class DeviceGate:
                     ahead = self._ahead(ticket)
                     if ahead == 0:
                         ticket.started = time.monotonic()
+                        # A sharer queued behind this ticket may now join it: wake it now rather
+                        # than at its next poll (half a second in the app, longer than a short run).
+                        self._cond.notify_all()
                         break
                 if on_wait is not None:
                     on_wait(ahead)

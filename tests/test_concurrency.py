@@ -235,3 +235,51 @@ def test_the_app_refuses_a_run_at_once_when_the_queue_is_full_and_keeps_the_trac
     assert message.startswith("The model is busy:") and "Try Run again in a minute" in message
     assert "Nothing was lost" in message
     assert next(c.value for c in at.caption if c.value.startswith("Showing")) == before
+
+
+def test_the_estimate_counts_a_full_batch_as_one_round(monkeypatch):
+    """Behind decodes holding the gate together, the queue moves a batch at a time: with three
+    holders and three waiting, the next caller is about one turn away, not three."""
+    from specviz import config
+
+    monkeypatch.setattr(config, "BATCH_MAX_SESSIONS", 3)
+    gate, share = DeviceGate(), object()
+    for _ in range(3):
+        with gate.turn():
+            time.sleep(0.05)
+    typical = gate.typical_s()
+    started, release = threading.Barrier(4), threading.Event()
+
+    def sharer(holds: bool) -> None:
+        with gate.turn(share=share, poll_s=0.05):
+            if holds:
+                started.wait(10)
+            release.wait(10)
+
+    threads = [threading.Thread(target=sharer, args=(True,)) for _ in range(3)]
+    for th in threads:
+        th.start()
+    started.wait(10)  # a full batch holds the gate
+    threads += [threading.Thread(target=sharer, args=(False,)) for _ in range(3)]
+    for th in threads[3:]:
+        th.start()
+    while gate.waiting() < 6:
+        time.sleep(0.01)
+    told: list[tuple[int, float | None]] = []
+
+    def on_wait(ahead: int) -> None:
+        told.append((ahead, gate.estimate_s(ahead)))
+        raise KeyboardInterrupt  # leave after the first report
+
+    try:
+        with gate.turn(on_wait=on_wait, share=share):
+            pass
+    except KeyboardInterrupt:
+        pass
+    ahead, estimate = told[0]
+    assert ahead == 4  # three waiting before it, the holders counting as one
+    assert estimate <= 2 * typical  # the batch's remainder and one round, not four turns
+    release.set()
+    for th in threads:
+        th.join(10)
+    assert gate.waiting() == 0
