@@ -468,7 +468,9 @@ def _config_dict(
         "draft_kernels": getattr(drafter, "kernels", None),
         "rule": rule,
         "traced": traced,
-        "batched": batched,  # its passes ran with other decodes' (specviz.batching): its timings are not solo
+        # decoded batched (specviz.batching): its passes ran with any other batched decode's; with
+        # extra.batch.most_sessions above 1 they did, and its timings are not a solo run's
+        "batched": batched,
         "chat_template": cfg.chat_template,
     }
 

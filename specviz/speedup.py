@@ -19,11 +19,13 @@ alone, so the paper's cost model reads: an iteration costs γc + v target steps.
 Each is the median over the pairs, so the same run gives the same c and v on every page, in the
 bench and in the exports. No torch here: the charts and the theory read it.
 
-Batched timings never count. A run decoded batched with other sessions (specviz.batching,
-config.batched) spent part of each verify phase waiting for their drafting and shared its
-passes, so its wall time is no solo run's. A pair with a batched run is marked "batched" and left
-out of every figure; a run with no other pair has no speedup, c or v yet (`why_no_speedup` says
-so), until a solo pair is timed on the same settings.
+Batched timings never count. A run decoded batched with other sessions (specviz.batching:
+config.batched, and a pass it shared, extra.batch.most_sessions > 1; `was_batched`) spent part of
+each verify phase waiting for their drafting and shared its passes, so its wall time is no solo
+run's. A pair with a batched run is marked "batched" and left out of every figure and every count:
+`extra.timing.wanted` is the solo pairs a run wants, so a batched first pair (the app's own run,
+when another session's shared it) does not take the place of one. A run with no solo pair has no
+speedup, c or v yet (`why_no_speedup` says so), until one is timed on the same settings.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class Spread:
     high: float
     pairs: int  # the pairs these figures come from
     wanted: int  # pairs the run will have when its timing is complete
-    timed: int = 0  # pairs timed so far, a streamed first one included (0: the same as pairs)
+    timed: int = 0  # solo pairs timed so far, a streamed first one included (0: the same as pairs)
 
     @property
     def complete(self) -> bool:
@@ -99,8 +101,9 @@ def order_of_pair(index: int) -> str:
 
 def start_timing(trace: Any, baseline: Any, streamed: bool = False) -> dict[str, Any]:
     """Make a run and its baseline the first timed pair of the run; returns trace.extra["timing"],
-    whose "wanted" says how many pairs it should have in all (pairs_wanted). `streamed`: the run
-    drew its tokens on a page as it went (see figure_pairs)."""
+    whose "wanted" says how many solo pairs it should have in all (pairs_wanted; a batched pair
+    never counts, so a batched run still gets that many solo ones). `streamed`: the run drew its
+    tokens on a page as it went (see figure_pairs)."""
     traced = bool(trace.config.get("traced", True))
     batched = was_batched(trace, baseline)
     first = pair_record(trace.summary, baseline.summary, SPECULATIVE_FIRST, traced, streamed, batched)
@@ -123,8 +126,20 @@ def time_pair(run_speculative: Callable[[], Any], run_target_alone: Callable[[],
 
 
 def was_batched(*runs: Any) -> bool:
-    """Whether any of these traces decoded batched with other sessions (config.batched)."""
-    return any(bool(run.config.get("batched")) for run in runs)
+    """Whether any of these traces decoded batched with other sessions: config.batched, and a pass
+    shared with another decode (extra.batch.most_sessions above 1; unknown counts as shared).
+
+    A decode that asked to batch and met nobody (most_sessions 1) is timed as a solo run: each of
+    its passes was LeanLlama.forward's own computation (a forward_many of one request), and it never
+    waited for another decode, since a decode that waits for another's work always has its request
+    swept into that one's pass (specviz.batching). So the app's runs, all decoded batched=True, keep
+    their own first pair on a quiet server, and lose it only when another session really shared it."""
+    return any(run.config.get("batched") and _most_sessions(run) > 1 for run in runs)
+
+
+def _most_sessions(run: Any) -> int:
+    """The most decodes one of a batched run's passes served (2 when not recorded: assume shared)."""
+    return int((run.extra.get("batch") or {}).get("most_sessions", 2))
 
 
 @contextmanager
@@ -164,13 +179,27 @@ def timed_pairs(trace: Any, baseline: Any) -> list[dict]:
     ]
 
 
+def solo_pairs(pairs: list[dict]) -> list[dict]:
+    """The pairs that count: those whose runs decoded alone (a batched pair's times are no solo run's)."""
+    return [p for p in pairs if not p.get("batched")]
+
+
+def timing_progress(trace: Any) -> tuple[int, int] | None:
+    """(solo pairs in, solo pairs wanted) of a run whose timing was started, else None."""
+    timing = trace.extra.get("timing") or {}
+    if "pairs" not in timing:
+        return None
+    timed = len(solo_pairs(timing["pairs"]))
+    return timed, max(timing.get("wanted") or 0, timed)
+
+
 def figure_pairs(pairs: list[dict]) -> list[dict]:
     """The pairs a run's figures come from. Never a batched pair: its runs shared their passes
     with other sessions, so their times are no solo run's. A streamed pair ran while the page drew
     each new token (the speculative run's HTML every iteration, the target alone's progress bar),
     which slowed the two unevenly; once SPEEDUP_MIN_PAIRS pairs timed without it are in, the figures
     use those only. The trace keeps every pair."""
-    solo = [p for p in pairs if not p.get("batched")]
+    solo = solo_pairs(pairs)
     quiet = [p for p in solo if not p.get("streamed")]
     return quiet if len(quiet) >= SPEEDUP_MIN_PAIRS else solo
 
@@ -189,7 +218,7 @@ def speedup_spread(trace: Any, baseline: Any) -> Spread | None:
     wanted = (trace.extra.get("timing") or {}).get("wanted") if trace.mode == "speculative" else None
     pairs = timed_pairs(trace, baseline)
     spread = spread_of_pairs(figure_pairs(pairs), wanted)
-    return None if spread is None else replace(spread, timed=len(pairs))
+    return None if spread is None else replace(spread, timed=len(solo_pairs(pairs)))
 
 
 def speedup(trace: Any, baseline: Any) -> float | None:

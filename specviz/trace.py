@@ -44,6 +44,7 @@ torch and round-trips through JSON unchanged. Field meanings (p is always the ta
     extra.token_text    {"token_id": text} for every id the trace mentions, top lists included,
                         so hover cards can show alternatives without a tokenizer
     extra.batch         a batched run only: most_sessions, the most decodes one of its passes served
+                        (1: it met no other decode, and specviz.speedup times it as a solo run)
     extra.timing        timed pairs (specviz.speedup); a pair's "batched" marks one figures skip
 
 With tracing off (benchmarks) `iterations` is empty and only the summary is filled.

@@ -194,3 +194,32 @@ def test_theory_never_says_pays_beside_a_measured_loss():
     assert not [s.value for s in at.success if "gives a speedup" in s.value]
     warning = next(w.value for w in at.warning if "this run measured a loss" in w.value)
     assert f"{point['speedup']:.2f}×" in warning and "over 3 pairs" in warning
+
+
+def batched_run(most_sessions: int = 3) -> tuple[Trace, Trace]:
+    """The default example as the app's Run makes it now: decoded batched with other sessions',
+    its own pair (streamed, batched) the first of three wanted; the batched pair reads 9×."""
+    trace, base = example()
+    for run_ in (trace, base):
+        run_.config["batched"] = True
+        run_.extra["batch"] = {"most_sessions": most_sessions}
+    fast = dict(trace.summary, wall_ms=base.summary["wall_ms"] * trace.summary["new_tokens"] / 9 / 10)
+    fast_base = dict(base.summary, new_tokens=10)
+    first = speedup.pair_record(fast, fast_base, speedup.SPECULATIVE_FIRST, True, streamed=True, batched=True)
+    trace.extra["timing"] = {"pairs": [first], "wanted": 3}
+    return trace, base
+
+
+def test_a_stored_batched_run_keeps_its_count_of_solo_pairs(tmp_path):
+    """The trace store writes what is in as the run's timing: the solo pairs, the batched one aside."""
+    from specviz.trace_store import TraceStore, run_id
+
+    trace, base = batched_run()
+    trace.extra["timing"]["pairs"].append(pair(50.0, 100.0))
+    store = TraceStore(tmp_path)
+    trace_id = run_id(["a batched run"])
+    store.put(trace_id, trace, base)
+    again, _, _ = store.get(trace_id)
+    assert again.extra["timing"]["wanted"] == 1 and len(again.extra["timing"]["pairs"]) == 2
+    spread = speedup.speedup_spread(again, base)
+    assert spread.complete and spread.median == pytest.approx(2.0)
