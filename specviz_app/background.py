@@ -8,7 +8,10 @@
   shows how many are in.
 
 The extra pairs are low priority: each waits until no other session's decode is queued at the
-device gate (specviz.gate), so a class's first runs are never held up by anyone's timing.
+device gate (specviz.gate), so a class's first runs are never held up by anyone's timing. Batched
+runs holding the gate together count as queued, so the pairs wait for the last of them. And the
+pairs decode solo, never batched: a run's own decode is batched with other sessions' (so its
+first pair never counts, specviz.speedup), and these are the pairs its speedup comes from.
 """
 
 from __future__ import annotations
@@ -160,7 +163,9 @@ class TimingPairs:
         timing = self.trace.extra["timing"]
         try:
             self._stop.wait(SETTLE_S)  # the page draws the finished run first; timing beside it is noise
-            while len(timing["pairs"]) < timing["wanted"] and not self._stop.is_set():
+            # "wanted" counts solo pairs: a batched first pair (the app's run decodes batched) takes
+            # no place, so the run still gets its full count of pairs a speedup may come from.
+            while len(speedup.solo_pairs(timing["pairs"])) < timing["wanted"] and not self._stop.is_set():
                 self._wait_for_idle_gate()
                 if self._stop.is_set() or not self.wanted():
                     return
@@ -170,7 +175,8 @@ class TimingPairs:
         except Exception as exc:  # noqa: BLE001 - a failed extra pair must not cost the run on show
             timing["stopped"] = f"{type(exc).__name__}: {exc}"
         finally:
-            timing["wanted"] = len(timing["pairs"])  # what is in is the run's timing now (normally all)
+            # What is in is the run's timing now (normally all it wanted).
+            timing["wanted"] = len(speedup.solo_pairs(timing["pairs"]))
             self._done.set()
 
     def _wait_for_idle_gate(self) -> None:

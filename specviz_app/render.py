@@ -12,7 +12,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from specviz.charts.headline import headline_metrics, passes_versus_time
+from specviz.charts.headline import batch_words, headline_metrics, passes_versus_time, timing_status
 from specviz.charts.stream import escaped_text, legend_html, statuses_in, token_stream_html
 from specviz.charts.tokens import md_escape
 from specviz.sameness import sameness_of, sentence_for
@@ -23,6 +23,9 @@ from specviz_app import keys, session
 # specviz_app/app.py, `streamlit run app.py` the root's app.py, which runs it).
 PAGES_DIR = Path(__file__).resolve().parent / "app_pages"
 TIMING_POLL_S = 2.0  # how often a page looks for the timing pairs that came in (a small fragment rerun)
+# ... and while it shows no speedup yet (a batched run, before its first solo pair): more often, so
+# the first number follows its pair closely.
+FIRST_PAIR_POLL_S = 0.5
 
 __all__ = ["escaped_text", "legend_html", "md_escape", "statuses_in", "token_stream_html"]  # for the pages
 
@@ -62,19 +65,16 @@ def side_by_side(trace, baseline) -> None:
     right.html(f"<div class='sv-plain'>{escaped_text(baseline.output_text)}</div>")
 
 
-def _timing_status(loaded) -> None:
+def _timing_status(loaded, drawn_with_speedup: bool) -> None:
     """While the run's further pairs are timed: how many are in and the speedup so far. The whole
-    page is drawn again once the last pair is in, so every number on it agrees."""
+    page is drawn again once the last pair is in, so every number on it agrees, and once the first
+    solo pair is in when the page was drawn without a speedup (a batched run's own timing gives none)."""
     if not loaded.timing.running():
         st.rerun()
-    spread = speedup_spread(loaded.trace, loaded.baseline)
-    if spread is not None:
-        st.caption(
-            f":material/timer: Timing the speedup again on the same settings: {spread.timed} of {spread.wanted} "
-            f"pairs in, so far {spread.median:.2f}×"
-            + ("" if spread.pairs == 1 else f" ({spread.low:.2f}–{spread.high:.2f})")
-            + ". The page updates when the last pair is in."
-        )
+    if not drawn_with_speedup and speedup_spread(loaded.trace, loaded.baseline) is not None:
+        st.rerun()
+    if words := timing_status(loaded.trace, loaded.baseline):
+        st.caption(":material/timer: " + words)
 
 
 def trace_notice(loaded, settings) -> bool:
@@ -92,8 +92,12 @@ def trace_notice(loaded, settings) -> bool:
             f"γ {cfg.get('gamma')} · temperature {cfg['temperature']} · seed {cfg['seed']}"
         )
     )
+    if words := batch_words(loaded.trace, loaded.baseline):
+        st.caption(":material/group: " + words)
     if loaded.timing is not None and loaded.timing.running():
-        st.fragment(run_every=TIMING_POLL_S)(_timing_status)(loaded)
+        drawn_with_speedup = speedup_spread(loaded.trace, loaded.baseline) is not None
+        poll = TIMING_POLL_S if drawn_with_speedup else FIRST_PAIR_POLL_S
+        st.fragment(run_every=poll)(_timing_status)(loaded, drawn_with_speedup)
     if loaded.run_key is None or loaded.run_key != settings.run_key():
         st.warning(
             "The sidebar settings differ from the ones that made this trace. "

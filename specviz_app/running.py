@@ -2,7 +2,9 @@
 streamed into the page, its baseline, and the further timing pairs started in the background.
 
 A run waits for the device in specviz.gate's queue (its place and estimate on the status line); a
-failed or cancelled run stores nothing, so the previous trace stays on show.
+failed or cancelled run stores nothing, so the previous trace stays on show. The run and its
+baseline decode batched (specviz.batching): sessions running at once share their target passes.
+The timing pairs decode solo, so the speedup a page shows never comes from a batched timing.
 """
 
 from __future__ import annotations
@@ -123,6 +125,10 @@ def _decode_with_progress(settings: Settings, status):
 
     kwargs = settings.decode_kwargs()
     kwargs["on_wait"] = on_wait
+    # Batched: when other sessions decode this target too, their target passes run as one forward
+    # (specviz.batching), the tokens unchanged; a target that cannot batch decodes alone. Its timing
+    # is then no solo run's, so the speedup comes from the solo pairs timed after (_time_more_pairs).
+    kwargs["batched"] = True
     trace = speculative_generate(settings.prompt, target=target, draft=draft, on_iteration=on_spec, **kwargs)
     baseline = None
     if settings.baseline:
@@ -144,7 +150,8 @@ def _decode_with_progress(settings: Settings, status):
 
 def _time_more_pairs(settings: Settings, target, draft, trace, baseline) -> background.TimingPairs:
     """The run is the first timed pair (specviz.speedup); the others run in the background on the
-    same settings, traced as the first was, so every pair is timed alike."""
+    same settings, traced as the first was, so every pair is timed alike. They decode solo (no
+    batched=True): when the run was batched, its pair is marked so and these alone give the speedup."""
     speedup.start_timing(trace, baseline, streamed=True)  # the page drew its tokens as they came
     from specviz.decoder import autoregressive_generate, speculative_generate
 

@@ -213,7 +213,16 @@ def test_run_with_the_default_models_then_every_page(monkeypatch):
     assert not at.error, [e.value for e in at.error]
     assert "run here" in source_caption(at)
     assert not [w for w in at.warning if "settings differ" in w.value]  # the trace now matches the sidebar
+    # The run decoded batched, alone here (no other session to share with): its passes served it
+    # alone, so its own pair is a solo timing and the page shows its speedup at once.
+    from specviz_app import keys
+
+    loaded = at.session_state[keys.LOADED]
+    assert loaded.trace.config["batched"] and loaded.baseline.config["batched"]
+    assert loaded.trace.extra["batch"] == {"most_sessions": 1}
+    assert loaded.trace.extra["timing"]["pairs"][0]["batched"] is False
     assert at.metric[0].value.endswith("×")
+    assert not any("Decoded together with" in c.value for c in at.caption)  # nothing was shared
     for page in PAGES:
         goto(at, page)
     # moving the slider over the finished trace re-renders without any model

@@ -237,6 +237,129 @@ def test_the_app_refuses_a_run_at_once_when_the_queue_is_full_and_keeps_the_trac
     assert next(c.value for c in at.caption if c.value.startswith("Showing")) == before
 
 
+# ----- batched runs (specviz.batching) and the app's timing pairs --------------------------------
+
+
+class _Status:
+    """What running._decode_with_progress updates: st.status's label, kept for the test."""
+
+    def __init__(self) -> None:
+        self.labels: list[str] = []
+
+    def update(self, label: str = "", **_) -> None:
+        self.labels.append(label)
+
+
+@pytest.mark.slow
+def test_two_sessions_runs_in_the_app_path_are_batched_equal_solo_and_timed_solo(offline_target):
+    """Two sessions press Run at once: the app's run path decodes them batched (their traces say
+    most_sessions >= 2), each equal to its solo run on the same settings; the speedup is figured
+    only from the solo pairs timed after, never from the batched run's own timing."""
+    from specviz import speedup
+    from specviz.decoder import autoregressive_generate
+    from specviz_app import running
+    from specviz_app.params import Settings
+
+    settings = [Settings(seed=s, temperature=0.7, max_new=24, prompt="List three fruits.") for s in (1, 2)]
+    results: dict[int, tuple] = {}
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(settings))
+
+    def session(i: int) -> None:
+        try:
+            start.wait(10)
+            results[i] = running._decode_with_progress(settings[i], _Status())
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=session, args=(i,)) for i in range(len(settings))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(300)
+    assert not errors, errors
+    for i, s in enumerate(settings):
+        trace, baseline, target, draft = results[i]
+        assert trace.config["batched"] and baseline.config["batched"]
+        assert trace.extra["batch"]["most_sessions"] >= 2, i  # its passes were shared with the other's
+        kwargs = s.decode_kwargs()
+        solo = speculative_generate(s.prompt, target=target, draft=draft, **kwargs)
+        kwargs.pop("gamma")
+        solo_base = autoregressive_generate(s.prompt, target=target, **kwargs)
+        assert trace.output_token_ids == solo.output_token_ids
+        assert baseline.output_token_ids == solo_base.output_token_ids
+
+    trace, baseline, target, draft = results[0]
+    assert speedup.speedup(trace, baseline) is None  # the batched timing gives no number
+    timing = running._time_more_pairs(settings[0], target, draft, trace, baseline)
+    assert trace.extra["timing"]["pairs"][0]["batched"] is True
+    assert speedup.why_no_speedup(trace, baseline) == speedup.ONLY_BATCHED
+    timing.join(300)
+    pairs = trace.extra["timing"]["pairs"]
+    solo = speedup.solo_pairs(pairs)
+    assert len(solo) == trace.extra["timing"]["wanted"] == len(pairs) - 1  # the batched one took no place
+    assert not any(p["batched"] for p in solo)
+    spread = speedup.speedup_spread(trace, baseline)
+    assert spread.complete and spread.pairs == len(speedup.figure_pairs(pairs))
+    assert spread.median == pytest.approx(speedup.spread_of_pairs(speedup.figure_pairs(solo)).median)
+
+
+def _fake_run(mode: str, calls: list[str]):
+    """A decode for speedup.time_pair that only says it ran: a solo run's trace of 10 tokens."""
+    from specviz.trace import Trace
+
+    def run():
+        calls.append(mode)
+        summary = dict(new_tokens=10, wall_ms=100.0, iterations=5, drafted=10, draft_ms=10.0, verify_ms=80.0)
+        return Trace(mode, {"batched": False}, "", [1], [2], "", "max_new_tokens", [], summary, {})
+
+    return run
+
+
+def test_timing_pairs_wait_while_batched_runs_hold_the_gate_and_run_once_they_end(monkeypatch):
+    """A run's further pairs are low priority: while a class's batched runs hold the gate together
+    they wait, and once the last of them ends they run (and, batched first pair aside, all of them)."""
+    from specviz import speedup
+    from specviz.gate import device_gate
+    from specviz_app import background
+
+    monkeypatch.setattr(background, "SETTLE_S", 0.0)
+    gate, share = device_gate("test-timing-behind-a-batch"), object()
+    holding, release = threading.Barrier(3), threading.Event()
+
+    def batched_run() -> None:
+        with gate.turn(share=share, poll_s=0.05):
+            holding.wait(10)
+            release.wait(10)
+
+    holders = [threading.Thread(target=batched_run) for _ in range(2)]
+    for th in holders:
+        th.start()
+    holding.wait(10)  # both hold the gate at once
+    trace = _fake_run("speculative", [])()
+    base = _fake_run("autoregressive", [])()
+    for run in (trace, base):  # the run itself decoded batched, a pass shared with another session's
+        run.config["batched"], run.extra["batch"] = True, {"most_sessions": 2}
+    speedup.start_timing(trace, base, streamed=True)
+    trace.extra["timing"]["wanted"] = 3
+    calls: list[str] = []
+    timing = background.TimingPairs(
+        trace, "test-timing-behind-a-batch", _fake_run("speculative", calls), _fake_run("autoregressive", calls)
+    ).start()
+    time.sleep(5 * background.IDLE_POLL_S)
+    assert calls == [] and timing.running()  # no pair while the batch holds the gate
+    release.set()
+    for th in holders:
+        th.join(10)
+    timing.join(10)
+    assert not timing.running()
+    assert len(calls) == 6  # three solo pairs: the batched first one took no place among them
+    timing_record = trace.extra["timing"]
+    assert timing_record["wanted"] == 3 and len(timing_record["pairs"]) == 4
+    spread = speedup.speedup_spread(trace, base)
+    assert spread.complete and (spread.timed, spread.pairs, spread.wanted) == (3, 3, 3)
+
+
 def test_the_estimate_counts_a_full_batch_as_one_round(monkeypatch):
     """Behind decodes holding the gate together, the queue moves a batch at a time: with three
     holders and three waiting, the next caller is about one turn away, not three."""

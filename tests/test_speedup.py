@@ -196,6 +196,22 @@ def test_theory_never_says_pays_beside_a_measured_loss():
     assert f"{point['speedup']:.2f}×" in warning and "over 3 pairs" in warning
 
 
+class _Timing:
+    """Stands in for a run's background.TimingPairs: the page only asks whether pairs still come."""
+
+    def __init__(self) -> None:
+        self.more = True
+
+    def running(self) -> bool:
+        return self.more
+
+    def stop(self) -> None:
+        self.more = False
+
+    def join(self, timeout=None) -> None:
+        pass
+
+
 def batched_run(most_sessions: int = 3) -> tuple[Trace, Trace]:
     """The default example as the app's Run makes it now: decoded batched with other sessions',
     its own pair (streamed, batched) the first of three wanted; the batched pair reads 9×."""
@@ -208,6 +224,58 @@ def batched_run(most_sessions: int = 3) -> tuple[Trace, Trace]:
     first = speedup.pair_record(fast, fast_base, speedup.SPECULATIVE_FIRST, True, streamed=True, batched=True)
     trace.extra["timing"] = {"pairs": [first], "wanted": 3}
     return trace, base
+
+
+def test_a_batched_run_shows_no_speedup_until_solo_pairs_then_only_theirs():
+    """The page never shows the batched run's own timing: "n/a" with the library's words and the
+    pairs still to come, the words that say it was batched, then the solo pairs' median as they come
+    in (a batched pair takes no place among the three wanted)."""
+    from specviz.charts.headline import batch_words
+    from specviz_app import keys
+    from specviz_app.session import Loaded
+
+    trace, base = batched_run()
+    assert speedup.pair_speedup(trace.extra["timing"]["pairs"][0]) == pytest.approx(9.0)
+    timing = _Timing()
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.session_state[keys.LOADED] = Loaded(trace, base, "run here", None, timing)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    metric = at.metric[0]
+    assert (metric.label, metric.value) == ("Speedup", "n/a")
+    assert metric.help == speedup.ONLY_BATCHED and metric.proto.delta == "timing alone: 0 of 3 pairs in…"
+    captions = [c.value for c in at.caption]
+    said = batch_words(trace, base)
+    assert said.startswith("Decoded together with 2 other sessions' runs") and "timed alone afterwards" in said
+    assert any(said in c for c in captions), captions
+    assert any("0 of 3 pairs in" in c and "once the first pair is in" in c for c in captions), captions
+
+    pairs = trace.extra["timing"]["pairs"]
+    pairs += [pair(50.0, 100.0), pair(40.0, 100.0)]  # 2.0× and 2.5×, timed alone
+    at.run()
+    assert at.metric[0].value == "2.25×"  # the solo pairs' median, never the batched 9×
+    assert at.metric[0].proto.delta == "2.00–2.50, timing: 2 of 3 pairs in…"
+    assert any("2 of 3 pairs in, so far 2.25×" in c.value for c in at.caption)
+
+    pairs.append(pair(100.0, 100.0))
+    timing.more = False
+    at.run()
+    assert at.metric[0].value == "2.00×" and at.metric[0].proto.delta == "1.00–2.50 over 3 pairs"
+    assert not any("Timing the speedup again" in c.value for c in at.caption)
+    assert any(said in c.value for c in at.caption)  # the run stays marked as batched
+
+
+def test_batch_words_come_from_the_trace_and_only_when_a_pass_was_shared():
+    from specviz.charts.headline import batch_words
+
+    trace, base = example()
+    assert batch_words(trace, base) is None  # decoded alone
+    trace, base = batched_run(most_sessions=1)
+    assert batch_words(trace, base) is None  # batched, but no other session was decoding
+    base.extra["batch"]["most_sessions"] = 2  # the baseline met another session's run
+    assert batch_words(trace, base).startswith("Decoded together with another session's run (")
+    assert batch_words(*batched_run(most_sessions=8)).startswith("Decoded together with 7 other sessions' runs")
 
 
 def test_a_stored_batched_run_keeps_its_count_of_solo_pairs(tmp_path):

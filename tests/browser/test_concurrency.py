@@ -1,10 +1,12 @@
 """Several browser sessions decode at once against the one app process and its shared cached models.
 
-Each session opens a link with its own settings, so all runs start together. specviz.gate lets one
-decode per device run at a time; the others must be told they wait. Afterwards every session's
-trace is downloaded and checked: its invariants hold, it is the session's own (prompt, seed, γ), and
-greedy output equals the target's own greedy decode. The numbers go to artifacts/concurrency.json
-(docs/reliability.md quotes them).
+Each session opens a link with its own settings, so all runs start together. The app's runs decode
+batched (specviz.batching): specviz.gate lets the sessions' decodes of the one target hold it
+together, their target passes run as one forward; a session that finds the device held by a decode
+it cannot join is told it waits. Afterwards every session's trace is downloaded and checked: its
+invariants hold, it is the session's own (prompt, seed, γ), greedy output equals the target's own
+greedy decode, and a run that shared its passes never had its own timing count as a solo one. The
+numbers go to artifacts/concurrency.json (docs/reliability.md quotes them).
 """
 
 from __future__ import annotations
@@ -65,7 +67,6 @@ def test_three_sessions_decode_at_once_and_each_gets_its_own_correct_trace(new_p
     for page in pages:
         wait_idle(page)
     elapsed = time.monotonic() - start
-    assert saw_waiting, "no session was told it waits for the model"
 
     results = []
     for i, (page, query) in enumerate(zip(pages, queries, strict=True)):
@@ -84,6 +85,9 @@ def test_three_sessions_decode_at_once_and_each_gets_its_own_correct_trace(new_p
         reference = autoregressive_generate(query["prompt"], temperature=0, max_new_tokens=MAX_NEW)
         assert trace["output_token_ids"] == reference.output_token_ids  # greedy: exactly the target's text
         assert baseline["output_token_ids"] == reference.output_token_ids
+        shared = max(run["extra"].get("batch", {}).get("most_sessions", 0) for run in (trace, baseline))
+        assert trace["config"]["batched"] and baseline["config"]["batched"]  # the app's runs decode batched
+        assert trace["extra"]["timing"]["pairs"][0]["batched"] == (shared >= 2)  # a shared timing never counts
         results.append(
             {
                 "session": i + 1,
@@ -93,8 +97,10 @@ def test_three_sessions_decode_at_once_and_each_gets_its_own_correct_trace(new_p
                 "speculative_wall_ms": round(trace["summary"]["wall_ms"]),
                 "baseline_wall_ms": round(baseline["summary"]["wall_ms"]),
                 "told_to_wait": i in saw_waiting,
+                "most_sessions_in_a_pass": shared,
             }
         )
+    assert max(r["most_sessions_in_a_pass"] for r in results) >= 2, "no two sessions' runs were batched"
     report = {
         "sessions": len(pages),
         "decodes": 2 * len(pages),  # speculative + baseline each
