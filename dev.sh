@@ -49,7 +49,14 @@ case "${1:-}" in
         setup_chromium
         "$VENV/bin/ruff" check .
         "$VENV/bin/ruff" format --check .
-        exec "$VENV/bin/python" -m pytest "${@:2}"
+        if [ $# -gt 1 ]; then
+            exec "$VENV/bin/python" -m pytest "${@:2}"  # the tests asked for, as pytest runs them
+        fi
+        # The whole suite: one pytest-xdist worker per core, each running torch on one thread (two
+        # processes each spinning two OpenMP threads on two cores slow each other badly); the browser
+        # tests stay on one worker (tests/conftest.py). Then the tests that time the app, on their own.
+        OMP_NUM_THREADS=1 "$VENV/bin/python" -m pytest -n auto --dist loadgroup -m "not quiet"
+        exec "$VENV/bin/python" -m pytest -m quiet
         ;;
     *)
         echo "usage: ./dev.sh app | ./dev.sh test [pytest args]" >&2

@@ -19,6 +19,14 @@ import pytest  # noqa: E402
 from specviz.toy import PEAKY, tiny_llama  # noqa: E402
 
 
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`./dev.sh test` runs one worker per core), the browser tests stay on one
+    worker, in order: they share one app server and one Chromium, started once for all of them."""
+    for item in items:
+        if "browser" in item.path.parts:
+            item.add_marker(pytest.mark.xdist_group("browser"))
+
+
 @pytest.fixture(scope="session")
 def tiny_pair():
     """(target, draft): two different random tiny Llamas over one 16-token vocabulary."""

@@ -9,6 +9,8 @@ import re
 import statistics
 import time
 
+import pytest
+
 from specviz.config import SPEEDUP_MIN_PAIRS
 
 from .conftest import serve_app
@@ -23,6 +25,8 @@ FIRST_SPEEDUP_S = 8.0  # ... and the first default Run its text and first speedu
 # suite beside the app scatters more, so the test holds 20%: still twice as tight as the flips it
 # guards against (0.88x, 1.26x and 1.56x for one setting, single timings, -30% to +24%).
 STEADY = 0.20
+# These tests time the app: `./dev.sh test` runs them on their own, after the parallel part.
+pytestmark = [pytest.mark.browser, pytest.mark.quiet]
 
 
 def speedup_metric(page) -> tuple[float, str]:
