@@ -56,8 +56,10 @@ case "${1:-}" in
         # processes each spinning two OpenMP threads on two cores slow each other badly); the browser
         # tests stay on one worker (tests/conftest.py). Then the tests that time the app, on their own.
         # --durations: each part lists its slowest tests, so a slow new test shows in every CI log.
-        OMP_NUM_THREADS=1 "$VENV/bin/python" -m pytest -n auto --dist loadgroup -m "not quiet" --durations=20
-        exec "$VENV/bin/python" -m pytest -m quiet --durations=5
+        status=0
+        OMP_NUM_THREADS=1 "$VENV/bin/python" -m pytest -n auto --dist loadgroup -m "not quiet" --durations=20 || status=$?
+        "$VENV/bin/python" -m pytest -m quiet --durations=5 || status=$?
+        exit "$status"
         ;;
     *)
         echo "usage: ./dev.sh app | ./dev.sh test [pytest args]" >&2

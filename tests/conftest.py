@@ -18,13 +18,26 @@ import pytest  # noqa: E402
 
 from specviz.toy import PEAKY, tiny_llama  # noqa: E402
 
+# The browser test files in two halves of about equal length: each half runs on one xdist worker
+# with its own app server and Chromium, so the two halves run side by side.
+BROWSER_HALVES = {
+    "test_bad_input.py": "browser-a",
+    "test_concurrency.py": "browser-a",
+    "test_exports_and_layout.py": "browser-a",
+    "test_journeys.py": "browser-b",
+    "test_layout.py": "browser-b",
+    "test_lesson_projector.py": "browser-b",
+}
+
 
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (`./dev.sh test` runs one worker per core), the browser tests stay on one
-    worker, in order: they share one app server and one Chromium, started once for all of them."""
+    """Under pytest-xdist (`./dev.sh test`, with --dist loadgroup) a test file runs on one worker,
+    so its module fixtures (a built wheel, a trained head) are made once; the browser files run in
+    two halves (BROWSER_HALVES), each sharing one app server and one Chromium."""
     for item in items:
-        if "browser" in item.path.parts:
-            item.add_marker(pytest.mark.xdist_group("browser"))
+        name = item.path.name
+        group = BROWSER_HALVES.get(name, "browser-a") if "browser" in item.path.parts else name
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")

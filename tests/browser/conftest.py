@@ -1,8 +1,9 @@
 """Browser fixtures: the real app under `streamlit run`, and Debian's Chromium driven by Playwright.
 
-One app process serves the whole browser session of tests (models load once, as in production).
-Its log goes to artifacts/app.log; every test checks that the part of the log written while it
-ran holds no traceback, and that no page it saw showed one. Screenshots go to
+One app process serves the whole browser session of tests (models load once, as in production);
+under pytest-xdist, one per worker that runs browser tests. Its log goes to artifacts/app.log
+(app-gw0.log, ... under xdist); every test checks that the part of the log written while it ran
+holds no traceback, and that no page it saw showed one. Screenshots go to
 artifacts/screenshots/. Playwright's own browser download is never used.
 """
 

@@ -12,7 +12,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts"
 SCREENSHOTS = ARTIFACTS / "screenshots"
-APP_LOG = ARTIFACTS / "app.log"
+# One app server per pytest-xdist worker (tests/conftest.py runs the browser files in two halves),
+# each with its own log: app.log, or app-gw1.log for worker gw1.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+APP_LOG = ARTIFACTS / (f"app-{_WORKER}.log" if _WORKER else "app.log")
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
 RUN_TIMEOUT_MS = 300_000  # one decode on a busy 2-core CPU, models loaded on first use included
