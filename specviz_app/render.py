@@ -23,9 +23,6 @@ from specviz_app import keys, session
 # specviz_app/app.py, `streamlit run app.py` the root's app.py, which runs it).
 PAGES_DIR = Path(__file__).resolve().parent / "app_pages"
 TIMING_POLL_S = 2.0  # how often a page looks for the timing pairs that came in (a small fragment rerun)
-# ... and while it shows no speedup yet (a batched run, before its first solo pair): more often, so
-# the first number follows its pair closely.
-FIRST_PAIR_POLL_S = 0.5
 
 __all__ = ["escaped_text", "legend_html", "md_escape", "statuses_in", "token_stream_html"]  # for the pages
 
@@ -96,8 +93,9 @@ def trace_notice(loaded, settings) -> bool:
         st.caption(":material/group: " + words)
     if loaded.timing is not None and loaded.timing.running():
         drawn_with_speedup = speedup_spread(loaded.trace, loaded.baseline) is not None
-        poll = TIMING_POLL_S if drawn_with_speedup else FIRST_PAIR_POLL_S
-        st.fragment(run_every=poll)(_timing_status)(loaded, drawn_with_speedup)
+        # One poll rate for every page: in a class, thirty pages polling faster while their shared
+        # runs wait for solo pairs loaded the server and the browsers for nothing (the soak).
+        st.fragment(run_every=TIMING_POLL_S)(_timing_status)(loaded, drawn_with_speedup)
     if loaded.run_key is None or loaded.run_key != settings.run_key():
         st.warning(
             "The sidebar settings differ from the ones that made this trace. "
