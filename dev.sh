@@ -52,14 +52,13 @@ case "${1:-}" in
         if [ $# -gt 1 ]; then
             exec "$VENV/bin/python" -m pytest "${@:2}"  # the tests asked for, as pytest runs them
         fi
-        # The whole suite: two pytest-xdist workers per core, each running torch on one thread (two
-        # processes each spinning two OpenMP threads on two cores slow each other badly). Two per
-        # core because the browser workers spend much of their time waiting on their app server and
-        # Chromium; a test file stays on one worker and the browser files run in two halves
-        # (tests/conftest.py). Then the tests that time the app (marked quiet), on their own.
+        # The whole suite: one pytest-xdist worker per core, each running torch on one thread (two
+        # processes each spinning two OpenMP threads on two cores slow each other badly); a test file
+        # stays on one worker and the browser files run in two halves (tests/conftest.py). Then the
+        # tests that time the app (marked quiet), on their own.
         # --durations: each part lists its slowest tests, so a slow new test shows in every CI log.
         status=0
-        OMP_NUM_THREADS=1 "$VENV/bin/python" -m pytest -n "$(( $(nproc) * 2 ))" --dist loadgroup -m "not quiet" --durations=20 || status=$?
+        OMP_NUM_THREADS=1 "$VENV/bin/python" -m pytest -n auto --dist loadgroup -m "not quiet" --durations=20 || status=$?
         "$VENV/bin/python" -m pytest -m quiet --durations=5 || status=$?
         exit "$status"
         ;;

@@ -30,6 +30,7 @@ BROWSER_HALVES = {
 }
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`./dev.sh test`, with --dist loadgroup) a test file runs on one worker,
     so its module fixtures (a built wheel, a trained head) are made once; the browser files run in
