@@ -182,22 +182,28 @@ def assert_same(got, want, tol: float, where: str = "trace") -> None:
 
 def run_together(jobs) -> list[Trace]:
     """Each job (a function of batched -> Trace) in its own thread, all started at once, batched."""
-    results: list[Trace | None] = [None] * len(jobs)
+    return at_once([lambda job=job: job(True) for job in jobs], timeout_s=120)
+
+
+def at_once(calls, timeout_s: float) -> list:
+    """Each call in its own thread, all released together (a barrier); their results in order.
+    An exception in any of them fails the test."""
+    results: list = [None] * len(calls)
     errors: list[BaseException] = []
-    start = threading.Barrier(len(jobs))
+    start = threading.Barrier(len(calls))
 
     def worker(i: int) -> None:
         try:
             start.wait(10)
-            results[i] = jobs[i](True)
+            results[i] = calls[i]()
         except BaseException as exc:  # surfaced below
             errors.append(exc)
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(jobs))]
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(calls))]
     for th in threads:
         th.start()
     for th in threads:
-        th.join(120)
+        th.join(timeout_s)
     assert not errors, errors
     return results
 

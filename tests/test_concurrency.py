@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_batching import at_once
 
 from specviz.decoder import speculative_generate
 from specviz.gate import DeviceGate
@@ -261,23 +262,7 @@ def test_two_sessions_runs_in_the_app_path_are_batched_equal_solo_and_timed_solo
     from specviz_app.params import Settings
 
     settings = [Settings(seed=s, temperature=0.7, max_new=24, prompt="List three fruits.") for s in (1, 2)]
-    results: dict[int, tuple] = {}
-    errors: list[BaseException] = []
-    start = threading.Barrier(len(settings))
-
-    def session(i: int) -> None:
-        try:
-            start.wait(10)
-            results[i] = running._decode_with_progress(settings[i], _Status())
-        except BaseException as exc:  # surfaced below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=session, args=(i,)) for i in range(len(settings))]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(300)
-    assert not errors, errors
+    results = at_once([lambda s=s: running._decode_with_progress(s, _Status()) for s in settings], timeout_s=300)
     for i, s in enumerate(settings):
         trace, baseline, target, draft = results[i]
         assert trace.config["batched"] and baseline.config["batched"]
