@@ -32,9 +32,13 @@ pytestmark = [pytest.mark.browser, pytest.mark.quiet]
 def speedup_metric(page) -> tuple[float, str]:
     """The Speedup metric's value and the line under it ('1.22–1.38 over 5 pairs')."""
     metric = page.locator('[data-testid="stMetric"]', has_text="Speedup").first
-    value = metric.locator('[data-testid="stMetricValue"]').inner_text()
-    note = metric.locator('[data-testid="stMetricDelta"]')
-    return float(value.rstrip("×")), note.inner_text() if note.count() else ""
+    # Both read in one evaluation: two separate reads can straddle a redraw, pairing the median of
+    # an earlier render (a streamed first pair still among the figures) with the finished range.
+    value, note = metric.evaluate(
+        """m => ['stMetricValue', 'stMetricDelta'].map(
+            id => (m.querySelector(`[data-testid="${id}"]`) || {innerText: ''}).innerText)"""
+    )
+    return float(value.strip().rstrip("×")), note.strip()
 
 
 def wait_for_all_pairs(page, timeout_s: float = 180) -> tuple[float, str]:
