@@ -52,13 +52,25 @@ case "${1:-}" in
         if [ $# -gt 1 ]; then
             exec "$VENV/bin/python" -m pytest "${@:2}"  # the tests asked for, as pytest runs them
         fi
-        # The whole suite: one pytest-xdist worker per core, each running torch on one thread (two
-        # processes each spinning two OpenMP threads on two cores slow each other badly); a test file
-        # stays on one worker and the browser files run in two halves (tests/conftest.py). Then the
-        # tests that time the app (marked quiet), on their own.
+        # The whole suite, in three parts. Side by side: the compute tests on one pytest-xdist worker
+        # per core, torch on one thread each (two processes each spinning two OpenMP threads on two
+        # cores slow each other badly), and the browser tests on two workers of their own, one half
+        # of the browser files each (tests/conftest.py), with their own app servers and Chromium.
+        # The browser tests mostly wait on pages (alone they kept 42% of two cores busy), so beside
+        # the compute tests they fill idle time instead of taking turns with them on the same
+        # workers. Then the tests that time the app (marked quiet), on their own.
         # --durations: each part lists its slowest tests, so a slow new test shows in every CI log.
-        status=0
-        OMP_NUM_THREADS=1 "$VENV/bin/python" -m pytest -n auto --dist loadgroup -m "not quiet" --durations=20 || status=$?
+        mkdir -p artifacts
+        status=0 browser_status=0
+        OMP_NUM_THREADS=1 "$VENV/bin/python" -m pytest -n 2 --dist loadgroup -m "browser and not quiet" \
+            --durations=10 >artifacts/suite-browser.log 2>&1 &
+        browser=$!
+        OMP_NUM_THREADS=1 "$VENV/bin/python" -m pytest -n 2 --dist loadgroup -m "not browser and not quiet" \
+            --durations=20 || status=$?
+        wait "$browser" || browser_status=$?
+        echo "----- the browser tests (artifacts/suite-browser.log) -----"
+        cat artifacts/suite-browser.log
+        [ "$browser_status" -eq 0 ] || status=$browser_status
         "$VENV/bin/python" -m pytest -m quiet --durations=5 || status=$?
         exit "$status"
         ;;
