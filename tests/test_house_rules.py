@@ -1,5 +1,6 @@
 """House rules of docs/design.md that keep the code readable, checked on the source: Algorithm 1's
-module stays in short functions, and a page function stays thin (its logic lives in the library).
+module stays in short functions, a page function stays thin (its logic lives in the library), and
+a prompt is wrapped in the chat template in one place only (specviz/prompting.py).
 """
 
 from __future__ import annotations
@@ -42,3 +43,33 @@ def test_the_rule_finds_a_long_function(tmp_path, monkeypatch):
     long_one.write_text(f"def short():\n    pass\n\n\n@decorated\ndef long():\n{body}", encoding="utf-8")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert long_functions([long_one], DECODER_FUNCTION_MAX) == ["x.py:6 long (41 lines)"]
+
+
+# The one other caller of apply_chat_template: it reads the template's user-turn prefix so the target
+# can write prompts of its own (Magpie); it wraps no prompt.
+CHAT_TEMPLATE_HOMES = ["specviz/prompting.py", "specviz/self_prompts.py"]
+
+
+def chat_template_callers(folders: list[str]) -> list[str]:
+    """Files under `folders` that call `.apply_chat_template(...)`."""
+    found = set()
+    for folder in folders:
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                    if node.func.attr == "apply_chat_template":
+                        found.add(path.relative_to(ROOT).as_posix())
+    return sorted(found)
+
+
+def test_prompts_meet_the_chat_template_in_one_place():
+    assert chat_template_callers(["specviz", "specviz_app"]) == CHAT_TEMPLATE_HOMES
+
+
+def test_the_rule_finds_a_second_chat_template(tmp_path, monkeypatch):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "prompting.py").write_text("def ids(tok, p):\n    return tok.apply_chat_template(p)\n")
+    (tmp_path / "pkg" / "page.py").write_text("ids = tokenizer.apply_chat_template([m], tokenize=True)\n")
+    (tmp_path / "pkg" / "other.py").write_text("ids = tokenizer(text)\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert chat_template_callers(["pkg"]) == ["pkg/page.py", "pkg/prompting.py"]

@@ -34,7 +34,7 @@ def test_table_4_expected_speedups_within_0_1():
 
 
 def test_design_check_value():
-    # docs/design.md (the paper's Table 4): alpha = .75, gamma = 7, c = .02 gives about 3.2 expected (3.4 measured).
+    # The paper's Table 4, first row: alpha = .75, gamma = 7, c = .02 gives about 3.2 expected (3.4 measured).
     assert walltime_improvement(0.75, 7, 0.02) == pytest.approx(3.2, abs=0.05)
     first = TABLE_4[0]
     assert (first.alpha, first.gamma, first.c, first.expected, first.empirical) == (0.75, 7, 0.02, 3.2, 3.4)
