@@ -32,6 +32,11 @@ SERVER_SETTINGS = {
     # (render.timing_status), and it stalled the very decodes being timed (identical runs read 1.2x
     # to 4.1x). Python's own collector still runs as usual.
     "runner.postScriptGC": "false",
+    # Magic (drawing a bare expression) parses each page into an AST object and compiles that. On
+    # Python 3.11 the AST converter's recursion count is shared by threads, and a page's first visit
+    # failed with "SystemError: AST constructor recursion depth mismatch" while other threads worked
+    # (python/cpython#106905). No page uses magic; compiling the source text makes no AST objects.
+    "runner.magicEnabled": "false",
 }
 
 USAGE = """usage: specviz app [streamlit options, e.g. --server.port 8502]
