@@ -15,6 +15,8 @@ import pytest
 
 from .helpers import assert_no_traceback, shot
 
+pytestmark = pytest.mark.browser
+
 VIEWPORT = (1280, 720)
 MAX_PAGE_PX = 760
 MIN_TEXT_PX = 20
