@@ -14,6 +14,9 @@ p (the target) and q (the draft) keep one colour each everywhere; the residual h
 
 from __future__ import annotations
 
+import plotly.graph_objects as go
+import plotly.io as pio
+
 STATUS_COLORS = {
     "accepted": "#2e7d32",
     "rejected": "#c62828",
@@ -49,11 +52,26 @@ RESIDUAL_LIGHT_COLOR = "rgba(239, 108, 0, 0.45)"
 ACCEPTED_MASS_COLOR = "rgba(46, 125, 50, 0.18)"  # min(p, q) shading
 PREDICTION_COLOR = "#37474f"  # closed-form predictions drawn over measurements
 
+# Subplot kinds no specviz chart draws (every chart is 2-D bars, lines or a heatmap).
+_UNUSED_SUBPLOT_DEFAULTS = ("geo", "polar", "scene", "ternary", "mapbox", "map")
+
+
+def _white_template() -> go.layout.Template:
+    """Plotly's "plotly_white", kept to what 2-D bar, scatter and heatmap charts read: its 3-D, polar,
+    ternary and map defaults are never drawn here, yet Plotly validated all of them for every figure
+    (14 ms a figure, most of a chart's build; 5 ms with this)."""
+    white = pio.templates["plotly_white"]
+    return go.layout.Template(
+        layout={k: v for k, v in white.layout.to_plotly_json().items() if k not in _UNUSED_SUBPLOT_DEFAULTS},
+        data={kind: getattr(white.data, kind) for kind in ("bar", "scatter", "heatmap")},
+    )
+
+
 # The title sits at the top of the figure and the legend in its own band at the bottom, below the
 # x axis (a container-anchored legend reserves its own margin on top of the axis's), so a legend
 # that wraps onto several lines in a narrow column never runs into the title or the axis title.
 LAYOUT = {
-    "template": "plotly_white",
+    "template": _white_template(),
     "font": {"size": 13},
     "margin": {"l": 60, "r": 20, "t": 56, "b": 50},
     "legend": {
