@@ -9,6 +9,8 @@ The timing pairs decode solo, so the speedup a page shows never comes from a bat
 
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 
 from specviz import config, speedup, trace_store
@@ -26,7 +28,7 @@ def run(settings: Settings) -> None:
         # First, so the click is answered at once, even while the preload still holds the models.
         status = st.status("Loading the models…", expanded=True)
         # Clicking it reruns the script, which interrupts this run at its next status update (every
-        # poll while it queues, every iteration while it decodes): specviz.gate frees its place and
+        # poll while it queues, every redraw while it decodes): specviz.gate frees its place and
         # nothing is stored, so the previous trace stays on show.
         st.button("Cancel this run", key=keys.CANCEL_RUN, on_click=_cancelled, icon=":material/close:")
         lead = shared_runs.SOLO
@@ -110,8 +112,12 @@ def _decode_with_progress(settings: Settings, status):
     stream = st.empty()
     records: list[dict] = []
 
+    spec_redraw, base_redraw = _Redraw(), _Redraw()
+
     def on_spec(pr) -> None:
         records.append(pr.record)
+        if not spec_redraw.due(pr):
+            return
         bar.progress(
             pr.new_tokens / pr.max_new_tokens,
             text=f"speculative decoding: {pr.new_tokens}/{pr.max_new_tokens} tokens, iteration {pr.iteration}",
@@ -135,6 +141,8 @@ def _decode_with_progress(settings: Settings, status):
         status.update(label="Decoding with the target alone (baseline)…")
 
         def on_base(pr) -> None:
+            if not base_redraw.due(pr):
+                return
             bar.progress(
                 pr.new_tokens / pr.max_new_tokens,
                 text=f"target alone (baseline): {pr.new_tokens}/{pr.max_new_tokens} tokens",
@@ -146,6 +154,22 @@ def _decode_with_progress(settings: Settings, status):
         trace.extra["sameness"] = compare_runs(trace, baseline, exact).to_dict()
     status.update(label="Done", state="complete")
     return trace, baseline, target, draft
+
+
+class _Redraw:
+    """Whether a decode's page is due a redraw after an iteration: the first, the last one of
+    max_new_tokens, and otherwise at most every render.STREAM_REDRAW_S (a run ending early at the end
+    of text is drawn whole by the page that follows)."""
+
+    def __init__(self, clock=time.monotonic) -> None:
+        self.clock, self.last = clock, float("-inf")
+
+    def due(self, progress) -> bool:
+        now = self.clock()
+        if progress.new_tokens < progress.max_new_tokens and now - self.last < render.STREAM_REDRAW_S:
+            return False
+        self.last = now
+        return True
 
 
 def _time_more_pairs(settings: Settings, target, draft, trace, baseline) -> background.TimingPairs:

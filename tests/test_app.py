@@ -309,3 +309,17 @@ def test_a_new_default_draft_still_opens_the_gallery(monkeypatch):
     assert "example" in source_caption(at)
     assert not at.warning, [w.value for w in at.warning]  # the sidebar took the example's settings
     assert at.selectbox(key="s_pair").value == "offline-hybrid"  # the draft the gallery was recorded with
+
+
+def test_a_decoding_page_redraws_at_most_every_stream_redraw_s():
+    """The stream is sent whole at every redraw: the first iteration is drawn at once, later ones at
+    most every render.STREAM_REDRAW_S, and the last one of max_new_tokens always."""
+    from types import SimpleNamespace
+
+    from specviz_app import render, running
+
+    step = render.STREAM_REDRAW_S
+    times = iter([0.0, 0.4 * step, 1.1 * step, 1.5 * step, 1.6 * step, 1.7 * step])
+    redraw = running._Redraw(clock=lambda: next(times))
+    made = [SimpleNamespace(new_tokens=n, max_new_tokens=5) for n in (1, 2, 3, 4, 4, 5)]
+    assert [redraw.due(p) for p in made] == [True, False, True, False, False, True]
