@@ -109,7 +109,7 @@ def acceptance_by_position_figure(trace: Trace) -> go.Figure:
         _no_data(fig, "no drafts in this trace (target-only run)")
     return _fraction_layout(
         fig,
-        "Acceptance by draft position (when that position was reached)",
+        "Acceptance by draft position, once reached",  # fits half of a 1280 px page
         x_title="draft position within an iteration (1..γ)",
         y_title="acceptance at that position (fraction)",
     )
@@ -144,7 +144,7 @@ def accept_length_figure(trace: Trace) -> go.Figure:
         _no_data(fig, "no full iterations to count")
     return _fraction_layout(
         fig,
-        "Tokens per iteration: measured vs truncated geometric from α",
+        "Tokens per iteration: measured vs predicted",  # the legend names the prediction (α)
         x_title="tokens emitted per iteration (accepted drafts + 1 correction)",
         y_title="fraction of iterations",
     )
