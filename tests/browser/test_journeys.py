@@ -6,6 +6,7 @@ Runs are kept short (at most 12 new tokens) because the suite must pass on a sma
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -210,15 +211,22 @@ def test_a_lesson_link_with_a_step_out_of_range_opens_a_real_step(new_page):
     assert any("is not a step number; starting at step 1." in w for w in warnings(page)), warnings(page)
 
 
-def test_a_lesson_link_with_run_settings_opens_its_step_fast_without_decoding(new_page):
-    import time
+LESSON_RUN_LINK = {"step": "3", "gamma": "2", "max_new": "64", "prompt": "Tell me a long story."}
 
-    t0 = time.perf_counter()
-    page = new_page({"step": "3", "gamma": "2", "max_new": "64", "prompt": "Tell me a long story."}, path="lesson")
-    page.locator("h1", has_text="3.").first.wait_for(timeout=8_000)
-    assert time.perf_counter() - t0 < 8.0
+
+def test_a_lesson_link_with_run_settings_opens_its_step_without_decoding(new_page):
+    page = new_page(LESSON_RUN_LINK, path="lesson")
+    page.locator("h1", has_text="3.").first.wait_for()
     goto_page(page, "Playground")
     assert not showing(page).startswith("Showing: run here"), showing(page)  # nothing was decoded
+
+
+@pytest.mark.quiet  # a time bar: measured with nothing else running (beside the suite it took 8.4 s once)
+def test_a_lesson_link_with_run_settings_opens_its_step_within_8_s(new_page):
+    t0 = time.perf_counter()
+    page = new_page(LESSON_RUN_LINK, path="lesson")
+    page.locator("h1", has_text="3.").first.wait_for(timeout=8_000)
+    assert time.perf_counter() - t0 < 8.0
 
 
 def test_the_presenter_view_is_restored_from_its_link_and_fits_a_projector(new_page):
