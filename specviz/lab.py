@@ -14,6 +14,9 @@ For one prompt (token ids) and one pair, the lab
 Everything it returns is plain data (ints, floats, lists), so the app can plot it and keep it in
 session state. Sample i uses seed `seed + 2 i` for speculative decoding and `seed + 2 i + 1` for
 the target alone: the two samplers are independent, and raising n keeps the earlier samples.
+Samples are independent decodes, so on a target whose passes batch (specviz.batching) up to
+config.BATCH_MAX_SESSIONS of them decode at once, one thread each, every target pass serving all
+of them: the same tokens as one at a time (the seeds fix them), in a fraction of the time.
 
 An outcome is the tuple of the first k output tokens; it is shorter when the text ends at an
 end-of-sequence token before k tokens (the decoder stops there, and so does the enumeration).
@@ -24,11 +27,13 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
+from specviz import config
 from specviz.config import SamplingConfig
 from specviz.decoder import autoregressive_generate, speculative_generate
 from specviz.models import LoadedModel
@@ -39,6 +44,8 @@ MIN_EXPECTED = 5.0  # Cochran's rule: every cell of a chi-square test should exp
 FORWARD_BATCH = 64  # prefixes per target forward pass when enumerating the exact distribution
 
 Outcome = tuple[int, ...]
+Job = TypeVar("Job")
+Sample = TypeVar("Sample")
 
 
 @dataclass
@@ -265,43 +272,40 @@ def run_lab(
     index = exact.index()
     other_cell = len(exact.outcomes)
     cell_probs = exact.probs + [exact.other_prob]
-    spec_counts = [0] * (other_cell + 1)
-    target_counts = [0] * (other_cell + 1)
+    counts = {"spec": [0] * (other_cell + 1), "target": [0] * (other_cell + 1)}
+    drawn = {"spec": 0, "target": 0}
     impossible = {"spec": 0, "target": 0}
-    common = dict(temperature=temperature, top_k=top_k, top_p=top_p, trace=False)
+    workers = sample_workers(target, draft)
+    common = dict(temperature=temperature, top_k=top_k, top_p=top_p, trace=False, batched=workers > 1)
 
-    def record(counts: list[int], output: list[int], which: str) -> None:
+    def draw(job: tuple[str, int]) -> tuple[str, list[int]]:
+        """One sample: job ("spec" or "target", i) -> (the same kind, its output token ids)."""
+        which, i = job
+        if which == "spec":
+            run = speculative_generate(
+                prompt_ids, target=target, draft=draft, gamma=gamma, seed=seed + 2 * i,
+                max_new_tokens=max(k, gamma + 2), rule=rule, **common,
+            )  # fmt: skip
+        else:
+            run = autoregressive_generate(prompt_ids, target=target, seed=seed + 2 * i + 1, max_new_tokens=k, **common)
+        return which, run.output_token_ids
+
+    def record(sample: tuple[str, list[int]]) -> None:
+        which, output = sample
         cell = index.get(tuple(output[:k]), other_cell)
-        counts[cell] += 1
+        counts[which][cell] += 1
+        drawn[which] += 1
         if cell_probs[cell] == 0:
             impossible[which] += 1
-
-    total = n * (2 if with_target else 1)
-    done = n_spec = n_target = 0
-    stopped = False
-    for i in range(n):
-        if should_stop is not None and should_stop():
-            stopped = True
-            break
-        run = speculative_generate(
-            prompt_ids, target=target, draft=draft, gamma=gamma, seed=seed + 2 * i,
-            max_new_tokens=max(k, gamma + 2), rule=rule, **common,
-        )  # fmt: skip
-        record(spec_counts, run.output_token_ids, "spec")
-        n_spec += 1
-        done += 1
         if on_progress is not None:
-            on_progress(done, total)
-        if with_target:
-            if should_stop is not None and should_stop():
-                stopped = True
-                break
-            run = autoregressive_generate(prompt_ids, target=target, seed=seed + 2 * i + 1, max_new_tokens=k, **common)
-            record(target_counts, run.output_token_ids, "target")
-            n_target += 1
-            done += 1
-            if on_progress is not None:
-                on_progress(done, total)
+            on_progress(drawn["spec"] + drawn["target"], total)
+
+    kinds = ("spec", "target") if with_target else ("spec",)
+    jobs = [(which, i) for i in range(n) for which in kinds]
+    total = len(jobs)
+    stopped = draw_in_parallel(jobs, draw, workers, should_stop, record)
+    spec_counts, target_counts = counts["spec"], counts["target"]
+    n_spec, n_target = drawn["spec"], drawn["target"]
 
     return LabResult(
         rule=rule,
@@ -325,6 +329,46 @@ def run_lab(
         min_prob=exact.min_prob,
         extra={"forward_passes": exact.forward_passes},
     )
+
+
+def sample_workers(target: LoadedModel, draft: Any) -> int:
+    """How many of the lab's samples decode at once: config.BATCH_MAX_SESSIONS when the target's
+    passes can batch (a lean target, specviz.batching), so that every pass serves that many
+    samples; 1 otherwise, and for a ready-made Drafter, whose state belongs to one decode."""
+    from specviz.batching import batcher_for
+    from specviz.drafters import resolve_drafter
+
+    if batcher_for(target) is None or not (draft is None or isinstance(draft, str | LoadedModel)):
+        return 1
+    resolve_drafter(draft, target)  # load a named draft once, here, rather than in every thread at once
+    return config.BATCH_MAX_SESSIONS
+
+
+def draw_in_parallel(
+    jobs: list[Job],
+    draw: Callable[[Job], Sample],
+    workers: int,
+    should_stop: Callable[[], bool] | None,
+    record: Callable[[Sample], None],
+) -> bool:
+    """draw(job) for every job, up to `workers` at a time, each in a thread of its own (batched
+    decodes share their target passes); record(sample) runs in the calling thread as each
+    finishes, in whatever order they finish (the lab only counts). should_stop() is checked before
+    each job starts; the started ones finish and are recorded. True when it stopped early."""
+    stopped, started = False, 0
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="specviz-lab") as pool:
+        running: set[Future] = set()
+        while True:
+            while not stopped and started < len(jobs) and len(running) < workers:
+                stopped = should_stop is not None and should_stop()
+                if not stopped:
+                    running.add(pool.submit(draw, jobs[started]))
+                    started += 1
+            if not running:
+                return stopped
+            finished, running = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                record(future.result())
 
 
 def control_verdict(test: dict[str, Any] | None, n: int, level: float) -> tuple[str, str] | None:

@@ -10,6 +10,7 @@
   solo decode still holds it alone;
 - a batched trace is marked, and no speedup is figured from its timing once a pass was shared (a
   batched decode that met no other is timed as the solo run it was);
+- the distribution lab's samples, decoded batched, count as they do one at a time;
 - on the offline target (slow): short greedy decodes batched equal their solo runs.
 
 Tokens and decisions must be identical. Probabilities are compared within 1e-5 for a target
@@ -411,3 +412,31 @@ def test_offline_target_batched_greedy_decodes_equal_solo(offline_target):
         )
 
     check_batched_equal_solo([spec(PROMPTS[0]), spec(PROMPTS[1]), base(PROMPTS[2])], PROB_TOL)
+
+
+def test_the_labs_samples_decode_batched_and_count_as_one_at_a_time(packed_pair, monkeypatch):
+    """The distribution lab decodes its samples several at once, batched (specviz.lab.sample_workers):
+    the same counts as one at a time, since each sample's seed fixes its tokens; the passes were
+    really shared; and a stop still ends the run with what was drawn."""
+    from specviz import lab
+
+    target, draft = packed_pair
+    prompt = [1, 5, 9]
+    settings = dict(target=target, draft=draft, k=3, n=24, gamma=2, seed=7)
+    assert lab.sample_workers(target, draft) > 1
+    batcher = batcher_for(target)
+    before = len(batcher.pass_sizes)
+    batched = lab.run_lab(prompt, **settings)
+    assert max(batcher.pass_sizes[before:]) > 1  # the samples shared target passes
+    monkeypatch.setattr(lab, "sample_workers", lambda target, draft: 1)
+    alone = lab.run_lab(prompt, **settings)
+    for key in ("spec_counts", "target_counts", "n_spec", "n_target", "impossible_spec"):
+        assert getattr(batched, key) == getattr(alone, key), key
+    assert batched.n_spec == batched.n_target == 24 and not batched.stopped
+
+    monkeypatch.undo()
+    recorded = []
+    progress, stop = (lambda done, total: recorded.append(done)), (lambda: len(recorded) >= 5)
+    stopped = lab.run_lab(prompt, **settings, on_progress=progress, should_stop=stop)
+    assert stopped.stopped and 5 <= stopped.n_spec + stopped.n_target < 48
+    assert recorded == list(range(1, len(recorded) + 1)) and recorded[-1] == stopped.n_spec + stopped.n_target
