@@ -74,9 +74,10 @@ def test_sampled_first_tokens_follow_the_targets_exact_distribution(offline_targ
     early stop in the hybrid): a wrong rule or a q that is not the one a token was drawn from is
     caught here (the lab's tests show such rules fail this test)."""
     from specviz.lab import exact_distribution, run_lab
-    from specviz.prompting import prompt_token_ids
 
-    ids = prompt_token_ids(offline_target.tokenizer, "Name a colour.")
+    # The user's turn without the template's default system turn: 13 tokens instead of 34, which
+    # every one of the 80 samples feeds the target first (most of a short sample's cost).
+    ids = offline_target.tokenizer("<|im_start|>user\nName a colour.<|im_end|>\n<|im_start|>assistant\n")["input_ids"]
     exact = exact_distribution(offline_target, ids, k=2, sampling=SamplingConfig(1.0), min_prob=2e-3)
     result = run_lab(ids, target=offline_target, draft=draft, k=2, n=80, gamma=2, exact=exact, with_target=False)
     assert result.impossible_spec == 0
