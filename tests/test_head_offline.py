@@ -96,15 +96,17 @@ def test_train_head_recipe_smoke(tmp_path):
     from specviz.train_head import main
 
     argv = ["--data", str(tmp_path / "data"), "--out", str(tmp_path / "head"), "--history", str(tmp_path / "h.json")]
-    argv += ["--prompts", "8", "--heldout", "4", "--new-tokens", "12", "--gen-batch", "8", "--steps", "4"]
-    argv += ["--batch", "4", "--eval-every", "2", "--subset", "2048", "--unroll", "2", "--self-prompts", "8"]
+    # Small everywhere (the recipe's logic, not its scale, is under test): 4 pool and 4 own prompts
+    # answered in 8 tokens, two training steps, evaluated after each.
+    argv += ["--prompts", "4", "--heldout", "4", "--new-tokens", "8", "--gen-batch", "8", "--steps", "2"]
+    argv += ["--batch", "4", "--eval-every", "1", "--subset", "2048", "--unroll", "2", "--self-prompts", "4"]
     argv += ["--feature-layers", "1,14", "--gen-dtype", "float32"]  # fp32: bf16 is emulated on CPUs without it
     assert main(argv) == 0
     history = json.loads((tmp_path / "h.json").read_text())
     assert history["schema"] == "specviz.head_training/1"
-    assert history["data"]["answers"] == (8 + 8) * 2  # pool and own prompts, each greedy and sampled
+    assert history["data"]["answers"] == (4 + 4) * 2  # pool and own prompts, each greedy and sampled
     own = json.loads((tmp_path / "data" / "self-prompts-0.json").read_text())["prompts"]
-    assert len(own) == 8 and not set(own) & set(BENCH_PROMPTS)
+    assert len(own) == 4 and not set(own) & set(BENCH_PROMPTS)
     shards = sorted(p.name for p in (tmp_path / "data").glob("*-0.pt"))
     assert "self-greedy-0.pt" in shards and "self-sampled-1-0.pt" in shards
     assert "bench-greedy-0.pt" in shards and "bench-sampled-0.pt" in shards
@@ -112,7 +114,7 @@ def test_train_head_recipe_smoke(tmp_path):
     assert written.layer_ids == (1, 14) and written.layers.shape == (written.features.shape[0], 2, 576)
     bench = history["history"][-1]["bench_prompts"]
     assert len(bench["alpha_by_position"]) == 4 and 0 <= bench["alpha_by_position"][0] <= 1
-    assert [p["step"] for p in history["history"]] == [0, 2, 4]
+    assert [p["step"] for p in history["history"]] == [0, 1, 2]
     assert len(history["history"][-1]["alpha_by_position"]) == 4
     subset = history["subset"]
     assert subset["chosen"] == 2048 and subset["chosen_by"] == "the recipe's setting"
