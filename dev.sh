@@ -65,7 +65,8 @@ case "${1:-}" in
         OMP_NUM_THREADS=1 "$VENV/bin/python" -m pytest -n 2 --dist loadgroup -m "browser and not quiet" \
             --durations=10 >artifacts/suite-browser.log 2>&1 &
         browser=$!
-        OMP_NUM_THREADS=1 "$VENV/bin/python" -m pytest -n auto --dist loadgroup -m "not browser and not quiet" \
+        OMP_NUM_THREADS=1 "$VENV/bin/python" -m pytest -n auto --dist loadgroup --no-loadscope-reorder \
+            -m "not browser and not quiet" \
             --durations=20 || status=$?
         wait "$browser" || browser_status=$?
         echo "----- the browser tests (artifacts/suite-browser.log) -----"
