@@ -30,10 +30,15 @@ BROWSER_HALVES = {
 }
 
 
-# The compute files that take longest, longest first (seconds on one worker of an AMD EPYC, 2 Dec
-# 2026). `./dev.sh test` hands files to its workers in collection order (--no-loadscope-reorder), and
-# these go first: handed out last, one of them kept a worker busy long after the other had finished.
-LONGEST_FIRST = [
+# Files that run before the rest, in this order:
+# - the quiet part's fresh-app test first: an app server started by an earlier test still loads its
+#   models in the background, and beside that load its first Run took 9.5 s against an 8 s bar;
+# - then the compute files that take longest, longest first (seconds on one worker of an AMD EPYC,
+#   2 Dec 2026). `./dev.sh test` hands files to its workers in collection order
+#   (--no-loadscope-reorder), and these go first: xdist's own order (by test count) handed them out
+#   last, and one of them kept a worker busy long after the other had finished.
+RUN_FIRST = [
+    "test_trust.py",
     "test_offline_exactness.py",  # 121 s
     "test_head_offline.py",  # 111 s
     "test_install.py",  # 83 s
@@ -49,13 +54,13 @@ LONGEST_FIRST = [
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`./dev.sh test`, with --dist loadgroup) a test file runs on one worker,
     so its module fixtures (a built wheel, a trained head) are made once; the browser files run in
-    two halves (BROWSER_HALVES), each sharing one app server and one Chromium. The longest files
-    come first (LONGEST_FIRST), the rest in their usual order."""
+    two halves (BROWSER_HALVES), each sharing one app server and one Chromium. RUN_FIRST's files
+    come first, the rest in their usual order."""
     for item in items:
         name = item.path.name
         group = BROWSER_HALVES.get(name, "browser-a") if "browser" in item.path.parts else name
         item.add_marker(pytest.mark.xdist_group(group))
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    rank = {name: i for i, name in enumerate(RUN_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
 
 
