@@ -1,4 +1,8 @@
-"""The command line: generate writes a valid trace; validate accepts it and refuses bad files."""
+"""The command line: generate writes a valid trace; validate accepts it and refuses bad files.
+
+The first test runs the real command, `python -m specviz`, in a process of its own; the refusals
+call the same `specviz.cli.main` in this process (a new interpreter costs seconds of imports and
+a model load each), where an uncaught exception fails the test as a traceback would show."""
 
 from __future__ import annotations
 
@@ -18,6 +22,18 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "specviz", *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600
     )
+
+
+def cli(capsys, *args: str) -> tuple[int, str]:
+    """`python -m specviz args` in this process: (exit code, what it wrote to stderr)."""
+    from specviz.cli import main
+
+    capsys.readouterr()
+    try:
+        code = main(list(args))
+    except SystemExit as exc:  # argparse refuses bad arguments by exiting, as the command does
+        code = exc.code
+    return code, capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -48,38 +64,38 @@ def test_generate_then_validate(tmp_path):
     assert checked.returncode == 0 and "valid specviz.trace/1" in checked.stdout
 
 
-def test_validate_refuses_a_truncated_file_without_a_traceback(tmp_path):
+def test_validate_refuses_a_truncated_file_without_a_traceback(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text('{"schema": "specviz.trace/1", "iterations": [')
-    done = run_cli("validate", str(bad))
-    assert done.returncode == 2
-    assert "not valid JSON" in done.stderr and "Traceback" not in done.stderr
+    code, err = cli(capsys, "validate", str(bad))
+    assert code == 2
+    assert "not valid JSON" in err and "Traceback" not in err
 
 
-def test_generate_refuses_bad_settings_without_a_traceback():
-    done = run_cli("generate", "--prompt", "hi", "--gamma", "0")
-    assert done.returncode == 2
-    assert "gamma must be a whole number from 1 to 16" in done.stderr and "Traceback" not in done.stderr
-    done = run_cli("generate", "--prompt", "", "--gamma", "2")
-    assert done.returncode == 2 and "prompt is empty" in done.stderr
+def test_generate_refuses_bad_settings_without_a_traceback(capsys):
+    code, err = cli(capsys, "generate", "--prompt", "hi", "--gamma", "0")
+    assert code == 2
+    assert "gamma must be a whole number from 1 to 16" in err and "Traceback" not in err
+    code, err = cli(capsys, "generate", "--prompt", "", "--gamma", "2")
+    assert code == 2 and "prompt is empty" in err
 
 
-def test_unknown_offline_model_from_the_cli():
-    done = run_cli("generate", "--prompt", "hi", "--target", "nobody/nothing-here")
-    assert done.returncode == 2
-    assert "not available offline" in done.stderr and "Traceback" not in done.stderr
+def test_unknown_offline_model_from_the_cli(capsys):
+    code, err = cli(capsys, "generate", "--prompt", "hi", "--target", "nobody/nothing-here")
+    assert code == 2
+    assert "not available offline" in err and "Traceback" not in err
 
 
-def test_train_head_refuses_bad_feature_layers_without_a_traceback():
-    done = run_cli("train-head", "--feature-layers", "1,mid", "--steps", "0")
-    assert done.returncode == 2
-    assert "--feature-layers" in done.stderr and "comma-separated list of integers, like 1,14" in done.stderr
-    assert "Traceback" not in done.stderr
+def test_train_head_refuses_bad_feature_layers_without_a_traceback(capsys):
+    code, err = cli(capsys, "train-head", "--feature-layers", "1,mid", "--steps", "0")
+    assert code == 2
+    assert "--feature-layers" in err and "comma-separated list of integers, like 1,14" in err
+    assert "Traceback" not in err
 
 
-def test_train_head_refuses_a_missing_layer_before_writing_text(tmp_path):
-    done = run_cli("train-head", "--feature-layers", "1,29", "--data", str(tmp_path / "data"))
-    assert done.returncode == 2
-    assert "error: --feature-layers: [29] are not decoder layers" in done.stderr and "0 to 28" in done.stderr
+def test_train_head_refuses_a_missing_layer_before_writing_text(tmp_path, capsys):
+    code, err = cli(capsys, "train-head", "--feature-layers", "1,29", "--data", str(tmp_path / "data"))
+    assert code == 2
+    assert "error: --feature-layers: [29] are not decoder layers" in err and "0 to 28" in err
     assert not (tmp_path / "data").exists()  # refused before any text was written
-    assert "Traceback" not in done.stderr
+    assert "Traceback" not in err

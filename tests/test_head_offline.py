@@ -63,15 +63,21 @@ def test_eager_fallback_is_recorded_and_still_exact(offline_target, monkeypatch)
     assert spec.output_token_ids == base.output_token_ids
 
 
-@pytest.mark.parametrize("gamma", [2, 4])
-def test_bfloat16_greedy_differs_only_at_near_ties(offline_target, gamma):
+@pytest.fixture(scope="module")
+def bfloat16_baselines():
+    """The bfloat16 target alone on each prompt: what both gammas' speculative runs are compared with."""
     bf16 = load_model(dtype="bfloat16")
+    return bf16, [autoregressive_generate(p, target=bf16, temperature=0, max_new_tokens=32) for p in PROMPTS]
+
+
+@pytest.mark.parametrize("gamma", [2, 4])
+def test_bfloat16_greedy_differs_only_at_near_ties(offline_target, bfloat16_baselines, gamma):
+    bf16, baselines = bfloat16_baselines
     verdicts = []
-    for prompt in PROMPTS:
+    for prompt, base in zip(PROMPTS, baselines, strict=True):
         spec = speculative_generate(
             prompt, target=bf16, draft=HEAD_DRAFT, gamma=gamma, temperature=0, max_new_tokens=32
         )
-        base = autoregressive_generate(prompt, target=bf16, temperature=0, max_new_tokens=32)
         same = compare_runs(spec, base, offline_target)
         assert same.verdict in ("identical", "near_tie"), same
         if same.verdict == "near_tie":
