@@ -16,7 +16,8 @@ session state. Sample i uses seed `seed + 2 i` for speculative decoding and `see
 the target alone: the two samplers are independent, and raising n keeps the earlier samples.
 Samples are independent decodes, so on a target whose passes batch (specviz.batching) up to
 config.BATCH_MAX_SESSIONS of them decode at once, one thread each, every target pass serving all
-of them: the same tokens as one at a time (the seeds fix them), in a fraction of the time.
+of them (a CPU pass streams the weights once for all their rows): the same tokens as one at a time,
+since the seeds fix them.
 
 An outcome is the tuple of the first k output tokens; it is shorter when the text ends at an
 end-of-sequence token before k tokens (the decoder stops there, and so does the enumeration).
