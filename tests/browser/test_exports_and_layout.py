@@ -62,6 +62,10 @@ def test_inspector_play_keeps_its_controls_in_place(new_page):
     page = new_page(path="inspector")
     heading = page.locator("h3").first
     assert heading.inner_text().startswith("Iteration 1 of")
+    # The iteration slider above the controls is drawn a moment after the script has finished (its
+    # code loads on first use), 28 px taller than its placeholder: on a busy machine the controls
+    # were measured before it came and then seemed to move.
+    page.locator('[data-testid="stMain"] [data-testid="stSlider"]').first.wait_for()
     before = page.evaluate(BUTTONS)
     assert [b[0] for b in before] == ["Previous", "Next", "Play"], before
     page.locator('[data-testid="stMain"] button', has_text="Play").first.click()
