@@ -54,15 +54,16 @@ case "${1:-}" in
         fi
         # The whole suite, in three parts. Side by side: the compute tests on one pytest-xdist worker
         # per core, torch on one thread each (two processes each spinning two OpenMP threads on two
-        # cores slow each other badly), and the browser tests on two workers of their own, one half
-        # of the browser files each (tests/conftest.py), with their own app servers and Chromium.
-        # The browser tests mostly wait on pages (alone they kept 42% of two cores busy), so beside
-        # the compute tests they fill idle time instead of taking turns with them on the same
-        # workers. Then the tests that time the app (marked quiet), on their own.
+        # cores slow each other badly), and the browser tests in one process of their own, with one
+        # app server and one Chromium. The browser tests mostly wait on pages, so beside the compute
+        # tests they fill idle time instead of taking turns with them on the same workers; in one
+        # process rather than two halves they still end first, and the second app server and
+        # browser no longer take CPU from the compute tests (docs/reliability.md). Then the tests
+        # that time the app (marked quiet), on their own.
         # --durations: each part lists its slowest tests, so a slow new test shows in every CI log.
         mkdir -p artifacts
         status=0 browser_status=0
-        OMP_NUM_THREADS=1 "$VENV/bin/python" -m pytest -n 2 --dist loadgroup -m "browser and not quiet" \
+        OMP_NUM_THREADS=1 "$VENV/bin/python" -m pytest -m "browser and not quiet" \
             --durations=10 >artifacts/suite-browser.log 2>&1 &
         browser=$!
         OMP_NUM_THREADS=1 "$VENV/bin/python" -m pytest -n auto --dist loadgroup --no-loadscope-reorder \

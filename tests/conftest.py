@@ -18,18 +18,6 @@ import pytest  # noqa: E402
 
 from specviz.toy import PEAKY, tiny_llama  # noqa: E402
 
-# The browser test files in two halves of about equal length: each half runs on one xdist worker
-# with its own app server and Chromium, so the two halves run side by side.
-BROWSER_HALVES = {
-    "test_bad_input.py": "browser-a",
-    "test_concurrency.py": "browser-a",
-    "test_exports_and_layout.py": "browser-a",
-    "test_journeys.py": "browser-b",
-    "test_layout.py": "browser-b",
-    "test_lesson_projector.py": "browser-b",
-}
-
-
 # Files that run before the rest, in this order:
 # - the quiet part's fresh-app test first: an app server started by an earlier test still loads its
 #   models in the background, and beside that load its first Run took 9.5 s against an 8 s bar;
@@ -52,14 +40,11 @@ RUN_FIRST = [
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (`./dev.sh test`, with --dist loadgroup) a test file runs on one worker,
-    so its module fixtures (a built wheel, a trained head) are made once; the browser files run in
-    two halves (BROWSER_HALVES), each sharing one app server and one Chromium. RUN_FIRST's files
-    come first, the rest in their usual order."""
+    """Under pytest-xdist (`./dev.sh test`'s compute part, with --dist loadgroup) a test file runs on
+    one worker, so its module fixtures (a built wheel, a trained head) are made once. RUN_FIRST's
+    files come first, the rest in their usual order."""
     for item in items:
-        name = item.path.name
-        group = BROWSER_HALVES.get(name, "browser-a") if "browser" in item.path.parts else name
-        item.add_marker(pytest.mark.xdist_group(group))
+        item.add_marker(pytest.mark.xdist_group(item.path.name))
     rank = {name: i for i, name in enumerate(RUN_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
 
