@@ -329,19 +329,26 @@ def hub_reachable() -> bool:
 
 # (id(target tokenizer), id(draft tokenizer)) -> (both tokenizers, kept so no id is reused, and
 # their vocabularies' sizes and differences, or None when they match). Reading a 49k-token
-# vocabulary takes 30 ms, and every decode with a draft model checks it.
+# vocabulary takes 30 ms, and every decode with a draft model checks it. The oldest pairs are
+# forgotten past VOCABULARY_CHECKS_KEPT, so an app whose users try many custom models keeps no
+# tokenizer alive for ever.
 _vocabulary_checks: dict[tuple[int, int], tuple[Any, Any, tuple[int, int, int, int] | None]] = {}
+_vocabulary_checks_lock = threading.Lock()
+VOCABULARY_CHECKS_KEPT = 16
 
 
 def _vocabulary_difference(target_tokenizer, draft_tokenizer) -> tuple[int, int, int, int] | None:
     """None when both tokenizers map the same tokens to the same ids; else (draft size, target
     size, tokens only in the target, tokens only in the draft). Remembered per pair of tokenizers."""
     key = (id(target_tokenizer), id(draft_tokenizer))
-    if key not in _vocabulary_checks:
-        tv, dv = target_tokenizer.get_vocab(), draft_tokenizer.get_vocab()
-        difference = None if tv == dv else (len(dv), len(tv), len(set(tv) - set(dv)), len(set(dv) - set(tv)))
-        _vocabulary_checks[key] = (target_tokenizer, draft_tokenizer, difference)
-    return _vocabulary_checks[key][2]
+    with _vocabulary_checks_lock:  # the distribution lab checks from several threads at once
+        if key not in _vocabulary_checks:
+            tv, dv = target_tokenizer.get_vocab(), draft_tokenizer.get_vocab()
+            difference = None if tv == dv else (len(dv), len(tv), len(set(tv) - set(dv)), len(set(dv) - set(tv)))
+            while len(_vocabulary_checks) >= VOCABULARY_CHECKS_KEPT:
+                _vocabulary_checks.pop(next(iter(_vocabulary_checks)))
+            _vocabulary_checks[key] = (target_tokenizer, draft_tokenizer, difference)
+        return _vocabulary_checks[key][2]
 
 
 def check_vocabulary(target: LoadedModel, draft: LoadedModel) -> None:

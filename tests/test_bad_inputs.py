@@ -107,3 +107,38 @@ def test_unknown_model_fails_fast_even_without_hf_hub_offline(monkeypatch):
     with pytest.raises(ModelUnavailableError, match="not available offline"):
         load_model("no-such-owner/another-missing-model")
     assert time.monotonic() - start < 10
+
+
+def test_a_tokenizer_mismatch_is_refused_every_time_and_remembered_pairs_are_bounded(tiny_pair):
+    """The vocabulary check is remembered per pair of tokenizers (the lab checks it for every
+    sample): a mismatch is still refused the second time, with the same counts, and past
+    VOCABULARY_CHECKS_KEPT pairs the oldest are forgotten."""
+    import dataclasses
+
+    from specviz import models
+
+    class Tokenizer:
+        def __init__(self, vocab: dict[str, int]):
+            self.vocab, self.reads = vocab, 0
+
+        def get_vocab(self) -> dict[str, int]:
+            self.reads += 1
+            return self.vocab
+
+    target, _ = tiny_pair
+    ours = Tokenizer({"a": 0, "b": 1, "c": 2})
+    theirs = Tokenizer({"a": 0, "b": 1, "x": 2, "y": 3})
+    with_ours = dataclasses.replace(target, tokenizer=ours)
+    messages = []
+    for _ in range(2):
+        with pytest.raises(VocabularyMismatchError) as refused:
+            check_vocabulary(with_ours, dataclasses.replace(target, name="other", tokenizer=theirs))
+        messages.append(str(refused.value))
+    assert messages[0] == messages[1] and "(4 vs 3 tokens; 1 only in the target, 2 only in the draft)" in messages[0]
+    assert ours.reads == theirs.reads == 1  # read once, then remembered
+    for _ in range(models.VOCABULARY_CHECKS_KEPT + 3):  # new pairs that match: accepted, and only the newest kept
+        check_vocabulary(
+            dataclasses.replace(target, tokenizer=Tokenizer({"a": 0})),
+            dataclasses.replace(target, tokenizer=Tokenizer({"a": 0})),
+        )
+    assert len(models._vocabulary_checks) == models.VOCABULARY_CHECKS_KEPT
