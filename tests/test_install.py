@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 import zipfile
@@ -32,11 +33,24 @@ def run(cmd: list, cwd: Path, env: dict, timeout: int = 600) -> subprocess.Compl
     return result
 
 
+# The fresh environment lives in memory where the machine has a RAM disk: pip writes 1.6 GB into it,
+# which on disk took 29 s (9 s of it in the kernel) against 23 s in memory (2 Dec 2026, AMD EPYC).
+IN_MEMORY = Path("/dev/shm")
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     """(the fresh environment's bin folder, a folder outside the checkout, the environment to run in)."""
     models.prepare_offline_target()  # the conversion cache the installed copy will find (~/.cache/specviz)
-    base = tmp_path_factory.mktemp("install")
+    if IN_MEMORY.is_dir() and os.access(IN_MEMORY, os.W_OK):
+        with tempfile.TemporaryDirectory(prefix="specviz-install-", dir=IN_MEMORY) as base:
+            yield _install(Path(base))
+    else:
+        yield _install(tmp_path_factory.mktemp("install"))
+
+
+def _install(base: Path) -> tuple[Path, Path, Path, dict]:
+    """Build the wheel and install it, as the README says, into a fresh environment under `base`."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["HF_HUB_OFFLINE"] = "1"
     run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", base / "dist", ROOT], base, env)
