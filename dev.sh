@@ -60,16 +60,13 @@ case "${1:-}" in
         # process rather than two halves they still end first, and the second app server and
         # browser no longer take CPU from the compute tests (docs/reliability.md). Then the tests
         # that time the app (marked quiet), on their own.
-        # The compute tests run at a lower priority (nice): they only need CPU, while the browser tests
-        # mostly wait for pages, and beside two busy workers every page they waited for came later
-        # (the browser part took 407 s beside them against 272 s alone and ended last).
         # --durations: each part lists its slowest tests, so a slow new test shows in every CI log.
         mkdir -p artifacts
         status=0 browser_status=0
         OMP_NUM_THREADS=1 "$VENV/bin/python" -m pytest -m "browser and not quiet" \
             --durations=10 >artifacts/suite-browser.log 2>&1 &
         browser=$!
-        OMP_NUM_THREADS=1 nice -n 10 "$VENV/bin/python" -m pytest -n auto --dist loadgroup --no-loadscope-reorder \
+        OMP_NUM_THREADS=1 "$VENV/bin/python" -m pytest -n auto --dist loadgroup --no-loadscope-reorder \
             -m "not browser and not quiet" \
             --durations=20 || status=$?
         wait "$browser" || browser_status=$?
