@@ -14,7 +14,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from specviz import glossary
-from specviz.charts.style import LAYOUT, PREDICTION_COLOR, STATUS_COLORS, titled
+from specviz.charts.style import PREDICTION_COLOR, STATUS_COLORS, house_figure, titled
 from specviz.charts.tokens import hover_card, token_rows
 from specviz.theory import expected_tokens_per_iteration, tokens_per_iteration_distribution
 from specviz.trace import Trace, acceptance_by_position
@@ -78,7 +78,7 @@ def _add_prediction(fig: go.Figure, x: list, y: list, name: str, hovertemplate: 
 
 def _fraction_layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.Figure:
     """The frame of a bar chart of fractions over whole numbers: x in whole steps, y from 0 to 1."""
-    fig.update_layout(**LAYOUT, height=360, title=titled(title))
+    fig.update_layout(height=360, title=titled(title))
     fig.update_xaxes(title=x_title, dtick=1)
     fig.update_yaxes(title=y_title, range=[0, 1.05])
     return fig
@@ -87,7 +87,7 @@ def _fraction_layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> 
 def acceptance_by_position_figure(trace: Trace) -> go.Figure:
     """Measured acceptance rate at each draft slot (given the slot was reached) beside the mean beta."""
     rows = position_table(trace)
-    fig = go.Figure()
+    fig = house_figure()
     slots = [r["draft position"] for r in rows]
     fig.add_bar(
         x=slots,
@@ -121,7 +121,7 @@ def accept_length_figure(trace: Trace) -> go.Figure:
     gamma = trace.config.get("gamma") or 0
     alpha = trace.summary.get("alpha")
     n = sum(r["iterations"] for r in rows)
-    fig = go.Figure()
+    fig = house_figure()
     fig.add_bar(
         x=[r["tokens per iteration"] for r in rows],
         y=[r["measured fraction"] for r in rows],
@@ -153,7 +153,7 @@ def accept_length_figure(trace: Trace) -> go.Figure:
 def beta_along_text_figure(trace: Trace) -> go.Figure:
     """β at every draft the text reached (accepted ones and first rejections), with α as a line."""
     extra = trace.extra
-    fig = go.Figure()
+    fig = house_figure()
     rows = [r for r in token_rows(trace) if r["status"] in ("accepted", "rejected")]
     for status in ("accepted", "rejected"):
         pts = [r for r in rows if r["status"] == status]
@@ -175,9 +175,7 @@ def beta_along_text_figure(trace: Trace) -> go.Figure:
         fig.add_scatter(x=[None], y=[None], mode="lines", line=line, name=f"α = mean β = {alpha:.3f}", hoverinfo="skip")
     if not rows:
         _no_data(fig, "no drafts in this trace (target-only run)")
-    fig.update_layout(
-        **LAYOUT, height=360, title=titled("β along the generated text: the chance each draft is accepted")
-    )
+    fig.update_layout(height=360, title=titled("β along the generated text: the chance each draft is accepted"))
     fig.update_xaxes(title="position in the generated text (token index)")
     fig.update_yaxes(title="β = Σ min(p, q) (probability)", range=[-0.03, 1.08])
     return fig

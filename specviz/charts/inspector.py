@@ -14,12 +14,12 @@ import plotly.graph_objects as go
 
 from specviz.charts.style import (
     ACCEPTED_MASS_COLOR,
-    LAYOUT,
     P_COLOR,
     Q_COLOR,
     RESIDUAL_COLOR,
     RESIDUAL_LIGHT_COLOR,
     STATUS_COLORS,
+    house_figure,
     titled,
 )
 from specviz.charts.tokens import label_token, token_text
@@ -86,7 +86,7 @@ def _mark_chosen(fig: go.Figure, label: str, y: float, text: str, color: str) ->
 
 def _probability_layout(fig: go.Figure, w: dict[str, str], title: str, x_title: str, **layout: Any) -> go.Figure:
     """The frame of the step inspector's figures: probability from 0 to 1 (room above for the arrow)."""
-    fig.update_layout(**LAYOUT, height=390, title=titled(title), **layout)
+    fig.update_layout(height=390, title=titled(title), **layout)
     fig.update_yaxes(title=w["probability"], range=[0, 1.25], tickvals=PROBABILITY_TICKS)
     fig.update_xaxes(title=x_title)
     return fig
@@ -104,7 +104,7 @@ def draft_figure(
     q_vals = _values(ids, draft["q_top"], {tid: draft["q"]})
     p_vals = _values(ids, draft["p_top"], {tid: draft["p"]})
     overlap = [min(a, b) for a, b in zip(q_vals[:-1], p_vals[:-1], strict=True)] + [0.0]
-    fig = go.Figure()
+    fig = house_figure()
     add_token_bars(
         fig, labels, overlap, w["min_pq"], "min(p, q)", marker_color=ACCEPTED_MASS_COLOR, offset=-0.43, width=0.86
     )
@@ -137,7 +137,7 @@ def residual_figure(
     normalised = _values(ids, top)
     raw = [v * mass for v in normalised[:-1]]
     raw.append(max(0.0, mass - sum(raw)))
-    fig = go.Figure()
+    fig = house_figure()
     add_token_bars(
         fig, labels, raw, w["residual_raw"], "max(0, p − q)", marker_color=RESIDUAL_LIGHT_COLOR, offsetgroup="raw"
     )
@@ -170,7 +170,7 @@ def bonus_figure(
     ids = _pick_ids(tid, top)
     labels = _categories(extra, ids, correction["token"], w["other"])
     values = _values(ids, top, {tid: correction.get("p", 0.0)})
-    fig = go.Figure()
+    fig = house_figure()
     add_token_bars(fig, labels, values, w["p_target"], "p (target)", marker=_outlined(P_COLOR, labels))
     mark = w["drawn_mark" if no_draft else "bonus_mark"]
     _mark_chosen(fig, labels[0], values[0], mark, STATUS_COLORS["target" if no_draft else "bonus"])

@@ -15,7 +15,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from specviz.charts.style import LAYOUT, P_COLOR, STATUS_COLORS, titled
+from specviz.charts.style import P_COLOR, STATUS_COLORS, house_figure, titled
 
 SPEC_COLOR = "#ef6c00"  # samples of speculative decoding (under the chosen rule)
 TARGET_SAMPLE_COLOR = "#b39ddb"  # samples of the target alone: a light shade of p's purple
@@ -71,7 +71,7 @@ def distribution_figure(result: dict[str, Any], labels: Sequence[str], top: int 
     rows = distribution_rows(result, labels, top)
     x = [html.escape(r["outcome"]) for r in rows]
     n = max(result["n_spec"], 1)
-    fig = go.Figure()
+    fig = house_figure()
     samplers = [("target-alone", "target alone", result["n_target"], TARGET_SAMPLE_COLOR)]
     samplers.append(("speculative", f"speculative, rule '{result['rule']}'", result["n_spec"], SPEC_COLOR))
     for key, name, count, color in samplers:
@@ -97,7 +97,6 @@ def distribution_figure(result: dict[str, Any], labels: Sequence[str], top: int 
     )
     k = result["k"]
     fig.update_layout(
-        **LAYOUT,
         title=titled(f"The first {k} generated token{'s' if k > 1 else ''}: sampled frequency against exact p"),
         xaxis_title=f"outcome (the first {k} token{'s' if k > 1 else ''}, most likely first)",
         yaxis_title="probability / frequency (fraction of samples)",
@@ -162,7 +161,7 @@ def rules_figure(results: dict[str, dict[str, Any]], wrong_rules: Sequence[str])
     so a taller bar means 'further from the target's distribution'. Above the line (p-value 0.01)
     the test rejects. Green: a correct rule, red: a wrong one. p-values below 1e-16 (or exactly 0,
     an impossible sample) are drawn at 16; the label gives the number."""
-    fig = go.Figure()
+    fig = house_figure()
     floor = 1e-16
     for correct in (True, False):
         rules = [rule for rule in results if (rule not in wrong_rules) == correct]
@@ -187,7 +186,6 @@ def rules_figure(results: dict[str, dict[str, Any]], wrong_rules: Sequence[str])
         annotation_position="top left",
     )
     fig.update_layout(
-        **LAYOUT,
         title=titled("Does each rule sample from p? Evidence against p from its samples"),
         xaxis_title="verification rule",
         yaxis_title="evidence against p: −log₁₀(p-value)",

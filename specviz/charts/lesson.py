@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 
 from specviz.charts import theory as theory_charts
 from specviz.charts.inspector import MAX_BARS, add_token_bars
-from specviz.charts.style import LAYOUT, P_COLOR, RESIDUAL_COLOR, STATUS_COLORS, titled
+from specviz.charts.style import P_COLOR, RESIDUAL_COLOR, STATUS_COLORS, house_figure, titled
 from specviz.charts.tokens import label_token, token_text
 from specviz.charts.words import words
 
@@ -69,7 +69,7 @@ def composition_figure(draft: dict[str, Any], extra: dict[str, Any], lang: str =
     q = [q_of.get(t, 0.0) for t in ids]
     accepted = [min(a, b) for a, b in zip(p, q, strict=True)]
     resampled = [max(0.0, a - b) for a, b in zip(p, q, strict=True)]
-    fig = go.Figure()
+    fig = house_figure()
     add_token_bars(fig, labels, accepted, w["accepted_route"], "min(p, q)", marker_color=STATUS_COLORS["accepted"])
     add_token_bars(fig, labels, resampled, w["resampled_route"], "max(0, p − q)", marker_color=RESIDUAL_COLOR)
     fig.add_scatter(
@@ -81,7 +81,6 @@ def composition_figure(draft: dict[str, Any], extra: dict[str, Any], lang: str =
         hovertemplate="%{x}<br>p %{y:.3g}<extra></extra>",
     )
     fig.update_layout(
-        **LAYOUT,
         barmode="stack",
         height=400,
         title=titled(w["composition_title"].format(position=draft["position"])),

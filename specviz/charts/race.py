@@ -8,14 +8,14 @@ from typing import Any
 import plotly.graph_objects as go
 
 from specviz import glossary
-from specviz.charts.style import LAYOUT, P_COLOR, PREDICTION_COLOR, titled
+from specviz.charts.style import P_COLOR, PREDICTION_COLOR, house_figure, titled
 
 
 def race_speed_figure(result: dict[str, Any]) -> go.Figure:
     rows = result["rows"]
     labels = [r["label"] for r in rows]
     cfg = result["config"]
-    fig = go.Figure()
+    fig = house_figure()
     fig.add_bar(
         x=labels,
         y=[r["speedup"] for r in rows],
@@ -43,7 +43,6 @@ def race_speed_figure(result: dict[str, Any]) -> go.Figure:
         annotation_position="top right",  # the target-as-draft bar, last, is always below 1×: room there
     )
     fig.update_layout(
-        **LAYOUT,
         barmode="group",
         height=430,
         title=titled(f"Which draft wins? γ {cfg['gamma']}, temperature {cfg['temperature']:g}"),
@@ -54,7 +53,7 @@ def race_speed_figure(result: dict[str, Any]) -> go.Figure:
 
 
 def race_position_figure(result: dict[str, Any]) -> go.Figure:
-    fig = go.Figure()
+    fig = house_figure()
     for r in result["rows"]:
         by_position = r["acceptance_by_position"]
         fig.add_scatter(
@@ -64,7 +63,7 @@ def race_position_figure(result: dict[str, Any]) -> go.Figure:
             name=r["label"],
             hovertemplate=f"{r['label']}<br>draft position %{{x}}: %{{y:.2f}}<extra></extra>",
         )
-    fig.update_layout(**LAYOUT, height=400, title=titled("How deep do the drafts hold? Acceptance by draft position"))
+    fig.update_layout(height=400, title=titled("How deep do the drafts hold? Acceptance by draft position"))
     fig.update_yaxes(title=f"{glossary.ACCEPTANCE_AT_POSITION.label.lower()} (fraction)", range=[0, 1.05])
     fig.update_xaxes(title="draft position within an iteration (1..γ)", dtick=1)
     return fig

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
 from specviz import glossary
-from specviz.charts.style import LAYOUT, PREDICTION_COLOR, titled
+from specviz.charts.style import PREDICTION_COLOR, house_figure, titled
 from specviz.theory import expected_tokens_per_iteration
 
 
@@ -38,9 +38,8 @@ def speedup_heatmap(result: Any) -> go.Figure:
     # The planned grid when known, so the cells a stopped sweep never reached show as gaps.
     gammas = sorted({*result.gammas(), *(result.config.get("gammas") or [])})
     temps = sorted({*result.temperatures(), *(float(t) for t in result.config.get("temperatures") or [])})
-    fig = go.Figure()
+    fig = house_figure()
     layout = {
-        **LAYOUT,
         "title": titled("Measured speedup over the target alone, by γ and temperature"),
         "xaxis_title": "γ (draft tokens per iteration)",
         "yaxis_title": "temperature",
@@ -119,7 +118,7 @@ def _add_at_temperature(fig: go.Figure, t: float, x: list, y: list, name: str, h
 def tokens_per_iteration_sweep_figure(result: Any) -> go.Figure:
     """Measured mean tokens per iteration (markers) against (1 - α^(γ+1)) / (1 - α) from each
     temperature's mean measured α (dashed line), one colour per temperature."""
-    fig = go.Figure()
+    fig = house_figure()
     for t, color, cells in _cells_by_temperature(result):
         gs = [c["gamma"] for c in cells]
         measured = [c["mean_accepted_length"] for c in cells]
@@ -137,7 +136,7 @@ def tokens_per_iteration_sweep_figure(result: Any) -> go.Figure:
 
 def speedup_sweep_figure(result: Any) -> go.Figure:
     """Measured speedup (markers) against τ / (γc + v) from each run's own α, c and v (dashed), per temperature."""
-    fig = go.Figure()
+    fig = house_figure()
     if result.cells:
         gs = result.gammas()
         fig.add_scatter(
@@ -166,7 +165,7 @@ def speedup_sweep_figure(result: Any) -> go.Figure:
 def _per_gamma_layout(fig: go.Figure, result: Any, title: str, y_title: str) -> go.Figure:
     """The frame shared by the per-γ line charts: γ on x in whole steps, y from zero."""
     fig.update_layout(
-        **LAYOUT, title=titled(title), xaxis_title="γ (draft tokens per iteration)", yaxis_title=y_title, height=420
+        title=titled(title), xaxis_title="γ (draft tokens per iteration)", yaxis_title=y_title, height=420
     )
     fig.update_xaxes(dtick=1)
     fig.update_yaxes(rangemode="tozero")

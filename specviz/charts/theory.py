@@ -15,7 +15,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from specviz import glossary
-from specviz.charts.style import LAYOUT, PREDICTION_COLOR, STATUS_COLORS, titled
+from specviz.charts.style import LAYOUT, PREDICTION_COLOR, STATUS_COLORS, house_figure, titled
 from specviz.charts.words import words
 from specviz.theory import (
     TABLE_4,
@@ -49,7 +49,7 @@ def tokens_per_iteration_curve_figure(
     measured: {"gamma": γ of the trace, "tokens": its mean accepted length, "alpha": its α}.
     """
     gs = _gammas(gamma_max)
-    fig = go.Figure()
+    fig = house_figure()
     fig.add_scatter(
         x=gs,
         y=[g + 1 for g in gs],
@@ -96,7 +96,6 @@ def tokens_per_iteration_curve_figure(
             hovertemplate="current trace: γ %{x}, %{y:.2f} tokens per iteration<extra></extra>",
         )
     fig.update_layout(
-        **LAYOUT,
         title=titled(f"Expected tokens per iteration at α = {alpha:.2f}  (Eq. 1)"),
         xaxis_title="γ (draft tokens per iteration)",
         yaxis_title="tokens per iteration (tokens)",
@@ -132,7 +131,7 @@ def walltime_curve_figure(
     ys = [walltime_improvement(alpha, g, c, v) for g in gs]
     best = best_gamma(alpha, c, gamma_max, v)
     top = max([*ys, 1.2])
-    fig = go.Figure()
+    fig = house_figure()
     fig.add_hrect(y0=0, y1=1, fillcolor=LOSS_SHADE, line_width=0, layer="below")
     fig.add_scatter(
         x=[gs[0], gs[-1]],
@@ -190,7 +189,6 @@ def walltime_curve_figure(
                 hovertemplate="current trace γ %{x}: measured %{y:.2f}×<extra></extra>",
             )
     fig.update_layout(
-        **LAYOUT,
         # Thm 3.8 is the paper's v = 1; any other v is this formula, not the theorem.
         title=titled((w["walltime_title"] if v == 1.0 else w["walltime_title_v"]).format(alpha=alpha, c=c, v=v)),
         xaxis_title=w["gamma_x"],
@@ -231,7 +229,7 @@ def alpha_c_plane_figure(
     it. The slider setting and the current trace are points on it; Table 4's rows are faint
     crosses for reference (measured with v = 1)."""
     alphas, cs, z = best_speedup_grid(c_max, gamma_max, steps, v)
-    fig = go.Figure()
+    fig = house_figure()
     fig.add_heatmap(
         x=alphas,
         y=cs,
@@ -281,7 +279,6 @@ def alpha_c_plane_figure(
             hovertemplate=f"current trace: α %{{x:.3f}}, c {measured['c']:.3f}<extra></extra>",
         )
     fig.update_layout(
-        **LAYOUT,
         title=titled(
             "Where speculative decoding pays: the best speedup over γ for each α and c"
             + ("" if v == 1.0 else f", at v = {v:.2f}")
@@ -323,7 +320,7 @@ def draft_training_figure(history: Sequence[dict[str, Any]], c: float, gamma_max
     "alpha_bench_prompts"?}, ...]."""
     steps = [h["step"] for h in history]
     alphas = [h["alpha"] for h in history]
-    fig = go.Figure()
+    fig = house_figure()
     fig.add_scatter(
         x=steps,
         y=alphas,
@@ -369,7 +366,6 @@ def draft_training_figure(history: Sequence[dict[str, Any]], c: float, gamma_max
         hovertemplate="step %{x}: %{y:.2f}× at best γ %{customdata}<extra></extra>",
     )
     fig.update_layout(
-        **LAYOUT,
         title=titled("The shipped draft along its training: α and the speedup it predicts"),
         xaxis_title="training step (optimiser updates)",
         yaxis={"title": {"text": glossary.ALPHA.label}, "range": [0, 1]},

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from specviz.charts.style import LAYOUT, P_COLOR, Q_COLOR, titled
+from specviz.charts.style import P_COLOR, Q_COLOR, house_figure, titled
 from specviz.charts.words import words
 from specviz.trace import Trace
 
@@ -52,7 +52,7 @@ def timeline_figure(trace: Trace, baseline: Trace | None = None, lang: str = "en
     lang: the language of its words (specviz.charts.words)."""
     w = words(lang)
     spec_row, base_row = w["row_spec"], w["row_base"]
-    fig = go.Figure()
+    fig = house_figure()
     common = tokens_in_common(trace, baseline)
     its = iterations_for(trace, common)
     spec = trace.mode == "speculative"
@@ -100,7 +100,6 @@ def timeline_figure(trace: Trace, baseline: Trace | None = None, lang: str = "en
     if not its:
         fig.add_annotation(text=w["no_iterations"], showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
     fig.update_layout(
-        **LAYOUT,
         barmode="overlay",
         bargap=0.35,
         uniformtext={"minsize": 10, "mode": "hide"},  # counts that do not fit a bar are left to the hover
