@@ -55,10 +55,9 @@ case "${1:-}" in
         # The whole suite, in three parts. Side by side: the compute tests on one pytest-xdist worker
         # per core, torch on one thread each (two processes each spinning two OpenMP threads on two
         # cores slow each other badly), and the browser tests in one process of their own, with one
-        # app server and one Chromium. The browser tests mostly wait on pages, so beside the compute
-        # tests they fill idle time instead of taking turns with them on the same workers; in one
-        # process rather than two halves they still end first, and the second app server and
-        # browser no longer take CPU from the compute tests (docs/reliability.md). Then the tests
+        # app server and one Chromium, not on the compute workers: the two parts share the two cores,
+        # and in one process rather than two halves the second app server and browser no longer take
+        # CPU from the compute tests (docs/reliability.md has what each part needs). Then the tests
         # that time the app (marked quiet), on their own.
         # --durations: each part lists its slowest tests, so a slow new test shows in every CI log.
         mkdir -p artifacts
