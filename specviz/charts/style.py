@@ -92,7 +92,8 @@ def house_figure() -> go.Figure:
     """An empty figure in the house LAYOUT, for a chart to add its traces and its own layout to.
     Given to the constructor, Plotly validates the whole layout, template included, in one go; the
     same LAYOUT given to update_layout after the traces walked the template key by key and took
-    twice as long (11.6 ms against 6.8 for a four-bar chart; most of a page's chart-building time)."""
+    twice as long (11.6 ms against 6.8 for a four-bar chart; the default example's timeline, three
+    acceptance charts and three step views took 86 ms, 56 with this)."""
     return go.Figure(layout=LAYOUT)
 
 
