@@ -277,7 +277,7 @@ def test_two_sessions_runs_in_the_app_path_are_batched_equal_solo_and_timed_solo
     trace, baseline, target, draft = results[0]
     assert speedup.speedup(trace, baseline) is None  # the batched timing gives no number
     # The fewest pairs a run gets (SPEEDUP_MIN_PAIRS) show the rule as well as the ten the app's
-    # 16 s budget gives this run, at a third of the cost.
+    # 16 s budget gives this run: the test took 11.1 s alone instead of 29.6 s.
     monkeypatch.setattr(speedup, "SPEEDUP_TIMED_SECONDS", 0.0)
     timing = running._time_more_pairs(settings[0], target, draft, trace, baseline)
     assert trace.extra["timing"]["pairs"][0]["batched"] is True
