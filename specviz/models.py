@@ -11,6 +11,7 @@ Loaded models are cached per process and never mutated: runs keep their KV cache
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import shutil
@@ -327,28 +328,20 @@ def hub_reachable() -> bool:
 # ----- pairs ------------------------------------------------------------------------------------
 
 
-# (id(target tokenizer), id(draft tokenizer)) -> (both tokenizers, kept so no id is reused, and
-# their vocabularies' sizes and differences, or None when they match). Reading a 49k-token
-# vocabulary takes 30 ms, and every decode with a draft model checks it. The oldest pairs are
-# forgotten past VOCABULARY_CHECKS_KEPT, so an app whose users try many custom models keeps no
-# tokenizer alive for ever.
-_vocabulary_checks: dict[tuple[int, int], tuple[Any, Any, tuple[int, int, int, int] | None]] = {}
-_vocabulary_checks_lock = threading.Lock()
+# Reading a 49k-token vocabulary takes 30 ms, and every decode with a draft model checks it, so the
+# result is remembered per pair of tokenizers (the cache holds them, so no id is reused). Only the
+# VOCABULARY_CHECKS_KEPT most recent pairs are kept: an app whose users try many custom models keeps
+# no tokenizer alive for ever. The distribution lab checks from several threads: lru_cache keeps
+# itself whole under them (two first calls at once may both read the vocabularies, harmlessly).
 VOCABULARY_CHECKS_KEPT = 16
 
 
+@functools.lru_cache(maxsize=VOCABULARY_CHECKS_KEPT)
 def _vocabulary_difference(target_tokenizer, draft_tokenizer) -> tuple[int, int, int, int] | None:
     """None when both tokenizers map the same tokens to the same ids; else (draft size, target
-    size, tokens only in the target, tokens only in the draft). Remembered per pair of tokenizers."""
-    key = (id(target_tokenizer), id(draft_tokenizer))
-    with _vocabulary_checks_lock:  # the distribution lab checks from several threads at once
-        if key not in _vocabulary_checks:
-            tv, dv = target_tokenizer.get_vocab(), draft_tokenizer.get_vocab()
-            difference = None if tv == dv else (len(dv), len(tv), len(set(tv) - set(dv)), len(set(dv) - set(tv)))
-            while len(_vocabulary_checks) >= VOCABULARY_CHECKS_KEPT:
-                _vocabulary_checks.pop(next(iter(_vocabulary_checks)))
-            _vocabulary_checks[key] = (target_tokenizer, draft_tokenizer, difference)
-        return _vocabulary_checks[key][2]
+    size, tokens only in the target, tokens only in the draft)."""
+    tv, dv = target_tokenizer.get_vocab(), draft_tokenizer.get_vocab()
+    return None if tv == dv else (len(dv), len(tv), len(set(tv) - set(dv)), len(set(dv) - set(tv)))
 
 
 def check_vocabulary(target: LoadedModel, draft: LoadedModel) -> None:

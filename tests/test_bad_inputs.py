@@ -112,7 +112,7 @@ def test_unknown_model_fails_fast_even_without_hf_hub_offline(monkeypatch):
 def test_a_tokenizer_mismatch_is_refused_every_time_and_remembered_pairs_are_bounded(tiny_pair):
     """The vocabulary check is remembered per pair of tokenizers (the lab checks it for every
     sample): a mismatch is still refused the second time, with the same counts, and past
-    VOCABULARY_CHECKS_KEPT pairs the oldest are forgotten."""
+    VOCABULARY_CHECKS_KEPT pairs the least recently used are forgotten."""
     import dataclasses
 
     from specviz import models
@@ -141,4 +141,4 @@ def test_a_tokenizer_mismatch_is_refused_every_time_and_remembered_pairs_are_bou
             dataclasses.replace(target, tokenizer=Tokenizer({"a": 0})),
             dataclasses.replace(target, tokenizer=Tokenizer({"a": 0})),
         )
-    assert len(models._vocabulary_checks) == models.VOCABULARY_CHECKS_KEPT
+    assert models._vocabulary_difference.cache_info().currsize == models.VOCABULARY_CHECKS_KEPT
