@@ -23,9 +23,17 @@ Batched timings never count. A run decoded batched with other sessions (specviz.
 config.batched, and a pass it shared, extra.batch.most_sessions > 1; `was_batched`) spent part of
 each verify phase waiting for their drafting and shared its passes, so its wall time is no solo
 run's. A pair with a batched run is marked "batched" and left out of every figure and every count:
-`extra.timing.wanted` is the solo pairs a run wants, so a batched first pair (the app's own run,
+`extra.timing.wanted` is the solo pairs a run wants (counted_pairs), so a batched first pair (the app's own run,
 when another session's shared it) does not take the place of one. A run with no solo pair has no
 speedup, c or v yet (`why_no_speedup` says so), until one is timed on the same settings.
+
+A disturbed pair does not count either, while undisturbed ones are enough. The app times its pairs
+in the server that also draws the pages, and a page drawn there while a pair ran (any script run,
+even the timing line's own poll) stalled whichever half it fell in: such a pair read 1.25× to 1.49×
+when it fell in the speculative half and up to 3.6× in the target alone's, where five identical
+runs read about 1.9× (docs/benchmarks.md). The app marks them `disturbed`; they take no place in
+`wanted`, and the figures leave them out as they leave out the streamed first pair, unless fewer
+than SPEEDUP_MIN_PAIRS others are in.
 """
 
 from __future__ import annotations
@@ -54,7 +62,7 @@ class Spread:
     high: float
     pairs: int  # the pairs these figures come from
     wanted: int  # pairs the run will have when its timing is complete
-    timed: int = 0  # solo pairs timed so far, a streamed first one included (0: the same as pairs)
+    timed: int = 0  # pairs that count (counted_pairs) timed so far, a streamed first one included (0: as pairs)
 
     @property
     def complete(self) -> bool:
@@ -79,16 +87,24 @@ class Costs:
 
 
 def pair_record(
-    speculative: dict, target_alone: dict, order: str, traced: bool, streamed: bool = False, batched: bool = False
+    speculative: dict,
+    target_alone: dict,
+    order: str,
+    traced: bool,
+    streamed: bool = False,
+    batched: bool = False,
+    disturbed: bool = False,
 ) -> dict[str, Any]:
     """One timed pair as a trace keeps it, from the two runs' summaries. `streamed`: the two ran
     while a page drew their tokens as they came (the app's own run: its first pair). `batched`:
-    either run shared its passes with other sessions (figures never use it)."""
+    either run shared its passes with other sessions (figures never use it). `disturbed`: a page was
+    drawn in the same process while the pair ran (see the module's docstring)."""
     return {
         "order": order,
         "traced": traced,
         "streamed": streamed,
         "batched": batched,
+        "disturbed": disturbed,
         "speculative": {k: speculative.get(k) for k in PAIR_FIELDS},
         "target_alone": {k: target_alone.get(k) for k in PAIR_FIELDS},
     }
@@ -112,9 +128,16 @@ def start_timing(trace: Any, baseline: Any, streamed: bool = False) -> dict[str,
     return trace.extra["timing"]
 
 
-def time_pair(run_speculative: Callable[[], Any], run_target_alone: Callable[[], Any], index: int, traced: bool):
+def time_pair(
+    run_speculative: Callable[[], Any],
+    run_target_alone: Callable[[], Any],
+    index: int,
+    traced: bool,
+    disturbed: Callable[[], bool] = lambda: False,
+):
     """Time pair number `index` (0-based): run both (each a call returning its Trace; `traced`
-    says whether they record a full trace), in the order order_of_pair gives; return its record."""
+    says whether they record a full trace), in the order order_of_pair gives; return its record.
+    `disturbed`, asked once both have run: whether something stalled them meanwhile (the app's pages)."""
     with _no_garbage_collection():
         if order_of_pair(index) == SPECULATIVE_FIRST:
             spec = run_speculative()
@@ -122,7 +145,9 @@ def time_pair(run_speculative: Callable[[], Any], run_target_alone: Callable[[],
         else:
             base = run_target_alone()
             spec = run_speculative()
-    return pair_record(spec.summary, base.summary, order_of_pair(index), traced, batched=was_batched(spec, base))
+    record = pair_record(spec.summary, base.summary, order_of_pair(index), traced, batched=was_batched(spec, base))
+    record["disturbed"] = disturbed()
+    return record
 
 
 def was_batched(*runs: Any) -> bool:
@@ -180,16 +205,21 @@ def timed_pairs(trace: Any, baseline: Any) -> list[dict]:
 
 
 def solo_pairs(pairs: list[dict]) -> list[dict]:
-    """The pairs that count: those whose runs decoded alone (a batched pair's times are no solo run's)."""
+    """The pairs whose runs decoded alone (a batched pair's times are no solo run's)."""
     return [p for p in pairs if not p.get("batched")]
 
 
+def counted_pairs(pairs: list[dict]) -> list[dict]:
+    """The pairs that count towards a run's `wanted`: solo and not disturbed."""
+    return [p for p in solo_pairs(pairs) if not p.get("disturbed")]
+
+
 def timing_progress(trace: Any) -> tuple[int, int] | None:
-    """(solo pairs in, solo pairs wanted) of a run whose timing was started, else None."""
+    """(pairs in that count, pairs wanted) of a run whose timing was started, else None."""
     timing = trace.extra.get("timing") or {}
     if "pairs" not in timing:
         return None
-    timed = len(solo_pairs(timing["pairs"]))
+    timed = len(counted_pairs(timing["pairs"]))
     return timed, max(timing.get("wanted") or 0, timed)
 
 
@@ -197,10 +227,11 @@ def figure_pairs(pairs: list[dict]) -> list[dict]:
     """The pairs a run's figures come from. Never a batched pair: its runs shared their passes
     with other sessions, so their times are no solo run's. A streamed pair ran while the page drew
     each new token (the speculative run's HTML every iteration, the target alone's progress bar),
-    which slowed the two unevenly; once SPEEDUP_MIN_PAIRS pairs timed without it are in, the figures
-    use those only. The trace keeps every pair."""
+    and a disturbed one while a page was drawn, which slowed the two unevenly; once
+    SPEEDUP_MIN_PAIRS pairs timed without either are in, the figures use those only. The trace
+    keeps every pair."""
     solo = solo_pairs(pairs)
-    quiet = [p for p in solo if not p.get("streamed")]
+    quiet = [p for p in counted_pairs(pairs) if not p.get("streamed")]
     return quiet if len(quiet) >= SPEEDUP_MIN_PAIRS else solo
 
 
@@ -218,7 +249,7 @@ def speedup_spread(trace: Any, baseline: Any) -> Spread | None:
     wanted = (trace.extra.get("timing") or {}).get("wanted") if trace.mode == "speculative" else None
     pairs = timed_pairs(trace, baseline)
     spread = spread_of_pairs(figure_pairs(pairs), wanted)
-    return None if spread is None else replace(spread, timed=len(solo_pairs(pairs)))
+    return None if spread is None else replace(spread, timed=len(counted_pairs(pairs)))
 
 
 def speedup(trace: Any, baseline: Any) -> float | None:

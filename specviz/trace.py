@@ -45,7 +45,8 @@ torch and round-trips through JSON unchanged. Field meanings (p is always the ta
                         so hover cards can show alternatives without a tokenizer
     extra.batch         a batched run only: most_sessions, the most decodes one of its passes served
                         (1: it met no other decode, and specviz.speedup times it as a solo run)
-    extra.timing        timed pairs (specviz.speedup); a pair's "batched" marks one figures skip
+    extra.timing        timed pairs (specviz.speedup); a pair's "batched" marks one figures skip,
+                        its "disturbed" one they skip while enough others are in
 
 With tracing off (benchmarks) `iterations` is empty and only the summary is filled.
 
@@ -454,7 +455,8 @@ def _validate_timing(timing: Any) -> None:
     for k, pair in enumerate(pairs):
         where = f"extra.timing.pairs[{k}]"
         _expect(isinstance(pair, dict), where, "an object with both runs' timings")
-        _expect(isinstance(pair.get("batched", False), bool), f"{where}.batched", "true or false")
+        for flag in ("batched", "disturbed"):
+            _expect(isinstance(pair.get(flag, False), bool), f"{where}.{flag}", "true or false")
         for run in ("speculative", "target_alone"):
             numbers = pair.get(run)
             _expect(isinstance(numbers, dict), f"{where}.{run}", "an object of timings")

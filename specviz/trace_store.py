@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 from specviz.errors import TraceError
-from specviz.speedup import solo_pairs
+from specviz.speedup import counted_pairs
 from specviz.trace import Trace
 
 ENV = "SPECVIZ_TRACE_STORE"  # the folder; unset: the app keeps traces in its own memory only
@@ -71,8 +71,8 @@ class TraceStore:
         timing = data.get("extra", {}).get("timing")
         if isinstance(timing, dict) and isinstance(timing.get("pairs"), list):
             # What is in is this file's timing: a replica that stops never adds the pairs still due.
-            # Wanted counts solo pairs only (specviz.speedup): a batched first pair takes no place.
-            timing["wanted"] = len(solo_pairs(timing["pairs"]))
+            # Wanted counts solo, undisturbed pairs only (specviz.speedup): a batched first pair takes no place.
+            timing["wanted"] = len(counted_pairs(timing["pairs"]))
         self._write(self._path(trace_id), data)
         self._prune()
 

@@ -7,6 +7,11 @@
   written into the run's trace as they come, and the page's timing line (render._timing_status)
   shows how many are in.
 
+A page drawn in this server while a pair runs stalls it (the script run takes Python's lock and a
+core from the decode being timed), so `page_drawing` marks every script run, the timing worker
+starts a pair when none is running, and a pair that met one is marked disturbed and timed again
+(specviz.speedup), at most as many times as the run wants pairs.
+
 The extra pairs are low priority: each waits until no other session's decode is queued at the
 device gate (specviz.gate), so a class's first runs are never held up by anyone's timing. Batched
 runs holding the gate together count as queued, so the pairs wait for the last of them. And the
@@ -17,12 +22,14 @@ first pair never counts, specviz.speedup), and these are the pairs its speedup c
 from __future__ import annotations
 
 import atexit
+import functools
 import importlib
 import queue
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
@@ -82,6 +89,53 @@ def _quietly(load: Callable[[], None]) -> Callable[[], None]:
             pass
 
     return run
+
+
+class PageActivity:
+    """The script runs (pages and fragments) in progress in this server, and how many have begun."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._running = 0
+        self._begun = 0
+
+    @contextmanager
+    def drawing(self) -> Iterator[None]:
+        with self._changed:
+            self._running += 1
+            self._begun += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._running -= 1
+                self._changed.notify_all()
+
+    def wait_until_idle(self, timeout: float) -> int:
+        """Wait (at most `timeout` s) until no script runs; return the count begun, for `quiet_since`."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._running == 0, timeout)
+            return self._begun
+
+    def quiet_since(self, begun: int) -> bool:
+        """Whether no script ran since wait_until_idle returned `begun`."""
+        with self._changed:
+            return self._running == 0 and self._begun == begun
+
+
+PAGE_ACTIVITY = PageActivity()
+QUIET_WAIT_S = 5.0  # the longest a timing pair waits for the pages' script runs to end
+
+
+def page_drawing(draw: Callable) -> Callable:
+    """Mark a fragment's reruns as script runs (the main script uses PAGE_ACTIVITY.drawing)."""
+
+    @functools.wraps(draw)
+    def marked(*args, **kwargs):
+        with PAGE_ACTIVITY.drawing():
+            return draw(*args, **kwargs)
+
+    return marked
 
 
 _live: weakref.WeakSet[TimingPairs] = weakref.WeakSet()
@@ -163,20 +217,33 @@ class TimingPairs:
         timing = self.trace.extra["timing"]
         try:
             self._stop.wait(SETTLE_S)  # the page draws the finished run first; timing beside it is noise
-            # "wanted" counts solo pairs: a batched first pair (the app's run decodes batched) takes
-            # no place, so the run still gets its full count of pairs a speedup may come from.
-            while len(speedup.solo_pairs(timing["pairs"])) < timing["wanted"] and not self._stop.is_set():
+            # "wanted" counts solo, undisturbed pairs: a batched first pair (the app's run decodes
+            # batched) or a disturbed one takes no place, so the run still gets its full count of
+            # pairs a speedup may come from; it stops after `wanted` disturbed ones, so a busy server ends.
+            disturbed, most_disturbed = 0, timing["wanted"]
+            while len(speedup.counted_pairs(timing["pairs"])) < timing["wanted"] and not self._stop.is_set():
                 self._wait_for_idle_gate()
                 if self._stop.is_set() or not self.wanted():
                     return
-                pair = speedup.time_pair(self.run_speculative, self.run_target_alone, len(timing["pairs"]), traced=True)
-                if not self._stop.is_set():
-                    timing["pairs"].append(pair)
+                begun = PAGE_ACTIVITY.wait_until_idle(QUIET_WAIT_S)
+                pair = speedup.time_pair(
+                    self.run_speculative,
+                    self.run_target_alone,
+                    len(timing["pairs"]),
+                    traced=True,
+                    disturbed=lambda begun=begun: not PAGE_ACTIVITY.quiet_since(begun),
+                )
+                if self._stop.is_set():
+                    return
+                timing["pairs"].append(pair)
+                disturbed += pair["disturbed"]
+                if disturbed >= most_disturbed:
+                    return
         except Exception as exc:  # noqa: BLE001 - a failed extra pair must not cost the run on show
             timing["stopped"] = f"{type(exc).__name__}: {exc}"
         finally:
             # What is in is the run's timing now (normally all it wanted).
-            timing["wanted"] = len(speedup.solo_pairs(timing["pairs"]))
+            timing["wanted"] = len(speedup.counted_pairs(timing["pairs"]))
             self._done.set()
 
     def _wait_for_idle_gate(self) -> None:

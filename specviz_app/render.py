@@ -17,12 +17,15 @@ from specviz.charts.stream import escaped_text, legend_html, statuses_in, token_
 from specviz.charts.tokens import md_escape
 from specviz.sameness import sameness_of, sentence_for
 from specviz.speedup import speedup_spread
-from specviz_app import keys, session
+from specviz_app import background, keys, session
 
 # Absolute, so a link finds its page whichever main script serves the app (`specviz app` runs
 # specviz_app/app.py, `streamlit run app.py` the root's app.py, which runs it).
 PAGES_DIR = Path(__file__).resolve().parent / "app_pages"
-TIMING_POLL_S = 2.0  # how often a page looks for the timing pairs that came in (a small fragment rerun)
+# How often a page looks for the timing pairs that came in (a small fragment rerun). Each poll is a
+# script run, and the pair it meets is timed again (specviz_app/background.py): every 2 s, half the
+# pairs of a default run met one and its timing took twice as long; every 5 s, about one in five.
+TIMING_POLL_S = 5.0
 # How often a running decode redraws its page at most (the token stream and the progress bar). The
 # stream is sent whole each time: redrawn every iteration, one page streaming a 400-token run kept
 # its browser half a core busy (8.2 CPU s in 15 s; 3.0 at this rate).
@@ -66,6 +69,7 @@ def side_by_side(trace, baseline) -> None:
     right.html(f"<div class='sv-plain'>{escaped_text(baseline.output_text)}</div>")
 
 
+@background.page_drawing  # a poll is a script run too: the pair it meets is timed again
 def _timing_status(loaded, drawn_with_speedup: bool) -> None:
     """While the run's further pairs are timed: how many are in and the speedup so far. The whole
     page is drawn again once the last pair is in, so every number on it agrees, and once the first

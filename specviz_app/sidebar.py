@@ -12,7 +12,7 @@ import os
 import streamlit as st
 
 from specviz import trace_store
-from specviz_app import keys, params
+from specviz_app import background, keys, params
 from specviz_app.params import Settings
 
 
@@ -158,6 +158,7 @@ def render() -> Settings:
 
 
 @st.fragment(run_every=60)
+@background.page_drawing
 def _reconnect_beacon() -> None:
     """Draws nothing. On reconnecting, Streamlit's page asks the server for a full rerun only if it
     holds a fragment that reruns by itself (else it assumes its session was resumed). Behind the

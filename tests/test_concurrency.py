@@ -394,3 +394,66 @@ def test_the_estimate_counts_a_full_batch_as_one_round(monkeypatch):
     for th in threads:
         th.join(10)
     assert gate.waiting() == 0
+
+
+def test_a_pair_a_page_was_drawn_beside_is_timed_again_and_a_busy_server_still_ends(monkeypatch):
+    """The timing worker waits for a script run in progress to end before a pair; a pair during
+    which a page was drawn (a script run began) is marked disturbed and timed again, at most as many
+    times as pairs are wanted, so a server whose pages never stop drawing still ends its timing."""
+    from specviz import speedup
+    from specviz_app import background
+
+    monkeypatch.setattr(background, "SETTLE_S", 0.0)
+    monkeypatch.setattr(background, "PAGE_ACTIVITY", background.PageActivity())
+
+    def timed(draw_on_calls: set[int]) -> tuple[list[dict], list[str]]:
+        """Three pairs wanted; the speculative decodes numbered in `draw_on_calls` meet a page draw."""
+        calls: list[str] = []
+        speculative = _fake_run("speculative", calls)
+
+        def run_speculative():
+            if calls.count("speculative") in draw_on_calls:
+                with background.PAGE_ACTIVITY.drawing():
+                    pass
+            return speculative()
+
+        trace, base = _fake_run("speculative", [])(), _fake_run("autoregressive", [])()
+        speedup.start_timing(trace, base)
+        trace.extra["timing"]["wanted"] = 4  # the run's own pair and three more
+        timing = background.TimingPairs(trace, "test-disturbed", run_speculative, _fake_run("autoregressive", calls))
+        timing.start().join(10)
+        assert not timing.running()
+        return trace.extra["timing"], calls
+
+    timing, calls = timed({1})  # the second pair met a page draw
+    assert [p["disturbed"] for p in timing["pairs"]] == [False, False, True, False, False]
+    assert timing["wanted"] == 4 and len(calls) == 8
+
+    timing, calls = timed(set(range(100)))  # every pair met one: it stops after as many as it wanted (4)
+    assert [p["disturbed"] for p in timing["pairs"][1:]] == [True] * 4
+    assert timing["wanted"] == 1  # only the run's own pair counts; the figures fall back to every solo pair
+
+    # A script run in progress holds the next pair back until it ends.
+    drawing, release = threading.Event(), threading.Event()
+
+    def page() -> None:
+        with background.PAGE_ACTIVITY.drawing():
+            drawing.set()
+            release.wait(10)
+
+    drawer = threading.Thread(target=page)
+    drawer.start()
+    drawing.wait(10)
+    calls = []
+    trace, base = _fake_run("speculative", [])(), _fake_run("autoregressive", [])()
+    speedup.start_timing(trace, base)
+    trace.extra["timing"]["wanted"] = 2
+    timing = background.TimingPairs(
+        trace, "test-disturbed", _fake_run("speculative", calls), _fake_run("autoregressive", calls)
+    ).start()
+    time.sleep(0.5)
+    assert calls == [] and timing.running()
+    release.set()
+    drawer.join(10)
+    timing.join(10)
+    assert len(calls) == 2 and [p["disturbed"] for p in trace.extra["timing"]["pairs"]] == [False, False]

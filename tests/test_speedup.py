@@ -291,3 +291,25 @@ def test_a_stored_batched_run_keeps_its_count_of_solo_pairs(tmp_path):
     assert again.extra["timing"]["wanted"] == 1 and len(again.extra["timing"]["pairs"]) == 2
     spread = speedup.speedup_spread(again, base)
     assert spread.complete and spread.median == pytest.approx(2.0)
+
+
+def test_disturbed_pairs_take_no_place_and_leave_the_figures_while_enough_others_are_in():
+    """A pair a page was drawn beside (specviz_app.background marks it disturbed) reads too low or
+    too high: it does not count towards the pairs wanted, and the figures leave it out as long as
+    SPEEDUP_MIN_PAIRS undisturbed pairs (the streamed first one aside) are in."""
+    trace, base = example()
+    streamed = speedup.pair_record(run(wall_ms=100.0), pair(0, 100.0)["target_alone"], "x", True, streamed=True)
+    stalled_spec = dict(pair(80.0, 100.0), disturbed=True)  # 1.25×: the page stalled the speculative half
+    stalled_base = dict(pair(25.0, 100.0), disturbed=True)  # 4.0×: it stalled the target alone
+    quiet = [pair(50.0, 100.0), pair(50.0, 100.0)]  # 2.0× each
+    trace.extra["timing"] = {"pairs": [streamed, stalled_spec, *quiet, stalled_base], "wanted": 4}
+    assert speedup.timing_progress(trace) == (3, 4)  # the streamed pair and two quiet ones count
+    spread = speedup.speedup_spread(trace, base)
+    # Two quiet pairs are fewer than SPEEDUP_MIN_PAIRS (3): every solo pair is in the figures.
+    assert SPEEDUP_MIN_PAIRS == 3 and (spread.pairs, spread.low, spread.high, spread.timed) == (5, 1.0, 4.0, 3)
+    trace.extra["timing"]["pairs"].append(pair(40.0, 100.0))  # 2.5×
+    spread = speedup.speedup_spread(trace, base)
+    assert (spread.median, spread.low, spread.high, spread.pairs, spread.timed) == (2.0, 2.0, 2.5, 3, 4)
+    assert spread.complete
+    costs = speedup.measured_costs(trace, base)
+    assert costs.iteration == pytest.approx(50.0 / 5 / 9.0)  # the quiet pairs' median, not a stalled one's
