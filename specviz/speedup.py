@@ -115,7 +115,9 @@ def order_of_pair(index: int) -> str:
     return SPECULATIVE_FIRST if index % 2 == 0 else TARGET_FIRST
 
 
-def start_timing(trace: Any, baseline: Any, streamed: bool = False) -> dict[str, Any]:
+def start_timing(
+    trace: Any, baseline: Any, streamed: bool = False, timed_seconds: float = SPEEDUP_TIMED_SECONDS
+) -> dict[str, Any]:
     """Make a run and its baseline the first timed pair of the run; returns trace.extra["timing"],
     whose "wanted" says how many solo pairs it should have in all (pairs_wanted; a batched pair
     never counts, so a batched run still gets that many solo ones). `streamed`: the run drew its
@@ -124,7 +126,7 @@ def start_timing(trace: Any, baseline: Any, streamed: bool = False) -> dict[str,
     batched = was_batched(trace, baseline)
     first = pair_record(trace.summary, baseline.summary, SPECULATIVE_FIRST, traced, streamed, batched)
     seconds = (trace.summary["wall_ms"] + baseline.summary["wall_ms"]) / 1000
-    trace.extra["timing"] = {"pairs": [first], "wanted": pairs_wanted(seconds)}
+    trace.extra["timing"] = {"pairs": [first], "wanted": pairs_wanted(seconds, timed_seconds)}
     return trace.extra["timing"]
 
 
@@ -182,12 +184,12 @@ def _no_garbage_collection():
             gc.enable()
 
 
-def pairs_wanted(first_pair_seconds: float) -> int:
-    """How many pairs a run gets: enough that short runs have SPEEDUP_TIMED_SECONDS of timing in
-    all (their single timings are the noisiest), between SPEEDUP_MIN_PAIRS and SPEEDUP_MAX_PAIRS."""
+def pairs_wanted(first_pair_seconds: float, timed_seconds: float = SPEEDUP_TIMED_SECONDS) -> int:
+    """How many pairs a run gets: enough that short runs have `timed_seconds` of timing in all
+    (their single timings are the noisiest), between SPEEDUP_MIN_PAIRS and SPEEDUP_MAX_PAIRS."""
     if first_pair_seconds <= 0:
         return SPEEDUP_MAX_PAIRS
-    wanted = math.ceil(SPEEDUP_TIMED_SECONDS / first_pair_seconds)
+    wanted = math.ceil(timed_seconds / first_pair_seconds)
     return max(SPEEDUP_MIN_PAIRS, min(SPEEDUP_MAX_PAIRS, wanted))
 
 

@@ -24,7 +24,10 @@ from __future__ import annotations
 import atexit
 import functools
 import importlib
+import math
+import os
 import queue
+import sys
 import threading
 import time
 import weakref
@@ -34,10 +37,15 @@ from contextlib import contextmanager
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
 from specviz import speedup
+from specviz.config import SPEEDUP_TIMED_SECONDS
 from specviz.gate import device_gate
 
 _preload_lock = threading.Lock()
 _preload_thread: threading.Thread | None = None
+# SPECVIZ_TIMING_SECONDS=s: about how many seconds of timing pairs a run gets (speedup.pairs_wanted,
+# config.SPEEDUP_TIMED_SECONDS by default; 0 gives every run the fewest, SPEEDUP_MIN_PAIRS). For a
+# server whose CPU is wanted elsewhere: the browser tests that do not time the app use 0.
+TIMING_SECONDS_ENV = "SPECVIZ_TIMING_SECONDS"
 IDLE_POLL_S = 0.2  # how often a waiting timing pair looks at the gate again
 SETTLE_S = 1.0  # the pause before a run's further pairs, while its page is drawn
 # Imported on the page's own thread before the preload starts: both the pages (Streamlit's tables,
@@ -60,6 +68,27 @@ def preload(load: Callable[[], None]) -> None:
         # The opening session's context, so Streamlit's model cache works from this thread as from a page.
         add_script_run_ctx(_preload_thread, get_script_run_ctx())
         _preload_thread.start()
+
+
+def timing_seconds() -> float:
+    """The seconds of timing a run gets: SPECVIZ_TIMING_SECONDS when set, else the default."""
+    return _timing_seconds_from(os.environ.get(TIMING_SECONDS_ENV, "").strip())
+
+
+@functools.lru_cache(maxsize=4)  # the server's log says once what is wrong with a value
+def _timing_seconds_from(value: str) -> float:
+    try:
+        seconds = float(value) if value else SPEEDUP_TIMED_SECONDS
+    except ValueError:
+        seconds = -1.0
+    if math.isfinite(seconds) and seconds >= 0:
+        return seconds
+    print(
+        f"{TIMING_SECONDS_ENV}={value!r} is not a number of seconds >= 0: the app times "
+        f"{SPEEDUP_TIMED_SECONDS:g} s of pairs per run. Unset it, or set it to e.g. 0 (the fewest pairs).",
+        file=sys.stderr,
+    )
+    return SPEEDUP_TIMED_SECONDS
 
 
 def session_alive() -> Callable[[], bool]:

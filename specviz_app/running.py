@@ -176,7 +176,8 @@ def _time_more_pairs(settings: Settings, target, draft, trace, baseline) -> back
     """The run is the first timed pair (specviz.speedup); the others run in the background on the
     same settings, traced as the first was, so every pair is timed alike. They decode solo (no
     batched=True): when the run was batched, its pair is marked so and these alone give the speedup."""
-    speedup.start_timing(trace, baseline, streamed=True)  # the page drew its tokens as they came
+    # streamed: the page drew its tokens as they came
+    speedup.start_timing(trace, baseline, streamed=True, timed_seconds=background.timing_seconds())
     from specviz.decoder import autoregressive_generate, speculative_generate
 
     kwargs = settings.decode_kwargs()

@@ -457,3 +457,17 @@ def test_a_pair_a_page_was_drawn_beside_is_timed_again_and_a_busy_server_still_e
     drawer.join(10)
     timing.join(10)
     assert len(calls) == 2 and [p["disturbed"] for p in trace.extra["timing"]["pairs"]] == [False, False]
+
+
+def test_the_timing_seconds_come_from_the_environment_when_they_are_a_number(monkeypatch, capsys):
+    from specviz.config import SPEEDUP_TIMED_SECONDS
+    from specviz_app import background
+
+    monkeypatch.delenv(background.TIMING_SECONDS_ENV, raising=False)
+    assert background.timing_seconds() == SPEEDUP_TIMED_SECONDS
+    for value, seconds in (("0", 0.0), ("4.5", 4.5), ("-1", SPEEDUP_TIMED_SECONDS), ("nan", SPEEDUP_TIMED_SECONDS)):
+        monkeypatch.setenv(background.TIMING_SECONDS_ENV, value)
+        assert background.timing_seconds() == seconds, value
+    monkeypatch.setenv(background.TIMING_SECONDS_ENV, "fast")
+    assert background.timing_seconds() == SPEEDUP_TIMED_SECONDS
+    assert "SPECVIZ_TIMING_SECONDS='fast' is not a number of seconds >= 0" in capsys.readouterr().err
