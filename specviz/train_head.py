@@ -364,9 +364,8 @@ class HeldOutText:
     @torch.no_grad()
     def measure(self, head: DraftHead, gamma: int = 4) -> dict:
         head.eval()
-        alpha = self._per_position(head, self.sampled, "beta")
-        agree = self._per_position(head, self.greedy, "agree")
-        accepted = self._greedy_accepted_length(head, gamma)
+        alpha = self._sampled_alpha(head)
+        agree, accepted = self._greedy_agreement_and_accepted_length(head, gamma)
         head.train()
         return {
             "alpha_by_position": [round(a, 4) for a in alpha],
@@ -380,34 +379,41 @@ class HeldOutText:
             ids, feats, mask = pad_batch([s], self.device)
             outs = unrolled(head, ids, feats, self.positions)
             p = torch.softmax(feats[0, 1:, -embed.shape[1] :] @ embed.T, dim=-1)  # [N - 1, V] exact target p at T=1
-            yield s, mask[0, :-1], p, outs
+            yield mask[0, :-1], p, outs
 
-    def _per_position(self, head, seqs, kind) -> list[float]:
+    def _valid(self, mask, k: int):
+        """The answer positions a draft at position k is measured at: k tokens of history at least."""
+        return mask & (torch.arange(mask.shape[0], device=mask.device) >= k)
+
+    def _sampled_alpha(self, head) -> list[float]:
+        """Mean beta = sum min(p, q) per draft position over the sampled answers."""
         sums, counts = [0.0] * self.positions, [0] * self.positions
-        for _s, mask, p, outs in self._runs(head, seqs):
+        for mask, p, outs in self._runs(head, self.sampled):
             for k, f_hat in enumerate(outs):
                 q = torch.zeros_like(p)
                 q[:, head.subset] = torch.softmax(head.lm_head(f_hat[0, :-1]).float(), dim=-1)  # [N - 1, V]
-                valid = mask & (torch.arange(mask.shape[0], device=mask.device) >= k)
-                if kind == "beta":
-                    values = torch.minimum(p, q).sum(-1)
-                else:
-                    values = (p.argmax(-1) == q.argmax(-1)).float()
-                sums[k] += float(values[valid].sum())
+                valid = self._valid(mask, k)
+                sums[k] += float(torch.minimum(p, q).sum(-1)[valid].sum())
                 counts[k] += int(valid.sum())
         return [s / c if c else 0.0 for s, c in zip(sums, counts, strict=True)]
 
-    def _greedy_accepted_length(self, head, gamma: int) -> float:
-        """Mean tokens per iteration at T=0 and gamma draft positions over chains starting at every
-        answer position of the greedy text: 1 + the run of leading drafts equal to the argmax."""
+    def _greedy_agreement_and_accepted_length(self, head, gamma: int) -> tuple[list[float], float]:
+        """Over the greedy answers, in one pass: how often the draft's argmax equals the target's at
+        each position, and the mean tokens per iteration at T=0 and gamma draft positions over chains
+        starting at every answer position (1 + the run of leading drafts equal to the argmax)."""
         outs_needed = min(gamma, self.positions)
+        sums, counts = [0.0] * self.positions, [0] * self.positions
         total, chains = 0.0, 0
-        for _s, mask, p, outs in self._runs(head, self.greedy):
+        for mask, p, outs in self._runs(head, self.greedy):
             argmax_p = p.argmax(-1)  # [N - 1]
-            hits = []
-            for k in range(outs_needed):
-                draft = head.subset[head.lm_head(outs[k][0, :-1]).argmax(-1)]  # [N - 1]
-                hits.append(draft == argmax_p)
+            for k, f_hat in enumerate(outs):
+                q = torch.zeros_like(p)
+                q[:, head.subset] = torch.softmax(head.lm_head(f_hat[0, :-1]).float(), dim=-1)  # [N - 1, V]
+                valid = self._valid(mask, k)
+                sums[k] += float((argmax_p == q.argmax(-1)).float()[valid].sum())
+                counts[k] += int(valid.sum())
+            # [N - 1] each: the draft at position k equals the target's argmax
+            hits = [head.subset[head.lm_head(f[0, :-1]).argmax(-1)] == argmax_p for f in outs[:outs_needed]]
             n = argmax_p.shape[0]
             for start in mask.nonzero()[:, 0].tolist():
                 run = 0
@@ -415,7 +421,8 @@ class HeldOutText:
                     run += 1
                 total += 1 + run
                 chains += 1
-        return total / chains if chains else 0.0
+        agree = [s / c if c else 0.0 for s, c in zip(sums, counts, strict=True)]
+        return agree, total / chains if chains else 0.0
 
 
 # ----- the recipe -------------------------------------------------------------------------------
