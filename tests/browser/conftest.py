@@ -89,7 +89,7 @@ def pytest_collection_modifyitems(items):
 
 
 @pytest.fixture
-def fresh_app_url(app_url):
+def fresh_app_url(request, app_url):
     """An app server no page has opened yet: the session's own when no test used it before (a
     fresh_app test comes first), else one started for this test alone (its log: app-fresh.log)."""
     if app_url not in SERVED:
@@ -131,7 +131,7 @@ def browser():
 
 
 @pytest.fixture
-def new_page(browser, app_url):
+def new_page(browser, request):
     """new_page(query, path=...) -> a fresh browser context (its own Streamlit session) showing the app."""
     contexts = []
 
@@ -146,8 +146,9 @@ def new_page(browser, app_url):
         contexts.append(ctx)
         page = ctx.new_page()
         page.set_default_timeout(60_000)
-        SERVED.add(app_url)
-        url = app_url + "/" + path
+        base = request.getfixturevalue("app_url")
+        SERVED.add(base)
+        url = base + "/" + path
         if query:
             url += "?" + urllib.parse.urlencode(query)
         page.goto(url)
