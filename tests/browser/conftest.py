@@ -21,16 +21,7 @@ import pytest
 
 from specviz_app.replicas import free_port, healthy  # the app's own port and health checks
 
-from .helpers import (
-    APP_LOG,
-    ARTIFACTS,
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    RUN_TIMEOUT_MS,
-    SCREENSHOTS,
-    assert_no_traceback,
-    wait_idle,
-)
+from .helpers import APP_LOG, CHROMIUM, CHROMIUM_ARGS, RUN_TIMEOUT_MS, SCREENSHOTS, assert_no_traceback, wait_idle
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,27 +70,6 @@ def app_url():
         yield url
 
 
-SERVED: set[str] = set()  # the app servers a page was opened on
-
-
-def pytest_collection_modifyitems(items):
-    """Tests that need an app no page has opened yet (marked fresh_app) come first, so the session's
-    own server can be theirs (fresh_app_url) instead of a second one started for them."""
-    items.sort(key=lambda item: item.get_closest_marker("fresh_app") is None)  # stable: the rest keep their order
-
-
-@pytest.fixture
-def fresh_app_url(request, app_url):
-    """An app server no page has opened yet: the session's own when no test used it before (a
-    fresh_app test comes first), else one started for this test alone (its log: app-fresh.log)."""
-    if app_url not in SERVED:
-        SERVED.add(app_url)
-        yield app_url
-        return
-    with serve_app(ARTIFACTS / "app-fresh.log") as url:
-        yield url
-
-
 @pytest.fixture(autouse=True)
 def app_log_has_no_traceback(request):
     """The part of the app log written during each browser test holds no traceback."""
@@ -116,12 +86,7 @@ def app_log_has_no_traceback(request):
 
 
 @pytest.fixture(scope="session")
-def browser():
-    """One Chromium for the session. Launched before the app (a fresh_app test asks for it first):
-    its start-up work otherwise ran beside a fresh app's first Run: the first speedup came 6.4 to 9.0 s
-    after the click in six runs, and 5.4 to 7.6 s in seven with Chromium launched first (the bar is 8 s)."""
-    if not Path(CHROMIUM).is_file():
-        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (./dev.sh test does)")
+def browser(app_url):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
@@ -146,9 +111,7 @@ def new_page(browser, request):
         contexts.append(ctx)
         page = ctx.new_page()
         page.set_default_timeout(60_000)
-        base = request.getfixturevalue("app_url")
-        SERVED.add(base)
-        url = base + "/" + path
+        url = request.getfixturevalue("app_url") + "/" + path
         if query:
             url += "?" + urllib.parse.urlencode(query)
         page.goto(url)
