@@ -14,6 +14,7 @@ from specviz.charts.lab import SIGNIFICANCE
 from .helpers import assert_no_traceback, main_text, shot, wait_idle
 
 pytestmark = pytest.mark.browser
+LAB_SAMPLES = 100
 
 # Elements whose text Streamlit cuts with an ellipsis when it does not fit.
 CUT_TEXT = """() => [...document.querySelectorAll(
@@ -42,6 +43,13 @@ def test_the_lab_comparison_shows_every_number_in_full(new_page):
     page = new_page(path="lab")
     page.locator('[data-testid="stMain"] label', has_text="Toy pair").first.click()
     wait_idle(page)
+    # The page's layout and words are under test here, not the test's power (tests/test_lab.py and
+    # tests/test_app_issue5.py check the statistics): fewer samples than the toy's default 500.
+    samples = page.locator('[data-testid="stMain"]').get_by_role("spinbutton", name="n (samples)")
+    samples.fill(str(LAB_SAMPLES))
+    samples.press("Tab")
+    page.wait_for_timeout(400)
+    wait_idle(page)
     # The page says about how long a run takes (it promised "a few seconds" and took 32 s).
     promise = re.search(r"about (\d+) s for one rule, (\d+) s for all four", main_text(page))
     assert promise and "a few seconds" not in main_text(page), main_text(page)[:2000]
@@ -60,7 +68,7 @@ def test_the_lab_comparison_shows_every_number_in_full(new_page):
     # The control (the target alone): never "should not be rejected" beside a p-value that was.
     assert "should not be rejected" not in text
     control = re.search(r"Target alone \((\d+) samples\): p-value ([0-9.e+-]+)", text)
-    assert control, text[-3000:]
+    assert control and int(control[1]) == LAB_SAMPLES, text[-3000:]
     if float(control[2]) < SIGNIFICANCE:
         assert "false alarm" in text and "1 time in 100" in text, text[-3000:]
     else:
