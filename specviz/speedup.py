@@ -147,9 +147,8 @@ def time_pair(
         else:
             base = run_target_alone()
             spec = run_speculative()
-    record = pair_record(spec.summary, base.summary, order_of_pair(index), traced, batched=was_batched(spec, base))
-    record["disturbed"] = disturbed()
-    return record
+    batched = was_batched(spec, base)
+    return pair_record(spec.summary, base.summary, order_of_pair(index), traced, batched=batched, disturbed=disturbed())
 
 
 def was_batched(*runs: Any) -> bool:
