@@ -407,7 +407,7 @@ def test_a_pair_a_page_was_drawn_beside_is_timed_again_and_a_busy_server_still_e
     monkeypatch.setattr(background, "PAGE_ACTIVITY", background.PageActivity())
 
     def timed(draw_on_calls: set[int]) -> tuple[list[dict], list[str]]:
-        """Three pairs wanted; the speculative decodes numbered in `draw_on_calls` meet a page draw."""
+        """Three more pairs wanted; the speculative decodes numbered in `draw_on_calls` meet a page draw."""
         calls: list[str] = []
         speculative = _fake_run("speculative", calls)
 
