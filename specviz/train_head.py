@@ -385,13 +385,19 @@ class HeldOutText:
         """The answer positions a draft at position k is measured at: k tokens of history at least."""
         return mask & (torch.arange(mask.shape[0], device=mask.device) >= k)
 
+    @staticmethod
+    def _draft_q(head, p, f_hat):
+        """The head's q over the whole vocabulary at every position (0 outside its subset)."""
+        q = torch.zeros_like(p)
+        q[:, head.subset] = torch.softmax(head.lm_head(f_hat[0, :-1]).float(), dim=-1)  # [N - 1, V]
+        return q
+
     def _sampled_alpha(self, head) -> list[float]:
         """Mean beta = sum min(p, q) per draft position over the sampled answers."""
         sums, counts = [0.0] * self.positions, [0] * self.positions
         for mask, p, outs in self._runs(head, self.sampled):
             for k, f_hat in enumerate(outs):
-                q = torch.zeros_like(p)
-                q[:, head.subset] = torch.softmax(head.lm_head(f_hat[0, :-1]).float(), dim=-1)  # [N - 1, V]
+                q = self._draft_q(head, p, f_hat)
                 valid = self._valid(mask, k)
                 sums[k] += float(torch.minimum(p, q).sum(-1)[valid].sum())
                 counts[k] += int(valid.sum())
@@ -407,8 +413,7 @@ class HeldOutText:
         for mask, p, outs in self._runs(head, self.greedy):
             argmax_p = p.argmax(-1)  # [N - 1]
             for k, f_hat in enumerate(outs):
-                q = torch.zeros_like(p)
-                q[:, head.subset] = torch.softmax(head.lm_head(f_hat[0, :-1]).float(), dim=-1)  # [N - 1, V]
+                q = self._draft_q(head, p, f_hat)
                 valid = self._valid(mask, k)
                 sums[k] += float((argmax_p == q.argmax(-1)).float()[valid].sum())
                 counts[k] += int(valid.sum())
