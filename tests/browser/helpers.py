@@ -77,6 +77,16 @@ def goto_page(page, title: str) -> None:
     assert_no_traceback(page)
 
 
+# The pages whose sidebar has the Run button (the lab and the lesson run nothing of the sidebar's).
+RUN_PAGES = ["Playground", "Step inspector", "Timeline", "Acceptance", "Traces", "Theory", "Sweep", "Drafters"]
+
+
+def run_button_in_sight(page, height: int) -> bool:
+    """Whether the sidebar's Run button lies wholly inside a viewport `height` pixels tall, unscrolled."""
+    box = page.locator('[data-testid="stSidebar"] button', has_text="Run").first.bounding_box()
+    return bool(box) and box["y"] >= 0 and box["y"] + box["height"] <= height
+
+
 def click_run(page, timeout_ms: int = RUN_TIMEOUT_MS) -> None:
     page.locator('[data-testid="stSidebar"] button', has_text="Run").first.click()
     page.wait_for_timeout(500)

@@ -15,6 +15,7 @@ from specviz.config import DEFAULT_GAMMA
 from specviz.trace import validate
 
 from .helpers import (
+    RUN_PAGES,
     assert_no_traceback,
     click_run,
     download,
@@ -22,6 +23,7 @@ from .helpers import (
     main_text,
     nav_titles,
     nudge_slider,
+    run_button_in_sight,
     shot,
     showing,
     slider_value,
@@ -69,8 +71,9 @@ def test_first_visit_shows_an_example_on_every_page(new_page):
 
 
 def test_playground_run_every_page_download_and_upload(new_page, greedy_reference):
-    """Run the default pair (a shared link with max_new=12), read the tokens and numbers, open every page,
-    step through iterations, download the trace, check it, upload it again, then change γ and temperature."""
+    """Run the default pair (a shared link with max_new=12), read the tokens and numbers, open every page
+    (the Run button in sight on each that runs), step through iterations, download the trace, check it,
+    upload it again, then change γ and temperature."""
     prompt = "List three fruits."
     page = new_page({"max_new": "12", "prompt": prompt})  # a link with settings runs them on arrival
     assert showing(page).startswith("Showing: run here"), showing(page)
@@ -105,10 +108,11 @@ def test_playground_run_every_page_download_and_upload(new_page, greedy_referenc
     assert "Is the output unchanged?" in main and "Target alone" in main, main[:2000]
     assert "Identical token for token" in main or "First difference at token" in main, main[:2000]
 
-    # every page, with a screenshot
+    # every page, with a screenshot; on those that run, the Run button in sight at 1400×1000
     for title in nav_titles(page):
         goto_page(page, title)
         assert "run here" in showing(page) or title not in CORE_PAGES[:4]
+        assert title not in RUN_PAGES or run_button_in_sight(page, 1000), title
         shot(page, f"run-{title}")
 
     # step through iterations

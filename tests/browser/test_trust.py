@@ -14,9 +14,8 @@ import pytest
 from specviz.config import SPEEDUP_MIN_PAIRS
 
 from .conftest import serve_app
-from .helpers import ARTIFACTS, RUN_TIMEOUT_MS, assert_no_traceback, goto_page, shot, wait_idle
+from .helpers import ARTIFACTS, RUN_TIMEOUT_MS, assert_no_traceback, goto_page, run_button_in_sight, shot, wait_idle
 
-RUN_PAGES = ["Playground", "Step inspector", "Timeline", "Acceptance", "Traces", "Theory", "Sweep", "Drafters"]
 STATUS = re.compile(r"Loading the models|Decoding speculatively|Decoding with the target alone|Waiting for the model")
 FIRST_STATUS_S = 1.0  # the issue's bar: a Run shows a status within a second ...
 FIRST_SPEEDUP_S = 8.0  # ... and the first default Run its text and first speedup within 8 s of a fresh app
@@ -56,19 +55,18 @@ def wait_for_all_pairs(page, timeout_s: float = 180) -> tuple[float, str]:
 
 
 def test_a_fresh_app_answers_a_run_at_once_and_shows_its_first_speedup_within_8_s(browser):
-    """From a fresh server: the Run button in sight on every page that runs (1400×1000), a status
-    within a second of the click (the models are still loading in the background), and the text and
-    first speedup within 8 s."""
+    """From a fresh server: the Run button in sight (1400×1000), a status within a second of the click
+    (the models are still loading in the background), and the text and first speedup within 8 s.
+    The other pages that run keep the button in sight too: tests/browser/test_journeys.py checks
+    them after a run, in the parallel part, where walking the pages takes no time from this quiet one."""
     with serve_app(ARTIFACTS / "app-fresh.log") as url:
         ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
         page = ctx.new_page()
         page.goto(url)
         page.wait_for_selector('[data-testid="stMain"] h1', timeout=RUN_TIMEOUT_MS)
-        run = page.locator('[data-testid="stSidebar"] button', has_text="Run").first
-        box = run.bounding_box()
-        assert box and box["y"] >= 0 and box["y"] + box["height"] <= 1000, box
+        assert run_button_in_sight(page, 1000)
         started = time.monotonic()
-        run.click()
+        page.locator('[data-testid="stSidebar"] button', has_text="Run").first.click()
         page.get_by_text(STATUS).first.wait_for(timeout=30_000)
         first_status = time.monotonic() - started
         page.wait_for_function("() => document.body.innerText.includes('Showing: run here')", timeout=RUN_TIMEOUT_MS)
@@ -80,11 +78,6 @@ def test_a_fresh_app_answers_a_run_at_once_and_shows_its_first_speedup_within_8_
         assert first_status <= FIRST_STATUS_S, f"the first status came {first_status:.2f} s after Run"
         assert first_speedup <= FIRST_SPEEDUP_S, f"the first speedup came {first_speedup:.1f} s after Run"
         wait_idle(page)
-        for title in RUN_PAGES[1:]:
-            goto_page(page, title)
-            wait_idle(page)
-            box = page.locator('[data-testid="stSidebar"] button', has_text="Run").first.bounding_box()
-            assert box and box["y"] + box["height"] <= 1000, (title, box)
         assert_no_traceback(page)
         ctx.close()
 
