@@ -78,7 +78,7 @@ def goto_page(page, title: str) -> None:
     assert_no_traceback(page)
 
 
-# The pages whose sidebar has the Run button (the lab and the lesson run nothing of the sidebar's).
+# The pages that run the sidebar's settings: on each the Run button must be in sight at 1400×1000 (issue 24).
 RUN_PAGES = ["Playground", "Step inspector", "Timeline", "Acceptance", "Traces", "Theory", "Sweep", "Drafters"]
 
 
