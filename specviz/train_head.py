@@ -412,13 +412,13 @@ class HeldOutText:
         total, chains = 0.0, 0
         for mask, p, outs in self._runs(head, self.greedy):
             argmax_p = p.argmax(-1)  # [N - 1]
-            for k, f_hat in enumerate(outs):
-                q = self._draft_q(head, p, f_hat)
+            # [N - 1] each: the draft at position k equals the target's argmax (the head's argmax
+            # over its subset is its argmax over the whole vocabulary: q is 0 outside the subset)
+            hits = [head.subset[head.lm_head(f_hat[0, :-1]).argmax(-1)] == argmax_p for f_hat in outs]
+            for k, hit in enumerate(hits):
                 valid = self._valid(mask, k)
-                sums[k] += float((argmax_p == q.argmax(-1)).float()[valid].sum())
+                sums[k] += float(hit.float()[valid].sum())
                 counts[k] += int(valid.sum())
-            # [N - 1] each: the draft at position k equals the target's argmax
-            hits = [head.subset[head.lm_head(f[0, :-1]).argmax(-1)] == argmax_p for f in outs[:outs_needed]]
             n = argmax_p.shape[0]
             for start in mask.nonzero()[:, 0].tolist():
                 run = 0
