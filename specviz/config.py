@@ -28,6 +28,15 @@ HEAD_MIN_CONFIDENCE = 0.3
 # iteration from 1.51 to 1.63 at gamma 2; three or a deeper tree added tokens but cost more than
 # they brought (docs/benchmarks.md, "Width"). The draft head's tree (specviz.drafters.HeadDrafter).
 TREE_BRANCHES = 2
+# The drafting presets (the app's "Algorithm" setting, ?algorithm= in links). "fastest": the offline
+# pair's drafts as measured fastest (the hybrid; the head's two-branch tree; its early stop).
+# "paper": Algorithm 1 of Leviathan et al. as the paper states it, so gamma does what the formula
+# says: the draft head drafts one chain of exactly gamma tokens, no tree, no early stop (PAPER_DRAFT,
+# a draft name specviz.drafters resolves). The default is "fastest", chosen by measurement
+# (docs/design.md, "The paper's algorithm, one click away").
+ALGORITHMS = ("fastest", "paper")
+DEFAULT_ALGORITHM = "fastest"
+PAPER_DRAFT = "paper-head"
 
 
 def default_verify_rows() -> tuple[int, ...]:

@@ -44,7 +44,7 @@ import torch
 
 from specviz.batching import batcher_for
 from specviz.config import DEFAULT_GAMMA, DecodeConfig, SamplingConfig, validate_prompt
-from specviz.drafters import Drafter, TreeDrafter, draft_tree, resolve_drafter
+from specviz.drafters import Drafter, DraftReport, TreeDrafter, draft_tree, resolve_drafter
 from specviz.errors import ConfigError
 from specviz.gate import device_gate
 from specviz.models import DEFAULT_TARGET, LoadedModel, load_model
@@ -154,6 +154,8 @@ class Step:
     kept_branch: int = 0  # which of a draft tree's branches `drafts` is (0: the drafter's first choice)
     other_branches: torch.Tensor | None = None  # [k - 1, g] a draft tree's branches not kept
     rejected_first: list[FirstTest] | None = None  # a draft tree's first tokens rejected before the kept one
+    gamma: int = 0  # the most drafts this iteration could make (the run's gamma, less near max_new_tokens)
+    report: DraftReport | None = None  # the drafter's account of its proposal (None: a drafter without one)
 
 
 def speculative_iteration(
@@ -184,8 +186,9 @@ def speculative_iteration(
         on_text = torch.cat([torch.arange(unseen, device=state.device), unseen + kept.rows[:n]])
         drafter.observe(features[on_text], first_fed)
     return Step(
-        kept.drafts, kept.q, kept.p, verdict, correction, emitted, ended, kept.index, kept.others, kept.rejected
-    )
+        kept.drafts, kept.q, kept.p, verdict, correction, emitted, ended, kept.index, kept.others, kept.rejected,
+        gamma, getattr(drafter, "report", None),
+    )  # fmt: skip
 
 
 def target_step(state: TargetState, sampling: SamplingConfig, generator, eos, lap) -> Step:

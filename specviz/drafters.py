@@ -32,20 +32,41 @@ is below `min_confidence` (config.HEAD_MIN_CONFIDENCE): q(token) when sampling, 
 probability at T=0. gamma is then the most it drafts. The decision reads only q and the drafts,
 never p, so the output stays exact (as transformers' assistant_confidence_threshold).
 
+The paper's algorithm. `config.PAPER_DRAFT` names the draft head run as Algorithm 1 states it: one
+chain of exactly gamma drafts, no tree, no early stop (the app's "paper" preset, config.ALGORITHMS).
+
+What each proposal was. After every proposal a drafter's `report` (a DraftReport) says which drafter
+drafted and why it drafted fewer than it was asked, if it did; the decoder hands it to the trace
+(an iteration's `drafting`), so every page can say where the engine left Algorithm 1.
+
 `resolve_drafter` turns a draft name into one of these; it is the one place that knows the names.
 """
 
 from __future__ import annotations
 
 import weakref
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import torch
 
-from specviz.config import HEAD_MIN_CONFIDENCE, TREE_BRANCHES, SamplingConfig
+from specviz.config import HEAD_MIN_CONFIDENCE, PAPER_DRAFT, TREE_BRANCHES, SamplingConfig
 from specviz.models import LoadedModel, load_model
 from specviz.sampling import draw, probabilities
 from specviz.target import crop_cache, forward_logits
+
+# Why a proposal held fewer drafts than asked (DraftReport.stop; the trace's drafting.stop).
+STOP_REASONS = ("no_features", "confidence", "no_match", "match_end")
+
+
+@dataclass(frozen=True)
+class DraftReport:
+    """What one proposal was, for the trace (specviz.trace: an iteration's `drafting`)."""
+
+    source: str  # which drafter drafted: "head", "ngram", or "model" (a draft model, or the target itself)
+    stop: str | None = None  # STOP_REASONS: why fewer than asked; None: it drafted all it was asked
+    confidence: float | None = None  # stop "confidence": the best branch's confidence in its latest draft
+    threshold: float | None = None  # stop "confidence": the head's min_confidence it fell below
 
 
 class Drafter(Protocol):
@@ -104,6 +125,7 @@ class ModelDrafter:
         self.name = name or loaded.name
         self._cache = None
         self._cached_ids = torch.empty(0, dtype=torch.long)
+        self.report = DraftReport("model")  # a model drafts every token it is asked for
 
     @property
     def kernels(self) -> dict:
@@ -171,6 +193,8 @@ class NgramDrafter:
 
     def propose(self, context: torch.Tensor, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
         tokens = lookup_continuation(context.tolist(), gamma, self.max_ngram, self.min_ngram)
+        stop = None if len(tokens) == gamma else "match_end" if tokens else "no_match"
+        self.report = DraftReport("ngram", stop)
         drafted = torch.tensor(tokens, dtype=torch.long, device=context.device)  # [g], g may be 0
         q = torch.zeros(len(tokens), self.vocab_size, device=context.device)
         q[torch.arange(len(tokens)), drafted] = 1.0  # one-hot: the drafter is certain
@@ -231,8 +255,10 @@ class HeadDrafter:
         length = context.shape[0]
         device = self.features.device
         if self.features.shape[0] < length - 1:  # no features for this text yet
+            self.report = DraftReport("head", "no_features")
             return torch.empty(0, dtype=torch.long, device=device), torch.empty(0, self.vocab_size, device=device)
         f, logits = self._catch_up(context.to(device))
+        self.report = DraftReport("head")
         tokens, qs = [], []
         for k in range(gamma):
             q = self._q(logits[-1])  # [V]
@@ -258,6 +284,7 @@ class HeadDrafter:
             tokens, q = self.propose(context, gamma)
             return tokens[None], q[None]
         f, logits = self._catch_up(context.to(self.features.device))
+        self.report = DraftReport("head")
         firsts, q_firsts = self._first_candidates(logits[-1])  # [k], [k, V]
         k = firsts.shape[0]
         levels, qs = [firsts], [q_firsts]
@@ -286,7 +313,10 @@ class HeadDrafter:
             confidence = subset_logits.float().softmax(-1).amax(-1)  # [k]
         else:
             confidence = q.gather(-1, tokens[:, None])[:, 0]  # [k]
-        return bool((confidence < self.min_confidence).all())
+        unsure = bool((confidence < self.min_confidence).all())
+        if unsure:  # the trace says why it stopped: the best branch's confidence, below the threshold
+            self.report = DraftReport("head", "confidence", float(confidence.max()), self.min_confidence)
+        return unsure
 
     def _first_candidates(self, subset_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The head's logits at the first draft position [S] -> up to `branches` different first
@@ -354,6 +384,12 @@ class HybridDrafter:
     def observe(self, features: torch.Tensor, first_position: int) -> None:
         self.head_drafter.observe(features, first_position)
 
+    @property
+    def report(self) -> DraftReport:
+        """The report of the drafter that drafted last: the n-gram's when it matched, else the head's."""
+        ngram = self.ngram.report
+        return ngram if ngram.stop != "no_match" else self.head_drafter.report
+
     def propose(self, context: torch.Tensor, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
         drafts, q = self.ngram.propose(context, gamma)
         if drafts.shape[0] > 0:
@@ -385,6 +421,8 @@ def resolve_drafter(draft, target: LoadedModel, device=None, dtype=None) -> Draf
         return ModelDrafter(target, name=SELF_DRAFT)
     if draft == HYBRID_DRAFT:
         return HybridDrafter(HeadDrafter(load_draft_head(HEAD_DRAFT, target), HEAD_DRAFT), HYBRID_DRAFT)
+    if draft == PAPER_DRAFT:  # Algorithm 1 as the paper states it: one chain of gamma drafts, no early stop
+        return HeadDrafter(load_draft_head(HEAD_DRAFT, target), PAPER_DRAFT, branches=1, min_confidence=0.0)
     if isinstance(draft, str) and is_head(draft):
         return HeadDrafter(load_draft_head(draft, target), draft)
     if isinstance(draft, str):
@@ -400,14 +438,14 @@ def needs_no_model(draft) -> bool:
     self and hybrid strategies and the draft heads (resolve_drafter's named kinds)."""
     from specviz.models import HYBRID_DRAFT, NGRAM_DRAFT, SELF_DRAFT
 
-    return isinstance(draft, str) and (draft in (NGRAM_DRAFT, SELF_DRAFT, HYBRID_DRAFT) or is_head(draft))
+    return isinstance(draft, str) and (draft in (NGRAM_DRAFT, SELF_DRAFT, HYBRID_DRAFT, PAPER_DRAFT) or is_head(draft))
 
 
 def head_of(draft) -> str | None:
     """The draft head a named draft runs on (the hybrid's is the shipped head), or None."""
     from specviz.models import HEAD_DRAFT, HYBRID_DRAFT
 
-    if draft == HYBRID_DRAFT:
+    if draft in (HYBRID_DRAFT, PAPER_DRAFT):
         return HEAD_DRAFT
     return draft if isinstance(draft, str) and is_head(draft) else None
 

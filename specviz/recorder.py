@@ -74,6 +74,8 @@ class IterationRecorder:
             "drafts": draft_records,
             "correction": corr,
         }
+        if self.speculative:  # how many of gamma were drafted, by which drafter, and why it stopped
+            record["drafting"] = self.drafting(step)
         if step.other_branches is not None:  # a draft tree: which branch was kept, and the others
             record["tree"] = {
                 "kept_branch": step.kept_branch,
@@ -94,6 +96,22 @@ class IterationRecorder:
                 ],
             }
         return record
+
+    def drafting(self, step) -> dict:
+        """The iteration's `drafting` (specviz.trace): gamma, source, stop, confidence, threshold."""
+        report = step.report if step.gamma > 0 else None  # asked for nothing: the drafter was not called
+        g = step.drafts.shape[0]
+        stop = None if report is None else report.stop
+        eos = getattr(self.tokenizer, "eos_token_id", None)
+        if stop is None and g < step.gamma and g and eos is not None and int(step.drafts[-1]) == eos:
+            stop = "eos"  # nothing is drafted past an end of sequence
+        return {
+            "gamma": step.gamma,
+            "source": None if report is None else report.source,
+            "stop": stop,
+            "confidence": None if report is None or stop != "confidence" else report.confidence,
+            "threshold": None if report is None or stop != "confidence" else report.threshold,
+        }
 
     def text(self, token_id: int) -> str:
         key = str(token_id)

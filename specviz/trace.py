@@ -36,6 +36,16 @@ torch and round-trips through JSON unchanged. Field meanings (p is always the ta
                         and rejected before the kept one, in order: branch, token_id, token, p, q,
                         accept_prob, r; after each rejection p becomes norm(max(0, p - q)), so
                         the kept branch's first p, p_top and beta are that residual's)
+      drafting          optional (newer speculative traces): how the drafts came, so a page can
+                        say where the engine left Algorithm 1. gamma (the most this iteration
+                        could draft: config.gamma, less near max_new_tokens), source (which
+                        drafter drafted: "head", "ngram", "model"; null when unknown or nothing
+                        was asked), stop (why fewer than gamma: "no_features" (the draft head has
+                        no target features before the first pass), "confidence" (the head's early
+                        stop), "no_match" / "match_end" (the n-gram found no match / its match ran
+                        out), "eos" (an end-of-sequence draft); null: it drafted all it was asked),
+                        confidence and threshold (stop "confidence" only: the best branch's
+                        confidence in its latest draft, below the head's min_confidence)
     summary             iterations, drafted, accepted, acceptance_rate, mean_accepted_length,
                         alpha (mean beta over the positions the text reached: the accepted
                         drafts and the first rejected one of each iteration), wall_ms,
@@ -364,6 +374,28 @@ def _too_big(size: int) -> str:
 # ----- validation -----------------------------------------------------------------------------
 
 
+DRAFT_SOURCES = ("head", "ngram", "model")
+DRAFT_STOPS = ("no_features", "confidence", "no_match", "match_end", "eos")
+
+
+def _drafting(d: Any, where: str, drafted: int) -> None:
+    """An iteration's optional `drafting` (see the module docstring)."""
+    _expect(isinstance(d, dict), where, "an object")
+    gamma = _int(d.get("gamma"), f"{where}.gamma", 0, GAMMA_MAX)
+    _expect(drafted <= gamma, f"{where}.gamma", f"at least the {drafted} drafts made")
+    _expect(d.get("source") is None or d["source"] in DRAFT_SOURCES, f"{where}.source", "head, ngram, model or null")
+    stop = d.get("stop")
+    _expect(stop is None or stop in DRAFT_STOPS, f"{where}.stop", f"one of {', '.join(DRAFT_STOPS)}, or null")
+    _expect(stop is None or drafted < gamma, f"{where}.stop", "null when all gamma drafts were made")
+    for key in ("confidence", "threshold"):
+        if stop == "confidence":
+            _number(d.get(key), f"{where}.{key}", 0, 1)
+        else:
+            _expect(d.get(key) is None, f"{where}.{key}", 'null unless stop is "confidence"')
+    if stop == "confidence":
+        _expect(d["confidence"] < d["threshold"], f"{where}.confidence", "below the threshold it stopped at")
+
+
 def _tree(tree: Any, where: str) -> None:
     _expect(isinstance(tree, dict), where, "an object")
     _int(tree.get("kept_branch"), f"{where}.kept_branch", 0, TRACE_BRANCHES_MAX)
@@ -560,6 +592,8 @@ def _validate_iterations(data: dict) -> None:
         emitted.extend(d["token_id"] for d in drafts[:n])
         if "tree" in it:
             _tree(it["tree"], f"{where}.tree")
+        if "drafting" in it:
+            _drafting(it["drafting"], f"{where}.drafting", len(drafts))
         corr = it.get("correction")
         if corr is None:
             last = i == len(iterations) - 1
