@@ -20,10 +20,35 @@ from specviz.theory import expected_tokens_per_iteration, tokens_per_iteration_d
 from specviz.trace import Trace, acceptance_by_position
 
 
+def counted_iterations(trace: Trace) -> list[dict[str, Any]]:
+    """The iterations the histogram counts: those that drafted at least one token and ended with a
+    correction (one with no draft always makes one token; one that ended the text on a draft has none)."""
+    return [it for it in trace.iterations if it["drafts"] and it["correction"] is not None]
+
+
 def full_iterations(trace: Trace) -> list[dict[str, Any]]:
-    """Iterations that drafted the full gamma (the last ones may draft fewer near max new tokens)."""
+    """Counted iterations that drafted the full gamma (the paper's case)."""
     gamma = trace.config.get("gamma") or 0
-    return [it for it in trace.iterations if len(it["drafts"]) == gamma and it["correction"] is not None]
+    return [it for it in counted_iterations(trace) if len(it["drafts"]) == gamma]
+
+
+def predicted_lengths(alpha: float, drafts_made: list[int], gamma: int) -> list[float]:
+    """P(k tokens) for k = 1..gamma+1: the truncated geometric from alpha for each iteration's own
+    number of drafts (theory.tokens_per_iteration_distribution), averaged over the iterations."""
+    if not drafts_made:
+        return [0.0] * (gamma + 1)
+    total = [0.0] * (gamma + 1)
+    for g in drafts_made:
+        for k, prob in enumerate(tokens_per_iteration_distribution(alpha, g)):
+            total[k] += prob / len(drafts_made)
+    return total
+
+
+def predicted_mean_length(alpha: float, drafts_made: list[int]) -> float | None:
+    """The mean of predicted_lengths: (1 - alpha^(g+1)) / (1 - alpha) averaged over the iterations' g."""
+    if not drafts_made:
+        return None
+    return sum(expected_tokens_per_iteration(alpha, g) for g in drafts_made) / len(drafts_made)
 
 
 def position_table(trace: Trace) -> list[dict[str, Any]]:
@@ -43,9 +68,10 @@ def position_table(trace: Trace) -> list[dict[str, Any]]:
 def length_table(trace: Trace) -> list[dict[str, Any]]:
     """Per tokens-per-iteration value 1..gamma+1: measured count and fraction, and the prediction."""
     gamma = trace.config.get("gamma") or 0
-    its = full_iterations(trace)
+    its = counted_iterations(trace)
     alpha = trace.summary.get("alpha")
-    predicted = tokens_per_iteration_distribution(alpha, gamma) if alpha is not None and gamma else [None] * (gamma + 1)
+    made = [len(it["drafts"]) for it in its]
+    predicted = predicted_lengths(alpha, made, gamma) if alpha is not None and gamma else [None] * (gamma + 1)
     lengths = [it["accepted_count"] + 1 for it in its]
     return [
         {
@@ -120,28 +146,31 @@ def accept_length_figure(trace: Trace) -> go.Figure:
     rows = length_table(trace)
     gamma = trace.config.get("gamma") or 0
     alpha = trace.summary.get("alpha")
-    n = sum(r["iterations"] for r in rows)
+    its = counted_iterations(trace)
+    n, full = len(its), len(full_iterations(trace))
     fig = house_figure()
     fig.add_bar(
         x=[r["tokens per iteration"] for r in rows],
         y=[r["measured fraction"] for r in rows],
-        name=f"measured ({n} full iterations)",
+        name=f"measured ({n} iterations with a draft; {full} drafted all γ = {gamma})",
         marker_color=STATUS_COLORS["bonus"],
         opacity=0.8,
         customdata=[r["iterations"] for r in rows],
         hovertemplate="%{x} tokens: %{customdata} iterations (%{y:.3f})<extra></extra>",
     )
-    if alpha is not None and gamma:
-        mean = expected_tokens_per_iteration(alpha, gamma)
+    if alpha is not None and gamma and n:
+        mean = predicted_mean_length(alpha, [len(it["drafts"]) for it in its])
         _add_prediction(
             fig,
             x=[r["tokens per iteration"] for r in rows],
             y=[r["predicted fraction"] for r in rows],
-            name=f"predicted from α = {alpha:.2f} (mean {mean:.2f} tokens)",
-            hovertemplate="%{x} tokens: predicted %{y:.3f}<extra></extra>",
+            name=f"predicted from α = {alpha:.2f} for the drafts each made (mean {mean:.2f} tokens)",
+            hovertemplate="%{x} tokens: predicted %{y:.3f}<br>"
+            + glossary.HISTOGRAM_PREDICTION.definition.replace("; ", ";<br>")
+            + "<extra></extra>",
         )
     if not n:
-        _no_data(fig, "no full iterations to count")
+        _no_data(fig, "no iteration with a draft to count")
     return _fraction_layout(
         fig,
         "Tokens per iteration: measured vs predicted",  # the legend names the prediction (α)

@@ -14,6 +14,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from specviz.charts.drafting import drafted_line, kept_tokens, plural, reads_features
 from specviz.charts.inspector import bonus_figure, draft_figure, residual_figure
 from specviz.charts.tokens import display_token, iteration_tokens, label_token
 from specviz.errors import TraceError
@@ -27,13 +28,13 @@ CORRECTION_TEXT = {
     ),
     "bonus": (
         "Correction: bonus.",
-        "Every draft passed, so the target's pass already holds its next distribution; one more token is "
-        "drawn from it for free.",
+        "All {made} this iteration made passed, so the target's pass already holds its next distribution; one "
+        "more token is drawn from it for free.",
     ),
     "target": (
         "No draft to check.",
-        "The draft had nothing to propose here (the n-gram draft found no earlier match, or the draft head "
-        "had no features yet), so the target's pass gives just its own next token, drawn from p.",
+        "The draft had nothing to propose here ({why}), so the target's pass gives just its own next token, "
+        "drawn from p.",
     ),
     None: ("No correction.", "The text ended with an end-of-sequence draft."),
 }
@@ -65,44 +66,48 @@ class StepView:
     discarded_note: str | None = None
     correction: Correction | None = None
     tree_note: str | None = None  # a draft tree only: the branches checked and why this one was kept
+    drafting_note: str = ""  # how many of γ were drafted and why it stopped (specviz.charts.drafting)
 
 
 def tree_note(it: dict[str, Any]) -> str | None:
-    """For an iteration that drafted a tree: the other branches, and why the one shown was kept."""
+    """For an iteration that drafted a tree: the branches, which one was kept and why."""
     tree = it.get("tree")
     if not tree or not it["drafts"]:
         return None
-    others = "; ".join(
-        "“" + "".join(display_token(t["token"]) for t in branch).strip() + "”" for branch in tree["other_branches"]
-    )
     k = len(tree["other_branches"]) + 1
-    text = (
-        f"Draft tree: the draft proposed {k} branches that start with different first tokens, and the target "
-        f"checked {'both' if k == 2 else 'them all'} in the same single pass. "
-        f"The other branch{'es' if k > 2 else ''}: {others}. "
-    )
     kept = tree["kept_branch"]
-    guess = "its first guess" if kept == 0 else f"its guess number {kept + 1}"
-    if it["drafts"][0]["r"] is None:  # greedy: a guess passes exactly when it is the target's choice
+    kept_words = (
+        f"branch {kept + 1} ({'the draft head’s first choice' if kept == 0 else 'its choice number ' + str(kept + 1)})"
+    )
+    others = ", ".join(
+        f"branch {b + 1 if b < kept else b + 2} {kept_tokens(branch)}"
+        for b, branch in enumerate(tree["other_branches"])
+    )
+    text = (
+        f"Draft tree (not in the paper's Algorithm 1): the draft head proposed {k} branches that start with "
+        f"different first tokens, and the target checked {'both' if k == 2 else 'them all'} in the same single "
+        f"pass. Kept: {kept_words}, {kept_tokens(it['drafts'])}, shown above. Not kept: {others}. "
+    )
+    if it["drafts"][0]["r"] is None:  # greedy: a first token passes exactly when it is the target's choice
         if it["accepted_count"] > 0:
-            return (
-                text + f"The branch shown is the one starting with the target's own choice ({guess}), so it was kept."
-            )
-        return text + f"None started with the target's own choice, so {guess} is shown, rejected."
+            why = f"{kept_words} does, so it was kept."
+        else:
+            why = f"none did, so {kept_words} is shown with its first draft rejected."
+        return text + "At temperature 0 a branch passes only when it starts with the target's own choice; " + why
     failed = [
-        f"Its guess number {t['branch'] + 1}, “{display_token(t['token'])}”, failed its test "
+        f"Branch {t['branch'] + 1}'s first token “{display_token(t['token'])}” was tested first and failed "
         f"(r = {t['r']:.2f} is not below min(1, p/q) = {t['accept_prob']:.2f})."
         for t in tree.get("rejected_first", [])
     ]
     if failed:
         text += (
             " ".join(failed) + " After a rejection the target's p becomes what is left of it, "
-            "norm(max(0, p − q)), the residual a resample would draw from, and the next guess is tested against "
-            "that, so the p shown for this branch's first token is that residual. "
+            "norm(max(0, p − q)), the residual a resample would draw from, and the next branch's first token is "
+            "tested against that, so the p shown for the kept branch's first token is that residual. "
         )
     if it["accepted_count"] > 0:
-        return text + f"{guess[0].upper() + guess[1:]} passed its test, so its branch was kept."
-    return text + f"{guess[0].upper() + guess[1:]} failed too, so the correction comes from what is left of p."
+        return text + f"The first token of {kept_words} passed its test, so that branch was kept."
+    return text + f"The first token of {kept_words} failed too, so the correction comes from what is left of p."
 
 
 def iteration_summary(it: dict[str, Any], i: int, n: int) -> str:
@@ -110,8 +115,11 @@ def iteration_summary(it: dict[str, Any], i: int, n: int) -> str:
     drafts = [r for r in rows if r["is_draft"]]
     corr = next((r for r in rows if not r["is_draft"]), None)
     if not drafts:
-        return f"Iteration {i} of {n}: the draft proposed nothing, so the target made one token alone."
-    text = f"Iteration {i} of {n}: the draft proposed {len(drafts)} tokens, the target accepted {it['accepted_count']}"
+        return f"Iteration {i} of {n}: no draft, so the target made one token alone."
+    text = (
+        f"Iteration {i} of {n}: the draft proposed {plural(len(drafts), 'token')}, the target accepted "
+        f"{it['accepted_count']}"
+    )
     if corr is not None:
         text += f", then {'resampled' if corr['status'] == 'resampled' else 'added a bonus token'}"
     return text + "."
@@ -128,7 +136,10 @@ def step_view(trace: Trace, i: int) -> StepView:
     rows = iteration_tokens(it)
     drafts = [r for r in rows if r["is_draft"]]
     corr = next((r for r in rows if not r["is_draft"]), None)
+    gamma, prefill = trace.config.get("gamma") or None, reads_features(trace.config)
+    line = drafted_line(it, gamma, prefill)
     view = StepView(i, n, iteration_summary(it, i, n), it, tree_note=tree_note(it))
+    view.drafting_note = line[0].upper() + line[1:] + "."
     for row in drafts:
         if row["status"] != "discarded":
             title = f"Draft {row['slot']}: {label_token(row['token'])} ({row['status']})"
@@ -137,8 +148,8 @@ def step_view(trace: Trace, i: int) -> StepView:
     if discarded:
         tokens = ", ".join(f"“{label_token(r['token'])}”" for r in discarded)
         view.discarded_note = (
-            f"{len(discarded)} later draft(s) ({tokens}) were discarded unchecked: they continue a prefix the "
-            "target has just refused."
+            f"{plural(len(discarded), 'later draft')} ({tokens}) {'was' if len(discarded) == 1 else 'were'} "
+            "discarded unchecked: they continue a prefix the target has just refused."
         )
     kind = None if corr is None else corr["status"] if corr["status"] in ("resampled", "bonus") else "target"
     title, text = CORRECTION_TEXT[kind]
@@ -147,5 +158,8 @@ def step_view(trace: Trace, i: int) -> StepView:
         figure = residual_figure(drafts[it["accepted_count"]], corr, trace.extra)
     elif kind is not None:
         figure = bonus_figure(corr, trace.extra, no_draft=kind == "target")
-    view.correction = Correction(kind, title, text.format(k=it["accepted_count"] + 1), corr, figure)
+    why = line.split(": ", 1)[1] if kind == "target" and ": " in line else "it was asked for none"
+    made = "its one draft" if len(drafts) == 1 else f"{len(drafts)} drafts"
+    text = text.format(k=it["accepted_count"] + 1, made=made, why=why)
+    view.correction = Correction(kind, title, text, corr, figure)
     return view

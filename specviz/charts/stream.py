@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 
+from specviz.charts.drafting import drafted_line, tree_line
 from specviz.charts.style import STATUS_BACKGROUNDS, STATUS_COLORS, STATUS_LABELS
 from specviz.charts.tokens import display_token, hover_card, token_rows
 from specviz.charts.words import words
@@ -25,6 +26,7 @@ CSS = (
     "box-shadow:0 3px 10px rgba(0,0,0,.18);font:12.5px/1.45 system-ui,sans-serif;white-space:normal}"
     ".sv-tok:hover .sv-card{display:block}"
     ".sv-tok.sv-r .sv-card{left:auto;right:0}"
+    ".sv-card .sv-it{display:block;margin-top:4px;padding-top:4px;border-top:1px solid #ddd;color:#455a64}"
     ".sv-legend{display:flex;flex-wrap:wrap;gap:6px 14px;font-size:13.5px;margin:4px 0 10px}"
     ".sv-legend span.sv-key{padding:1px 6px;border-radius:3px;border-bottom:2px solid}"
     + "".join(
@@ -43,23 +45,34 @@ REFUSED = ("rejected", "discarded")
 LINE_GUESS = 80
 
 
-def token_span(row: dict, extra: dict, column: int) -> str:
+def iteration_note(it: dict, gamma: int | None = None) -> str:
+    """The hover card's last lines, the same for every token of iteration `it`: how many of γ it
+    drafted and why it stopped, and its draft tree (specviz.charts.drafting). HTML, escaped here."""
+    lines = [f"iteration {it['index'] + 1}: {drafted_line(it, gamma)}"]
+    if (tree := tree_line(it)) is not None:
+        lines.append(tree)
+    return f'<span class="sv-it">{"<br>".join(html.escape(line) for line in lines)}</span>'
+
+
+def token_span(row: dict, extra: dict, column: int, note: str = "") -> str:
     text = html.escape(display_token(row["token"]) if not row["token"].strip() else row["token"])
     text = text.replace("\n", "↵<br>")
-    card = hover_card(row, extra)
+    card = hover_card(row, extra) + note
     side = " sv-r" if column % LINE_GUESS > LINE_GUESS // 2 else ""
     return f'<span class="sv-tok sv-{row["status"]}{side}">{text}<span class="sv-card">{card}</span></span>'
 
 
-def token_stream_html(iterations: list[dict], extra: dict, show_refused: bool = True) -> str:
-    """The generated text, one span per token coloured by status, each with a hover card.
+def token_stream_html(iterations: list[dict], extra: dict, show_refused: bool = True, gamma: int | None = None) -> str:
+    """The generated text, one span per token coloured by status, each with a hover card that ends
+    with its iteration's drafting (gamma: the run's γ; None: each iteration's own most).
 
     show_refused=False leaves out rejected and discarded drafts, so the final text reads plainly.
     """
     rows = [r for r in token_rows(iterations) if show_refused or r["status"] not in REFUSED]
+    notes = {it["index"]: iteration_note(it, gamma) for it in iterations}
     spans, column = [], 0
     for r in rows:
-        spans.append(token_span(r, extra, column))
+        spans.append(token_span(r, extra, column, notes[r["iteration"]]))
         token = r["token"]
         column = len(token) - token.rfind("\n") - 1 if "\n" in token else column + len(token)
     spans = "".join(spans)

@@ -39,7 +39,7 @@ STATUS_LABELS = {
     "rejected": "rejected draft",
     "discarded": "discarded draft (after a rejection, never checked)",
     "resampled": "resampled (from the residual)",
-    "bonus": "bonus (all drafts accepted)",
+    "bonus": "bonus (every draft its iteration made was accepted)",
     "target": "target alone (no draft proposed)",
 }
 

@@ -8,8 +8,11 @@ the time each took to write that many tokens.
 
 from __future__ import annotations
 
+import html
+
 import plotly.graph_objects as go
 
+from specviz.charts.drafting import drafted_line, plural, reads_features, tree_line
 from specviz.charts.style import P_COLOR, Q_COLOR, house_figure, titled
 from specviz.charts.words import words
 from specviz.trace import Trace
@@ -58,6 +61,7 @@ def timeline_figure(trace: Trace, baseline: Trace | None = None, lang: str = "en
     spec = trace.mode == "speculative"
     row = spec_row if spec else base_row
     if spec:
+        notes = [_iteration_words(it, trace.config) for it in its]
         fig.add_bar(
             y=[row] * len(its),
             x=[it["draft_ms"] for it in its],
@@ -65,23 +69,32 @@ def timeline_figure(trace: Trace, baseline: Trace | None = None, lang: str = "en
             orientation="h",
             name=w["draft_bar"],
             marker_color=Q_COLOR,
-            customdata=[[it["index"] + 1, len(it["drafts"])] for it in its],
-            hovertemplate="iteration %{customdata[0]}<br>draft %{customdata[1]} tokens: %{x:.1f} ms<extra></extra>",
+            customdata=[
+                [it["index"] + 1, it["draft_ms"], it["start_ms"], note] for it, note in zip(its, notes, strict=True)
+            ],
+            hovertemplate="iteration %{customdata[0]}, draft phase<br>lasted %{customdata[1]:.1f} ms, started at "
+            "%{customdata[2]:,.1f} ms<br>%{customdata[3]}<extra></extra>",
         )
+    # A bar's x is where it ends on the axis (base + length), never its length: hover cards read
+    # the durations and start times from customdata, each labelled as what it is.
     _target_passes(
         fig, row, its, w["verify_bar"] if spec else w["target_step"], 1.0,
         text=[_emitted_label(it) for it in its] if spec else None,
-        customdata=[[it["index"] + 1, it["accepted_count"], len(it["drafts"])] for it in its],
-        hovertemplate="iteration %{customdata[0]}<br>verify: %{x:.1f} ms<br>accepted %{customdata[1]} of "
-        "%{customdata[2]} drafts<extra></extra>",
+        customdata=[
+            [it["index"] + 1, it["verify_ms"], it["start_ms"] + it["draft_ms"], _verdict_words(it, trace.config)]
+            for it in its
+        ],
+        hovertemplate="iteration %{customdata[0]}, verify phase (one target pass)<br>lasted %{customdata[1]:.1f} ms, "
+        "started at %{customdata[2]:,.1f} ms<br>%{customdata[3]}<extra></extra>",
     )  # fmt: skip
     rows = [row]
     if baseline is not None and baseline.iterations and baseline is not trace:
         b = iterations_for(baseline, common)
         _target_passes(
             fig, base_row, b, w["base_step"], 0.55,
-            customdata=[[it["index"] + 1] for it in b],
-            hovertemplate="token %{customdata[0]}: %{x:.1f} ms<extra></extra>",
+            customdata=[[it["index"] + 1, it["verify_ms"], it["start_ms"] + it["draft_ms"]] for it in b],
+            hovertemplate="target alone, token %{customdata[0]}<br>lasted %{customdata[1]:.1f} ms, started at "
+            "%{customdata[2]:,.1f} ms<extra></extra>",
         )  # fmt: skip
         rows.append(base_row)
     for name, t in ((row, trace), (base_row, baseline)):
@@ -128,6 +141,24 @@ def _target_passes(fig: go.Figure, row: str, its: list[dict], name: str, opacity
         textfont={"color": "white"},
         **hover,
     )
+
+
+def _iteration_words(it: dict, config: dict) -> str:
+    """What the iteration drafted, for a hover card: how many of γ and why it stopped, and its tree."""
+    lines = [drafted_line(it, config.get("gamma") or None, reads_features(config))]
+    if (tree := tree_line(it)) is not None:
+        lines.append(tree)
+    return "<br>".join(html.escape(line) for line in lines)
+
+
+def _verdict_words(it: dict, config: dict) -> str:
+    """The verify bar's hover: how many drafts passed, of the drafts made (a target-only step: none)."""
+    g = len(it["drafts"])
+    if not config.get("gamma"):
+        return "the target alone: one token, no draft"
+    if g == 0:
+        return "no draft to check: the target made one token alone"
+    return f"accepted {it['accepted_count']} of the {plural(g, 'draft')} made<br>" + _iteration_words(it, config)
 
 
 def _emitted_label(it: dict) -> str:

@@ -67,7 +67,11 @@ def decision_text(row: dict[str, Any], lang: str = "en") -> str:
     """One line saying why the token has its status (lang: the language, specviz.charts.words)."""
     status = row["status"]
     greedy = "_greedy" if status in ("accepted", "rejected") and row.get("r") is None else ""
-    return words(lang).get(f"decision_{status}{greedy}", words(lang)["decision_target"])
+    said = words(lang)
+    if status == "bonus":  # says how many drafts passed: an iteration may draft fewer than γ
+        k = row["slot"] - 1
+        return said["decision_bonus_one"] if k == 1 else said["decision_bonus"].format(k=k)
+    return said.get(f"decision_{status}{greedy}", said["decision_target"])
 
 
 def hover_card(row: dict[str, Any], extra: dict[str, Any] | None = None, markup: bool = True) -> str:

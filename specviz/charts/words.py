@@ -71,7 +71,8 @@ TEXT: dict[str, dict[str, str]] = {
         "decision_rejected": "rejected: r ≥ min(1, p/q)",
         "decision_discarded": "discarded: an earlier draft was rejected",
         "decision_resampled": "resampled from norm(max(0, p − q))",
-        "decision_bonus": "bonus: drawn from p after all drafts passed",
+        "decision_bonus": "bonus: all {k} drafts this iteration made were accepted, then one more drawn from p",
+        "decision_bonus_one": "bonus: the one draft this iteration made was accepted, then one more drawn from p",
         "decision_target": "drawn from p by the target alone (no draft to check)",
         "r_greedy": "none (greedy)",
     },
@@ -133,7 +134,8 @@ TEXT: dict[str, dict[str, str]] = {
         "decision_rejected": "拒绝：r ≥ min(1, p/q)",
         "decision_discarded": "丢弃：前面的草稿已被拒绝",
         "decision_resampled": "从 norm(max(0, p − q)) 重新采样",
-        "decision_bonus": "奖励 token：所有草稿通过后从 p 抽出",
+        "decision_bonus": "奖励 token：本轮的全部 {k} 个草稿都被接受，再从 p 抽出一个",
+        "decision_bonus_one": "奖励 token：本轮唯一的草稿被接受，再从 p 抽出一个",
         "decision_target": "由目标模型单独从 p 抽出（没有草稿可检验）",
         "r_greedy": "无（贪心）",
         # the token legend (English: specviz.charts.style.STATUS_LABELS)
@@ -141,7 +143,7 @@ TEXT: dict[str, dict[str, str]] = {
         "legend_rejected": "被拒绝的草稿",
         "legend_discarded": "被丢弃的草稿（在一次拒绝之后，从未检验）",
         "legend_resampled": "重新采样（从残差分布）",
-        "legend_bonus": "奖励 token（所有草稿都通过）",
+        "legend_bonus": "奖励 token（本轮做出的每个草稿都通过）",
         "legend_target": "仅目标模型（没有草稿）",
     },
 }

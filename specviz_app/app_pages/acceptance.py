@@ -3,6 +3,7 @@
 import streamlit as st
 
 from specviz import charts, glossary, theory
+from specviz.charts.acceptance import counted_iterations, predicted_mean_length
 from specviz_app import keys, render
 
 
@@ -19,8 +20,10 @@ def acceptance() -> None:
     right.plotly_chart(charts.accept_length_figure(trace), key=keys.ACCEPTANCE_LENGTHS_CHART)
     st.plotly_chart(charts.beta_along_text_figure(trace), key=keys.ACCEPTANCE_BETA_CHART)
     st.caption(
-        "Later positions are reached less often (only when every earlier draft passed), so their bars rest "
-        "on fewer iterations. Iterations cut short by max new tokens are left out of the histogram."
+        "Later positions are reached less often (only when the iteration drafted that far and every earlier "
+        "draft passed), so their bars rest on fewer iterations. The histogram counts every iteration that "
+        f"drafted, each against the prediction for the drafts it actually made. "
+        f"{glossary.HISTOGRAM_PREDICTION.label}: {glossary.HISTOGRAM_PREDICTION.definition}."
     )
     left, right = st.columns(2)
     left.markdown("**By draft position**")
@@ -46,14 +49,28 @@ def acceptance() -> None:
         hide_index=True,
         column_config={"measured fraction": fraction, "predicted fraction": fraction},
     )
-    alpha = trace.summary.get("alpha")
-    gamma = trace.config.get("gamma") or 0
-    if alpha is not None and gamma:
-        expected = theory.expected_tokens_per_iteration(alpha, gamma)
-        st.markdown(
-            f"Predicted mean tokens per iteration (1 − α^(γ+1)) / (1 − α) = **{expected:.2f}**; "
-            f"measured **{trace.summary['mean_accepted_length']:.2f}**."
-        )
+    _means(trace)
+
+
+def _means(trace) -> None:
+    """The predicted mean tokens per iteration beside the measured one, over the same iterations, and
+    the paper's formula at γ: they part when iterations drafted fewer than γ."""
+    alpha, gamma = trace.summary.get("alpha"), trace.config.get("gamma") or 0
+    its = counted_iterations(trace)
+    if alpha is None or not gamma or not its:
+        return
+    made = [len(it["drafts"]) for it in its]
+    measured = sum(it["accepted_count"] + 1 for it in its) / len(its)
+    paper = theory.expected_tokens_per_iteration(alpha, gamma)
+    text = (
+        f"Over the {len(its)} iterations that drafted (they drafted {sum(made) / len(made):.2f} of γ = {gamma} "
+        f"on average): predicted mean tokens per iteration **{predicted_mean_length(alpha, made):.2f}**, "
+        f"measured **{measured:.2f}**. The paper's (1 − α^(γ+1)) / (1 − α) assumes γ drafts every time: "
+        f"**{paper:.2f}** at α = {alpha:.2f}."
+    )
+    if min(made) < gamma:
+        text += f" {glossary.DRAFTS_MADE.label}: {glossary.DRAFTS_MADE.definition}."
+    st.markdown(text)
 
 
 acceptance()

@@ -44,8 +44,9 @@ def _iteration(trace, i: int) -> None:
     """Iteration i explained: its tokens, each draft's q and p, and the correction."""
     view = step_view(trace, i)
     st.subheader(view.summary)
+    st.caption(render.md_escape(view.drafting_note))
     st.html(render.legend_html(render.statuses_in([view.iteration])))
-    st.html(render.token_stream_html([view.iteration], trace.extra))
+    st.html(render.token_stream_html([view.iteration], trace.extra, gamma=trace.config.get("gamma") or None))
     if view.tree_note:
         st.info(render.md_escape(view.tree_note), icon=":material/account_tree:")
     for panel in view.drafts:

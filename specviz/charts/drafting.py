@@ -1,0 +1,99 @@
+"""Where an iteration left the paper's Algorithm 1, in words: how many of γ it drafted and why it
+stopped, that it drafted a tree and which branch was kept, and why a first iteration has no draft.
+
+Shared by the token stream's hover cards, the step inspector and the timeline, so the three say the
+same thing. Reads the iteration's `drafting` (specviz.trace; older traces lack it, and then only what
+the drafts themselves show is said). The terms these sentences use are defined in specviz.glossary.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specviz.charts.tokens import display_token
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """'1 draft', '3 drafts' (many: the plural when it is not word + 's')."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
+def made_of(it: dict[str, Any], gamma: int | None = None) -> tuple[int, int]:
+    """(drafts made, γ): γ the run's gamma when given, else the most this iteration could draft."""
+    drafting = it.get("drafting") or {}
+    g = len(it["drafts"])
+    if gamma is None:
+        gamma = drafting.get("gamma", g)
+    return g, max(gamma, g)
+
+
+def _source(drafting: dict[str, Any]) -> str:
+    return {"head": "the draft head", "ngram": "the n-gram draft", "model": "the draft model"}.get(
+        drafting.get("source"), "the draft"
+    )
+
+
+def why_fewer(it: dict[str, Any], gamma: int | None = None, first_is_prefill: bool = False) -> str | None:
+    """Why iteration `it` drafted fewer than γ, one clause (None: it drafted all γ, or nobody knows).
+    first_is_prefill: the run's draft reads the target's features (a head or the hybrid), so its first
+    iteration, which has none yet, is known to draft nothing even where an older trace does not say."""
+    drafting = it.get("drafting") or {}
+    g, gam = made_of(it, gamma)
+    stop = drafting.get("stop")
+    if g >= gam:
+        return None
+    if stop == "no_features" or (stop is None and g == 0 and it["index"] == 0 and first_is_prefill):
+        return (
+            "the first iteration has no draft: the draft head reads the target's own features, and there are "
+            "none before the target's first pass, so that pass (the prefill) makes the first token alone"
+        )
+    if stop == "confidence":
+        return (
+            f"early stop: the draft head's confidence in its latest draft was {drafting['confidence']:.2f}, "
+            f"below its threshold {drafting['threshold']:.2f}, so it stopped drafting (not in the paper's "
+            "Algorithm 1)"
+        )
+    if stop == "no_match":
+        return "the n-gram draft found no earlier match of the last tokens"
+    if stop == "match_end":
+        return "the n-gram draft's earlier match ran out"
+    if stop == "eos":
+        return "the draft ended the text with an end-of-sequence token, and nothing follows it"
+    if "gamma" in drafting and drafting["gamma"] < gam and g == drafting["gamma"]:
+        return f"only room for {plural(drafting['gamma'], 'draft')} before max new tokens"
+    return "this trace does not record why" if "drafting" not in it else None
+
+
+def drafted_line(it: dict[str, Any], gamma: int | None = None, first_is_prefill: bool = False) -> str:
+    """'drafted 1 of γ = 3 (early stop: …)' — one line for a hover card."""
+    g, gam = made_of(it, gamma)
+    why = why_fewer(it, gamma, first_is_prefill)
+    if g == 0 and why is not None:
+        return f"no draft (γ = {gam}): {why}"
+    text = f"drafted {g} of γ = {gam}"
+    source = (it.get("drafting") or {}).get("source")
+    if source in ("head", "ngram") and g:
+        text += f" by {_source(it['drafting'])}"
+    return text + (f": {why}" if why else "")
+
+
+def kept_tokens(tokens: list[dict[str, Any]]) -> str:
+    return "“" + "".join(display_token(t["token"]) for t in tokens).strip() + "”"
+
+
+def tree_line(it: dict[str, Any]) -> str | None:
+    """'a draft tree of 2 branches, branch 1 kept' — one line for a hover card (None: a chain)."""
+    tree = it.get("tree")
+    if not tree or not it["drafts"]:
+        return None
+    k = len(tree["other_branches"]) + 1
+    return (
+        f"a draft tree: {k} branches checked in one target pass, branch {tree['kept_branch'] + 1} "
+        f"{kept_tokens(it['drafts'])} kept (not in the paper's Algorithm 1)"
+    )
+
+
+def reads_features(config: dict[str, Any]) -> bool:
+    """Whether the run's draft is one whose first iteration cannot draft (a head, the hybrid)."""
+    draft = str(config.get("draft") or "")
+    return draft in ("hybrid", "paper-head") or "head" in draft
