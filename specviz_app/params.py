@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from specviz import models
-from specviz.config import DEFAULT_GAMMA, GAMMA_MAX, GAMMA_MIN, slug
+from specviz.config import ALGORITHMS, DEFAULT_ALGORITHM, DEFAULT_GAMMA, GAMMA_MAX, GAMMA_MIN, PAPER_DRAFT, slug
 
 # Limits of the widgets. Tighter than specviz.config where a CPU demo needs it (max new tokens,
 # temperature); the library still validates everything again.
@@ -63,6 +63,15 @@ def pairs() -> dict[str, Pair]:
     return {p.key: p for p in out}
 
 
+def paper_applies(target: str | None, draft: str | None) -> bool:
+    """Whether the "paper" preset changes this pair: the offline target with the hybrid or the draft
+    head (the others already draft one chain: a model draft exactly gamma, the n-gram up to gamma)."""
+    return target == models.OFFLINE_TARGET and (draft or models.DEFAULT_DRAFT) in (
+        models.HYBRID_DRAFT,
+        models.HEAD_DRAFT,
+    )
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything one run depends on, plus whether to run the baseline beside it."""
@@ -79,13 +88,20 @@ class Settings:
     prompt: str = EXAMPLE_PROMPTS[0]
     baseline: bool = True
     dtype: str = "float32"  # the weights' precision (see DTYPE_CHOICES)
+    algorithm: str = DEFAULT_ALGORITHM  # the drafting preset (config.ALGORITHMS): "fastest" or "paper"
 
     def model_names(self) -> tuple[str | None, str | None]:
-        """(target, draft) as the library takes them; draft None means the offline default."""
+        """(target, draft) as the library takes them; draft None means the offline default. The
+        "paper" preset turns a draft that leaves Algorithm 1 (the head's tree and early stop, the
+        hybrid's switching) into the draft head as the paper states it (config.PAPER_DRAFT)."""
         if self.pair == "custom":
-            return self.target.strip() or None, self.draft.strip() or None
-        p = pairs()[self.pair]
-        return p.target, p.draft
+            target, draft = self.target.strip() or None, self.draft.strip() or None
+        else:
+            p = pairs()[self.pair]
+            target, draft = p.target, p.draft
+        if self.algorithm == "paper" and paper_applies(target, draft):
+            draft = PAPER_DRAFT
+        return target, draft
 
     def run_key(self) -> tuple:
         """What a trace depends on: two settings with the same key give the same trace."""
@@ -194,6 +210,11 @@ def from_query(params: dict[str, str | list[str]], base: Settings = DEFAULTS) ->
             values["dtype"] = raw
         else:
             messages.append(f"precision: {raw[:20]!r} should be one of {', '.join(DTYPE_CHOICES)}; using float32.")
+    if (raw := get("algorithm")) is not None:
+        if raw in ALGORITHMS:
+            values["algorithm"] = raw
+        else:
+            messages.append(f"algorithm: {raw[:20]!r} should be one of {', '.join(ALGORITHMS)}; using the default.")
     if (raw := get("baseline")) is not None:
         if raw in ("0", "1"):
             values["baseline"] = raw == "1"
@@ -208,6 +229,9 @@ def from_query(params: dict[str, str | list[str]], base: Settings = DEFAULTS) ->
 def from_trace_config(config: dict[str, Any], prompt: str, baseline: bool) -> tuple[Settings, list[str]]:
     """The sidebar settings that re-run a trace's config (clamped to the widget ranges)."""
     target, draft = config.get("target"), config.get("draft")
+    algorithm = "paper" if draft == PAPER_DRAFT else DEFAULT_ALGORITHM
+    if algorithm == "paper":  # the paper's preset of the default pair
+        draft = models.DEFAULT_DRAFT if target == models.OFFLINE_TARGET else draft
     pair, custom_target, custom_draft = "custom", target or "", draft or ""
     for p in pairs().values():
         if p.key == "custom":
@@ -228,6 +252,7 @@ def from_trace_config(config: dict[str, Any], prompt: str, baseline: bool) -> tu
         "seed": str(config.get("seed", 0)),
         "prompt": prompt or DEFAULTS.prompt,
         "baseline": "1" if baseline else "0",
+        "algorithm": algorithm,
     }
     if config.get("dtype") in DTYPE_CHOICES:
         query["dtype"] = config["dtype"]

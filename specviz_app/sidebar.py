@@ -59,6 +59,33 @@ def _check_pair(where, target: str, draft: str) -> None:
         where.error(str(exc))
 
 
+def _algorithm(sb, pair: params.Pair) -> None:
+    """The drafting preset beside the fastest default: the paper's Algorithm 1, one click away."""
+    from specviz import glossary
+    from specviz.config import ALGORITHMS
+
+    names = {"fastest": glossary.ALGORITHM_FASTEST, "paper": glossary.ALGORITHM_PAPER}
+    if st.session_state[keys.setting("algorithm")] not in ALGORITHMS:
+        st.session_state[keys.setting("algorithm")] = ALGORITHMS[0]
+    sb.radio(
+        "Algorithm",
+        ALGORITHMS,
+        format_func=lambda a: names[a].label,
+        key=keys.setting("algorithm"),
+        horizontal=True,
+        help=" ".join(f"{t.label}: {t.definition}." for t in names.values()),
+    )
+    chosen = names[st.session_state[keys.setting("algorithm")]]
+    target, draft = pair.target, pair.draft
+    if pair.key == "custom":
+        target = st.session_state[keys.setting("target")].strip() or None
+        draft = st.session_state[keys.setting("draft")].strip() or None
+    if params.paper_applies(target, draft):
+        sb.caption(f"{chosen.definition[0].upper()}{chosen.definition[1:]}.")
+    else:
+        sb.caption("This draft already drafts one chain (no tree, no early stop), whichever algorithm is chosen.")
+
+
 def init_from_url() -> None:
     """On the first run of a session: settings from the URL (validated), messages for what was refused."""
     if keys.INITIALISED in st.session_state:
@@ -114,6 +141,7 @@ def render() -> Settings:
         if pair.key == "offline-self":
             sb.caption("The target drafts for itself: q = p, so every draft passes, yet nothing is saved.")
 
+    _algorithm(sb, options[st.session_state[keys.setting("pair")]])
     sb.slider("γ (draft tokens per iteration)", params.GAMMA_MIN, params.GAMMA_MAX, key=keys.setting("gamma"))
     sb.caption("More drafts win more when the draft is good and waste more when it is not.")
     sb.slider("Temperature", *params.TEMPERATURE_RANGE, step=0.05, key=keys.setting("temperature"))
