@@ -26,6 +26,8 @@ INSPECT_ITER = "inspect_iter"  # Step inspector: the iteration on show (its slid
 INSPECT_NEXT = "_inspect_next"  # Step inspector: the iteration play moves to on the next rerun
 PLAYING = "playing"  # Step inspector: play is on
 TRACES_NOTICE = "_traces_notice"  # Traces: what an upload or example opening did, said once
+TRACES_UPLOAD_ERROR = "_traces_upload_error"  # Traces: why the last upload did not open, said once
+TRACES_UPLOAD_ROUND = "_traces_upload_round"  # Traces: times the uploader was emptied (its key's suffix)
 THEORY_ALPHA, THEORY_GAMMA, THEORY_C, THEORY_V = "th_alpha", "th_gamma", "th_c", "th_v"  # Theory: its sliders
 THEORY_EXACT = "th_exact"  # Theory: the trace's unrounded α and c behind sliders set from it
 SWEEP_RESULT = "sweep_result"  # Sweep: the result on show
@@ -49,6 +51,7 @@ LESSON_MESSAGE = "_lesson_message"  # Lesson: what the link asked for that was i
 # ---- widget and element keys (Streamlit keeps a widget's value under its key) --------------
 # Sidebar
 RUN_BUTTON = "run_sidebar"
+RUN_BUTTON_UNDER_PROMPT = "run_under_prompt"  # the same Run, again under the prompt
 CHECK_PAIR = "check_pair"  # Check the pair (a custom pair)
 # Traces
 TRACES_UPLOAD = "traces_upload"

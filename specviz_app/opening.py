@@ -6,13 +6,15 @@ Each sets the sidebar to the settings that re-run what it opened.
 
 from __future__ import annotations
 
+import csv
+import io
 import time
 
 import streamlit as st
 
 from specviz import trace_store
 from specviz.errors import TraceError
-from specviz.trace import Trace
+from specviz.trace import CSV_COLUMNS, Trace, parse_json
 from specviz_app import gallery, keys, params
 from specviz_app.params import Settings
 from specviz_app.session import Loaded, apply_settings, current, show
@@ -26,18 +28,90 @@ def open_trace(trace: Trace, baseline: Trace | None, source: str) -> list[str]:
     return messages
 
 
+# The Traces page's download buttons: the labels the page shows, named here because the upload's
+# messages send the user back to them.
+TRACE_DOWNLOAD = "Trace (JSON)"
+CSV_DOWNLOAD = "Per-token CSV"
+LENGTHS_DOWNLOAD = "accept_lengths"
+BASELINE_DOWNLOAD = "Baseline (JSON)"
+# What the uploader takes: a trace is JSON, but the page's own CSV is taken too, so that a user
+# who uploads it hears what it is instead of the browser's bare "text/csv files are not allowed".
+UPLOAD_TYPES = ["json", "csv"]
+
+
+def _reopen(name: str) -> str:
+    """What to upload instead of `name`, one of the page's other downloads: the trace it came with."""
+    stem = name
+    for ending in (f".{LENGTHS_DOWNLOAD}.json", ".csv", ".json"):
+        if stem.lower().endswith(ending.lower()):
+            stem = stem[: -len(ending)]
+            break
+    return (
+        f'upload the file the "{TRACE_DOWNLOAD}" button saves ({stem}.json, saved with this file), and for the '
+        f'speedup the "{BASELINE_DOWNLOAD}" file ({stem}.baseline.json)'
+    )
+
+
+def _latest_of_each_name(files: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+    """A file added again under the same name replaces the earlier one: the uploader keeps every
+    file it was given, so a re-added trace would otherwise count twice."""
+    latest = {name: data for name, data in files}  # later entries overwrite earlier ones
+    return list(latest.items())
+
+
+def _csv_header(data: bytes) -> tuple[str, ...] | None:
+    try:
+        first = data[:4096].decode("utf-8-sig").splitlines()[0]
+    except (UnicodeDecodeError, IndexError):
+        return None
+    return tuple(cell.strip() for cell in next(csv.reader(io.StringIO(first)), []))
+
+
+def _other_export(name: str, data: bytes) -> str | None:
+    """What a file that is not a trace is, when it is one of the page's other downloads (or any CSV),
+    said with what to upload instead; None when it is none of them (the trace reader's error stands)."""
+    if _csv_header(data) == CSV_COLUMNS:
+        return (
+            f'{name} is the "{CSV_DOWNLOAD}" download: one row per token, for a spreadsheet. It holds no prompt, '
+            "settings, timings or alternatives, so no page can be drawn from it. "
+            f"To open this run again, {_reopen(name)}."
+        )
+    if name.lower().endswith(".csv"):
+        return f"{name} is a CSV file, and a trace is JSON: {_reopen(name)}."
+    try:
+        value = parse_json(data)
+    except TraceError:
+        return None
+    if isinstance(value, list) and all(isinstance(n, int) and not isinstance(n, bool) for n in value):
+        return (
+            f'{name} is a list of {len(value)} numbers, like the "{LENGTHS_DOWNLOAD}" download (tokens per '
+            f"iteration, for Spec-Bench): it holds no tokens, so no page can be drawn from it. To open a run "
+            f"again, {_reopen(name)}."
+        )
+    return None
+
+
+def _read_one(name: str, data: bytes) -> Trace:
+    if name.lower().endswith(".csv") and (what := _other_export(name, data)):
+        raise TraceError(what)  # a CSV is never a trace: say what it is before the JSON reader fails on it
+    try:
+        return Trace.from_json(data)
+    except TraceError as exc:
+        raise TraceError(_other_export(name, data) or f"{name}: {exc}") from None
+
+
 def read_uploads(files: list[tuple[str, bytes]]) -> tuple[Trace, Trace | None]:
     """One or two uploaded files -> (trace, baseline). Raises TraceError with a clear message."""
+    files = _latest_of_each_name(files)
     if not files:
         raise TraceError("No file was uploaded.")
     if len(files) > 2:
-        raise TraceError("Upload one trace, or a speculative trace and its baseline (two files).")
-    traces = []
-    for name, data in files:
-        try:
-            traces.append(Trace.from_json(data))
-        except TraceError as exc:
-            raise TraceError(f"{name}: {exc}") from None
+        names = ", ".join(name for name, _ in files)
+        raise TraceError(
+            f"The uploader holds {len(files)} files ({names}): keep one trace, or a speculative trace and its "
+            "baseline, and remove the others with their ×."
+        )
+    traces = [_read_one(name, data) for name, data in files]
     spec = [t for t in traces if t.mode == "speculative"]
     base = [t for t in traces if t.mode == "autoregressive"]
     if len(traces) == 2 and (len(spec) != 1 or len(base) != 1):

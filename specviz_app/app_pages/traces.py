@@ -37,14 +37,14 @@ def _downloads(loaded) -> None:
     st.caption(f"Showing: {loaded.source}")
     cols = st.columns(4)
     cols[0].download_button(
-        "Trace (JSON)",
+        opening.TRACE_DOWNLOAD,
         trace.to_json(indent=1),
         f"{stem}.json",
         "application/json",
         help="the full trace, its timed pairs included; upload it here later to explore it again",
     )
     cols[1].download_button(
-        "Per-token CSV",
+        opening.CSV_DOWNLOAD,
         trace.to_csv(),
         f"{stem}.csv",
         "text/csv",
@@ -54,7 +54,7 @@ def _downloads(loaded) -> None:
         ),
     )
     cols[2].download_button(
-        "accept_lengths",
+        opening.LENGTHS_DOWNLOAD,
         json.dumps(trace.accept_lengths()),
         f"{stem}.accept_lengths.json",
         "application/json",
@@ -62,7 +62,7 @@ def _downloads(loaded) -> None:
     )
     if loaded.baseline is not None and loaded.baseline is not trace:
         cols[3].download_button(
-            "Baseline (JSON)",
+            opening.BASELINE_DOWNLOAD,
             loaded.baseline.to_json(indent=1),
             f"{stem}.baseline.json",
             "application/json",
@@ -72,20 +72,30 @@ def _downloads(loaded) -> None:
 
 def _upload() -> None:
     st.subheader("Upload a trace")
+    # The uploader keeps every file it is given until each is removed by hand; a fresh key (one per
+    # opening) empties it once its files were opened or refused, so a file added again replaces the
+    # earlier one instead of joining it (opening.read_uploads also keeps one file per name).
+    round_ = st.session_state.get(keys.TRACES_UPLOAD_ROUND, 0)
     files = st.file_uploader(
-        "A trace JSON, optionally with its baseline (made here or by `python -m specviz generate --out`)",
-        type=["json"],
+        f'A trace JSON, optionally with its baseline (the "{opening.TRACE_DOWNLOAD}" and '
+        f'"{opening.BASELINE_DOWNLOAD}" downloads above, or `python -m specviz generate --out`)',
+        type=opening.UPLOAD_TYPES,
         accept_multiple_files=True,
         max_upload_size=20,  # MB: the trace reader refuses anything larger anyway
-        key=keys.TRACES_UPLOAD,
+        key=f"{keys.TRACES_UPLOAD}-{round_}" if round_ else keys.TRACES_UPLOAD,
+        help=f'The "{opening.CSV_DOWNLOAD}" and "{opening.LENGTHS_DOWNLOAD}" downloads are summaries for '
+        "other tools: they hold too little to draw the pages from.",
     )
+    if error := st.session_state.pop(keys.TRACES_UPLOAD_ERROR, None):  # said once, under the emptied uploader
+        st.error(f"Could not open the upload: {error}\n\nThe trace on show is unchanged.")
     if files and st.button("Open the uploaded trace", type="primary"):
+        st.session_state[keys.TRACES_UPLOAD_ROUND] = round_ + 1
         try:
             trace, baseline = opening.read_uploads([(f.name, f.getvalue()) for f in files])
         except TraceError as exc:
-            st.error(f"Could not open the upload: {exc}")
-        else:
-            _opened(opening.open_trace(trace, baseline, f"file: {files[0].name}"), f"the uploaded {files[0].name}")
+            st.session_state[keys.TRACES_UPLOAD_ERROR] = str(exc)
+            st.rerun()  # draw the emptied uploader, the reason under it
+        _opened(opening.open_trace(trace, baseline, f"file: {files[0].name}"), f"the uploaded {files[0].name}")
 
 
 def _examples() -> None:
