@@ -4,8 +4,15 @@ A speedup is tokens/s of speculative decoding ÷ tokens/s of the target alone on
 settings. One short run timed once is mostly noise on a shared CPU (three identical 14-token runs
 gave 0.88×, 1.26× and 1.56×), so the app times *pairs*: the speculative run and the target alone
 back to back, in alternating order, several times. Both halves of a pair meet the same machine
-state, so the ratio within a pair is steadier than either time. The speedup shown is the median
-of the pairs' ratios, with their range and count.
+state, so the ratio within a pair is steadier than either time.
+
+Every speed number a page shows comes from one set of pairs, `figure_pairs` (the run's own first
+pair included, unless it was batched): the speedup is the *median pair*'s ratio (of an even count,
+the slower of the two middle ones, so that it is always one real pair's), both tokens/s are that
+same pair's two runs (so speedup = speculative tok/s ÷ target-only tok/s), the range is the lowest
+and highest pair's ratio, and the count is how many pairs that is: the count the timing line
+counts to (`timing_progress`). When the range reaches further than SURE_WITHIN either side of the
+median, the figure is less sure than that and the pages say so (`Spread.sure`).
 
 A trace keeps its pairs in `extra.timing.pairs` (each with the numbers below for both runs); a
 trace without them has one pair: its own summary and its baseline's.
@@ -32,8 +39,12 @@ in the server that also draws the pages, and a page drawn there while a pair ran
 even the timing line's own poll) stalled whichever half it fell in: such a pair read 1.25× to 1.49×
 when it fell in the speculative half and up to 3.6× in the target alone's, where five identical
 runs read about 1.9× (docs/benchmarks.md). The app marks them `disturbed`; they take no place in
-`wanted`, and the figures leave them out as they leave out the streamed first pair, unless fewer
-than SPEEDUP_MIN_PAIRS others are in.
+`wanted` and none in the figures, unless no undisturbed solo pair is in at all.
+
+The run's own first pair is "streamed" (the page drew its tokens as they came) and counts like any
+other: leaving it out made the tokens/s beside the speedup come from a pair outside its range, and
+the timing line count to one pair more than the result showed (issue 35). Among several pairs the
+median shrugs off one slow pair.
 """
 
 from __future__ import annotations
@@ -48,6 +59,10 @@ from typing import Any
 
 from specviz.config import SPEEDUP_MAX_PAIRS, SPEEDUP_MIN_PAIRS, SPEEDUP_TIMED_SECONDS
 
+# How close identical runs' speedups should agree (issue 24's trust goal: ±10% of their median). A
+# run whose pairs reach further than this from their median is "not sure" to that: the pages say so.
+SURE_WITHIN = 0.10
+
 # What a pair keeps of each run's summary: enough for its speedup, c and v.
 PAIR_FIELDS = ("new_tokens", "wall_ms", "iterations", "drafted", "draft_ms", "verify_ms")
 SPECULATIVE_FIRST, TARGET_FIRST = "speculative first", "target alone first"
@@ -55,18 +70,31 @@ SPECULATIVE_FIRST, TARGET_FIRST = "speculative first", "target alone first"
 
 @dataclass(frozen=True)
 class Spread:
-    """The median speedup over the timed pairs, their range, and how many pairs are in."""
+    """The median pair's speedup and both its tokens/s, the range of all the pairs, and their count.
 
-    median: float
+    speculative_tok_s ÷ target_tok_s is the median exactly: all three come from the median pair."""
+
+    median: float  # the median pair's speedup (of an even count, the slower middle pair's)
     low: float
     high: float
     pairs: int  # the pairs these figures come from
     wanted: int  # pairs the run will have when its timing is complete
     timed: int = 0  # pairs that count (counted_pairs) timed so far, a streamed first one included (0: as pairs)
+    speculative_tok_s: float = 0.0  # the median pair's speculative run: its tokens ÷ its wall time
+    target_tok_s: float = 0.0  # the median pair's target alone
+    speculative_tokens: int = 0  # the median pair's runs' tokens and wall times, for the tooltips
+    speculative_ms: float = 0.0
+    target_tokens: int = 0
+    target_ms: float = 0.0
 
     @property
     def complete(self) -> bool:
         return max(self.timed, self.pairs) >= self.wanted
+
+    @property
+    def sure(self) -> bool:
+        """Whether every pair is within SURE_WITHIN of the median (one pair: no spread to judge by)."""
+        return self.low >= self.median * (1 - SURE_WITHIN) and self.high <= self.median * (1 + SURE_WITHIN)
 
     def text(self) -> str:
         """'1.31× (1.22–1.38 over 5 pairs)'; one pair has no range to show."""
@@ -216,7 +244,9 @@ def counted_pairs(pairs: list[dict]) -> list[dict]:
 
 
 def timing_progress(trace: Any) -> tuple[int, int] | None:
-    """(pairs in that count, pairs wanted) of a run whose timing was started, else None."""
+    """(pairs in that count, pairs wanted) of a run whose timing was started, else None. When the
+    timing is over, wanted is what came in (background.TimingPairs, trace_store), so the count
+    reaches the N that the figures' count shows."""
     timing = trace.extra.get("timing") or {}
     if "pairs" not in timing:
         return None
@@ -225,15 +255,13 @@ def timing_progress(trace: Any) -> tuple[int, int] | None:
 
 
 def figure_pairs(pairs: list[dict]) -> list[dict]:
-    """The pairs a run's figures come from. Never a batched pair: its runs shared their passes
-    with other sessions, so their times are no solo run's. A streamed pair ran while the page drew
-    each new token (the speculative run's HTML every iteration, the target alone's progress bar),
-    and a disturbed one while a page was drawn, which slowed the two unevenly; once
-    SPEEDUP_MIN_PAIRS pairs timed without either are in, the figures use those only. The trace
-    keeps every pair."""
-    solo = solo_pairs(pairs)
-    quiet = [p for p in counted_pairs(pairs) if not p.get("streamed")]
-    return quiet if len(quiet) >= SPEEDUP_MIN_PAIRS else solo
+    """The pairs every speed number of a run comes from (the speedup, both tokens/s, the range and
+    the count): the pairs that count (counted_pairs), the run's own streamed first pair included, so
+    the count is the one the timing line counts to. Never a batched pair: its runs shared their
+    passes with other sessions, so their times are no solo run's. A disturbed pair ran while a page
+    was drawn, which slowed its two runs unevenly: only when no other solo pair is in do the figures
+    fall back on it. The trace keeps every pair."""
+    return counted_pairs(pairs) or solo_pairs(pairs)
 
 
 def pair_speedup(pair: dict) -> float | None:
@@ -248,7 +276,7 @@ def speedup_spread(trace: Any, baseline: Any) -> Spread | None:
     """The run's measured speedup: median, range and count over its figure pairs (None: no
     baseline, or only batched timings so far; why_no_speedup says which)."""
     wanted = (trace.extra.get("timing") or {}).get("wanted") if trace.mode == "speculative" else None
-    pairs = timed_pairs(trace, baseline)
+    pairs = list(timed_pairs(trace, baseline))  # one snapshot: the timing thread appends as it goes
     spread = spread_of_pairs(figure_pairs(pairs), wanted)
     return None if spread is None else replace(spread, timed=len(counted_pairs(pairs)))
 
@@ -282,12 +310,28 @@ def measured_costs(trace: Any, baseline: Any) -> Costs | None:
 
 
 def spread_of_pairs(pairs: list[dict], wanted: int | None = None) -> Spread | None:
-    """Median, range and count of the pairs' speedups; `wanted`: the pairs still to come in all."""
-    ratios = [r for r in (pair_speedup(p) for p in pairs) if r is not None]
-    if not ratios:
+    """The median pair (its speedup and both its tokens/s), the range and the count of the pairs'
+    speedups; `wanted`: the pairs there will be in all. The median pair of an even count is the
+    slower of the two middle ones (statistics.median_low): a pair that was really timed, so its
+    tokens/s divide to the speedup shown."""
+    rated = sorted(((r, p) for p in pairs if (r := pair_speedup(p)) is not None), key=lambda rp: rp[0])
+    if not rated:
         return None
-    count = len(ratios)
-    return Spread(statistics.median(ratios), min(ratios), max(ratios), count, max(wanted or 0, count), count)
+    count = len(rated)
+    ratio, middle = rated[(count - 1) // 2]
+    spec, base = middle["speculative"], middle["target_alone"]
+    return Spread(
+        ratio, rated[0][0], rated[-1][0], count, max(wanted or 0, count), count,
+        speculative_tok_s=tokens_per_s(spec), target_tok_s=tokens_per_s(base),
+        speculative_tokens=int(spec.get("new_tokens") or 0), speculative_ms=float(spec["wall_ms"]),
+        target_tokens=int(base["new_tokens"]), target_ms=float(base["wall_ms"]),
+    )  # fmt: skip
+
+
+def tokens_per_s(run: dict) -> float:
+    """A pair's run's tokens per second (as trace.summarize computes a run's tokens_per_s)."""
+    wall_ms = run.get("wall_ms") or 0.0
+    return (run.get("new_tokens") or 0) / (wall_ms / 1e3) if wall_ms > 0 else 0.0
 
 
 def costs_of_pairs(pairs: list[dict]) -> Costs | None:

@@ -8,15 +8,16 @@ from a user or a model passes through html.escape before it reaches st.html.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import streamlit as st
 
-from specviz.charts.headline import batch_words, headline_metrics, passes_versus_time, timing_status
+from specviz.charts.headline import batch_words, headline_metrics, passes_versus_time, sureness, timing_status
 from specviz.charts.stream import escaped_text, legend_html, statuses_in, token_stream_html
 from specviz.charts.tokens import md_escape
 from specviz.sameness import sameness_of, sentence_for
-from specviz.speedup import speedup_spread
+from specviz.speedup import Spread, speedup_spread
 from specviz_app import background, keys, session
 
 # Absolute, so a link finds its page whichever main script serves the app (`specviz app` runs
@@ -34,17 +35,33 @@ STREAM_REDRAW_S = 0.25
 __all__ = ["escaped_text", "legend_html", "md_escape", "statuses_in", "token_stream_html"]  # for the pages
 
 
-def headline(trace, baseline) -> None:
-    """The headline numbers (specviz.charts.headline) as two rows of metrics."""
+def headline(trace, baseline, spread) -> None:
+    """The headline numbers (specviz.charts.headline) as two rows of metrics, with the words on the
+    speed they need, all from `spread` (the run's speedup_spread: one reading, see speed_numbers)."""
     # Units sit in the labels and values are a little smaller than Streamlit's default, so four
     # numbers fit side by side on a laptop screen without being cut to "11.4 to…".
     st.html("<style>[data-testid=stMetricValue]{font-size:1.9rem}</style>")
-    for row in headline_metrics(trace, baseline):
+    for row in headline_metrics(trace, baseline, spread):
         for col, m in zip(st.columns(len(row)), row, strict=True):
             note = {"delta": m.note, "delta_color": "off", "delta_arrow": "off"} if m.note else {}
             col.metric(m.label, m.value, help=m.help or None, **note)
-    if note := passes_versus_time(trace, baseline):
+    if words := sureness(spread):
+        st.caption(":material/straighten: " + words)
+    if note := passes_versus_time(trace, baseline, spread):
         st.warning(note, icon=":material/hourglass_bottom:")
+
+
+def speed_numbers(loaded, draw: Callable[[Spread | None], None]) -> None:
+    """Draw a page's speed numbers with `draw(spread)`, every one of them from a single reading of
+    the run's timed pairs. While pairs still come in, `draw` runs in the timing line's fragment,
+    below that line and from the same reading, so the figures, the count and any verdict move
+    together: a headline drawn once beside a line that kept counting said "1.00×" under "so far
+    1.45×" (issue 35). The page must open with timing_line=False (open_trace_page)."""
+    if loaded.timing is not None and loaded.timing.running():
+        drawn_with_speedup = speedup_spread(loaded.trace, loaded.baseline) is not None
+        st.fragment(run_every=TIMING_POLL_S)(_timing_status)(loaded, drawn_with_speedup, draw)
+    else:
+        draw(speedup_spread(loaded.trace, loaded.baseline))
 
 
 def side_by_side(trace, baseline) -> None:
@@ -70,20 +87,26 @@ def side_by_side(trace, baseline) -> None:
 
 
 @background.page_drawing  # a poll is a script run too: the pair it meets is timed again
-def _timing_status(loaded, drawn_with_speedup: bool) -> None:
-    """While the run's further pairs are timed: how many are in and the speedup so far. The whole
-    page is drawn again once the last pair is in, so every number on it agrees, and once the first
-    solo pair is in when the page was drawn without a speedup (a batched run's own timing gives none)."""
+def _timing_status(loaded, drawn_with_speedup: bool, draw: Callable[[Spread | None], None] | None = None) -> None:
+    """While the run's further pairs are timed: how many are in and the speedup so far, then the
+    page's speed numbers (`draw`, speed_numbers) from the same reading. The whole page is drawn
+    again once the last pair is in, so every number on it agrees, and once the first solo pair is
+    in when the page was drawn without a speedup (a batched run's own timing gives none)."""
     if not loaded.timing.running():
         st.rerun()
-    if not drawn_with_speedup and speedup_spread(loaded.trace, loaded.baseline) is not None:
+    spread = speedup_spread(loaded.trace, loaded.baseline)
+    if not drawn_with_speedup and spread is not None:
         st.rerun()
-    if words := timing_status(loaded.trace, loaded.baseline):
+    if words := timing_status(loaded.trace, loaded.baseline, spread):
         st.caption(":material/timer: " + words)
+    if draw is not None:
+        draw(spread)
 
 
-def trace_notice(loaded, settings) -> bool:
+def trace_notice(loaded, settings, timing_line: bool = True) -> bool:
     """The line above every page: which trace is shown and whether the sidebar asks for a new run.
+    `timing_line` False: the page shows its speed numbers with speed_numbers, which draws the
+    timing line above them.
 
     Returns False when there is no trace to show.
     """
@@ -99,7 +122,7 @@ def trace_notice(loaded, settings) -> bool:
     )
     if words := batch_words(loaded.trace, loaded.baseline):
         st.caption(":material/group: " + words)
-    if loaded.timing is not None and loaded.timing.running():
+    if timing_line and loaded.timing is not None and loaded.timing.running():
         drawn_with_speedup = speedup_spread(loaded.trace, loaded.baseline) is not None
         # One poll rate for every page: in a class, thirty pages polling faster while their shared
         # runs wait for solo pairs loaded the server and the browsers for nothing (the soak).
@@ -133,11 +156,12 @@ PAGE_INTROS = {
 }
 
 
-def open_trace_page(page: str):
-    """Title, one-line explanation (PAGE_INTROS) and the trace notice every trace page opens with.
-    Returns the loaded trace (with its baseline), or None when there is none to show."""
+def open_trace_page(page: str, timing_line: bool = True):
+    """Title, one-line explanation (PAGE_INTROS) and the trace notice every trace page opens with
+    (`timing_line`: see trace_notice). Returns the loaded trace (with its baseline), or None when
+    there is none to show."""
     title, caption = PAGE_INTROS[page]
     st.title(title)
     st.caption(caption)
     loaded = session.current()
-    return loaded if trace_notice(loaded, st.session_state[keys.SETTINGS]) else None
+    return loaded if trace_notice(loaded, st.session_state[keys.SETTINGS], timing_line) else None

@@ -59,8 +59,9 @@ def test_a_trace_keeps_its_pairs_and_without_them_is_one_pair():
     )
     trace.extra["timing"] = {"pairs": [pair(50.0, 100.0), pair(25.0, 100.0)], "wanted": 4}
     spread = speedup.speedup_spread(trace, base)
-    assert (spread.median, spread.pairs, spread.wanted) == (3.0, 2, 4)
-    assert speedup.speedup(trace, base) == 3.0
+    # Of an even count, the median pair is the slower middle one: a pair really timed (2× and 4×: 2×).
+    assert (spread.median, spread.pairs, spread.wanted) == (2.0, 2, 4)
+    assert speedup.speedup(trace, base) == 2.0
     assert speedup.speedup_spread(trace, None) is None and speedup.speedup_spread(base, base) is None
 
 
@@ -256,9 +257,9 @@ def test_a_batched_run_shows_no_speedup_until_solo_pairs_then_only_theirs():
     pairs = trace.extra["timing"]["pairs"]
     pairs += [pair(50.0, 100.0), pair(40.0, 100.0)]  # 2.0× and 2.5×, timed alone
     at.run()
-    assert at.metric[0].value == "2.25×"  # the solo pairs' median, never the batched 9×
+    assert at.metric[0].value == "2.00×"  # the solo pairs' median pair (the slower middle one), never the batched 9×
     assert at.metric[0].proto.delta == "2.00–2.50, timing: 2 of 3 pairs in…"
-    assert any("2 of 3 pairs in, so far 2.25×" in c.value for c in at.caption)
+    assert any("2 of 3 pairs in, so far 2.00×" in c.value for c in at.caption)
 
     pairs.append(pair(100.0, 100.0))
     timing.more = False
@@ -295,10 +296,10 @@ def test_a_stored_batched_run_keeps_its_count_of_solo_pairs(tmp_path):
     assert spread.complete and spread.median == pytest.approx(2.0)
 
 
-def test_disturbed_pairs_take_no_place_and_leave_the_figures_while_enough_others_are_in():
+def test_disturbed_pairs_take_no_place_and_leave_the_figures_while_others_are_in():
     """A pair a page was drawn beside (specviz_app.background marks it disturbed) reads too low or
-    too high: it does not count towards the pairs wanted, and the figures leave it out as long as
-    SPEEDUP_MIN_PAIRS undisturbed pairs (the streamed first one aside) are in."""
+    too high: it does not count towards the pairs wanted, and the figures leave it out while any
+    undisturbed solo pair is in. The run's own streamed first pair counts and is among the figures."""
     trace, base = example()
     streamed = speedup.pair_record(run(wall_ms=100.0), pair(0, 100.0)["target_alone"], "x", True, streamed=True)
     stalled_spec = dict(pair(80.0, 100.0), disturbed=True)  # 1.25×: the page stalled the speculative half
@@ -307,11 +308,125 @@ def test_disturbed_pairs_take_no_place_and_leave_the_figures_while_enough_others
     trace.extra["timing"] = {"pairs": [streamed, stalled_spec, *quiet, stalled_base], "wanted": 4}
     assert speedup.timing_progress(trace) == (3, 4)  # the streamed pair and two quiet ones count
     spread = speedup.speedup_spread(trace, base)
-    # Two quiet pairs are fewer than SPEEDUP_MIN_PAIRS (3): every solo pair is in the figures.
-    assert SPEEDUP_MIN_PAIRS == 3 and (spread.pairs, spread.low, spread.high, spread.timed) == (5, 1.0, 4.0, 3)
+    assert (spread.median, spread.pairs, spread.low, spread.high, spread.timed) == (2.0, 3, 1.0, 2.0, 3)
+    assert not spread.complete
     trace.extra["timing"]["pairs"].append(pair(40.0, 100.0))  # 2.5×
     spread = speedup.speedup_spread(trace, base)
-    assert (spread.median, spread.low, spread.high, spread.pairs, spread.timed) == (2.0, 2.0, 2.5, 3, 4)
+    assert (spread.median, spread.low, spread.high, spread.pairs, spread.timed) == (2.0, 1.0, 2.5, 4, 4)
     assert spread.complete
     costs = speedup.measured_costs(trace, base)
-    assert costs.iteration == pytest.approx(50.0 / 5 / 9.0)  # the quiet pairs' median, not a stalled one's
+    assert costs.iteration == pytest.approx(50.0 / 5 / 9.0)  # the counted pairs' median, not a stalled one's
+    # Only disturbed solo pairs (every other one batched): the figures fall back on them.
+    alone = {"pairs": [dict(p, batched=True) for p in quiet] + [stalled_spec], "wanted": 0}
+    trace.extra["timing"] = alone
+    assert speedup.speedup_spread(trace, base).median == pytest.approx(1.25)
+
+
+def spread_of(ratios: list[float]) -> speedup.Spread:
+    """The spread of pairs whose target alone took 100 ms for 10 tokens and each speculative run
+    was `ratio` times faster."""
+    return speedup.spread_of_pairs([pair(100.0 / r, 100.0) for r in ratios])
+
+
+@pytest.mark.parametrize("ratios", [[0.8, 1.1, 1.3, 1.4], [1.9], [2.0, 1.5], [1.0, 3.0, 1.2, 0.9, 1.1]])
+def test_the_speedup_and_both_tok_s_come_from_one_pair(ratios):
+    """Issue 35: the headline showed the first pair's tok/s (8.2 and 10.3: 0.80×) beside the other
+    pairs' median (1.11×). Now both tok/s are the median pair's, so they divide to the speedup, which
+    lies in the range of all the pairs, first included."""
+    spread = spread_of(ratios)
+    assert spread.speculative_tok_s / spread.target_tok_s == pytest.approx(spread.median)
+    assert spread.low == pytest.approx(min(ratios)) and spread.high == pytest.approx(max(ratios))
+    assert spread.low <= spread.median <= spread.high and spread.pairs == len(ratios)
+    assert spread.median == pytest.approx(sorted(ratios)[(len(ratios) - 1) // 2])  # a real pair's: the lower middle
+    assert spread.target_tok_s == pytest.approx(100.0)  # 10 tokens in 100 ms
+    assert (spread.target_tokens, spread.target_ms) == (10, 100.0)
+
+
+def test_the_first_pair_is_among_the_figures_and_the_count_is_the_timing_lines():
+    """Issue 35: the first (streamed) pair read 0.80× outside the range '1.09–1.40 over 4 pairs',
+    and the timing line counted '1 of 5' while the result said 'over 4'. Every counted pair is in the
+    figures now, and the count they show is the one the timing line reaches."""
+    trace, base = example()
+    first = speedup.pair_record(run(wall_ms=125.0), pair(0, 100.0)["target_alone"], "x", True, streamed=True)
+    trace.extra["timing"] = {"pairs": [first], "wanted": 5}
+    assert speedup.timing_progress(trace) == (1, 5)
+    trace.extra["timing"]["pairs"] += [pair(100.0 / r, 100.0) for r in (1.09, 1.40, 1.2, 1.3)]
+    spread = speedup.speedup_spread(trace, base)
+    assert spread.low == pytest.approx(0.8)  # the first pair is in the range
+    assert speedup.timing_progress(trace) == (5, 5) and (spread.pairs, spread.timed, spread.wanted) == (5, 5, 5)
+    assert spread.complete and spread.median == pytest.approx(1.2)
+
+
+def test_a_speedup_is_sure_when_its_pairs_agree_within_ten_percent():
+    assert speedup.SURE_WITHIN == 0.10
+    assert spread_of([1.9, 2.0, 2.1]).sure and spread_of([2.0]).sure
+    assert not spread_of([0.8, 1.2, 1.3]).sure and not spread_of([1.0, 1.05, 1.2]).sure
+
+
+def test_the_headline_numbers_divide_to_the_speedup_and_words_use_the_same_figure():
+    """The Playground's headline as the charts build it: speedup ≈ speculative tok/s ÷ target tok/s
+    as printed (within 3%), a wide range named in words, and the loss sentence never printed under
+    a speedup that reads 1.00× or more."""
+    from specviz.charts.headline import headline_metrics, passes_versus_time, sureness
+
+    trace, base = example()
+    s = trace.summary
+    for ratios in ([0.8, 1.1, 1.3, 1.4], [1.9, 1.96, 2.12], [0.9, 0.97, 0.99], [0.25, 0.3, 0.31], [14.0, 15.0, 16.0]):
+        timed = copy.deepcopy(trace)
+        # Each pair on a machine k times slower than the first: the ratios stay, the tok/s do not.
+        pairs = [pair(100.0 * k / r, 100.0 * k) for k, r in enumerate(ratios, 1)]
+        timed.extra["timing"] = {"pairs": pairs, "wanted": 3}
+        metrics = {m.label: m for m in headline_metrics(timed, base)[0]}
+        shown = float(metrics["Speedup"].value.rstrip("×"))
+        spec, alone = float(metrics["Speculative tok/s"].value), float(metrics["Target-only tok/s"].value)
+        assert spec / alone == pytest.approx(shown, rel=0.03), (ratios, spec, alone, shown)
+        low, high = (float(x) for x in metrics["Speedup"].note.split(" over ")[0].split("–"))
+        assert low <= shown <= high and metrics["Speedup"].note.endswith(f"over {len(ratios)} pairs")
+        assert (low, high) == (round(min(ratios), 2), round(max(ratios), 2))
+        words = sureness(speedup.speedup_spread(timed, base))
+        assert (words is None) == speedup.speedup_spread(timed, base).sure
+        loss = passes_versus_time(timed, base)
+        assert (loss is not None) == (shown < 1 and s["target_calls"] < s["new_tokens"])
+        if loss:
+            assert f"({metrics['Speedup'].value})" in loss
+    wide = copy.deepcopy(trace)
+    wide.extra["timing"] = {"pairs": [pair(100.0 / r, 100.0) for r in (0.8, 1.1, 1.3, 1.4)], "wanted": 4}
+    assert "from 0.80× to 1.40×" in sureness(speedup.speedup_spread(wide, base))
+    # 0.997× prints as 1.00×: no sentence may call that a loss beside it.
+    close = copy.deepcopy(trace)
+    close.extra["timing"] = {"pairs": [pair(100.0 / 0.997, 100.0)], "wanted": 1}
+    assert headline_metrics(close, base)[0][0].value == "1.00×" and passes_versus_time(close, base) is None
+
+
+def test_the_playground_draws_its_numbers_from_the_pairs_as_they_come():
+    """In the app (AppTest): while pairs come in, the headline is redrawn with the timing line from
+    the same pairs (the chip's count, the note's count and the tok/s of the median pair); when they
+    are all in, the note's count is the chip's last count."""
+    from specviz_app import keys
+    from specviz_app.session import Loaded
+
+    trace, base = example()
+    first = speedup.pair_record(run(wall_ms=125.0), pair(0, 100.0)["target_alone"], "x", True, streamed=True)
+    trace.extra["timing"] = {"pairs": [first], "wanted": 3}  # 0.80×: the run itself, streamed
+    timing = _Timing()
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.session_state[keys.LOADED] = Loaded(trace, base, "run here", None, timing)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+
+    def read() -> tuple[dict, list[str]]:
+        return {m.label: m for m in at.metric}, [c.value for c in at.caption]
+
+    metrics, captions = read()
+    assert metrics["Speedup"].value == "0.80×" and metrics["Speedup"].proto.delta == "timing: 1 of 3 pairs in…"
+    assert (metrics["Speculative tok/s"].value, metrics["Target-only tok/s"].value) == ("80.0", "100")
+    assert any("1 of 3 pairs in, so far 0.80×" in c for c in captions), captions
+    trace.extra["timing"]["pairs"] += [pair(100.0 / 1.4, 100.0), pair(100.0 / 1.2, 100.0)]
+    timing.more = False
+    at.run()
+    metrics, captions = read()
+    assert metrics["Speedup"].value == "1.20×" and metrics["Speedup"].proto.delta == "0.80–1.40 over 3 pairs"
+    assert (metrics["Speculative tok/s"].value, metrics["Target-only tok/s"].value) == ("120", "100")
+    assert any("How sure" in c and "from 0.80× to 1.40×" in c for c in captions), captions
+    assert not any("Timing the speedup again" in c for c in captions)

@@ -1,7 +1,10 @@
-"""The headline numbers of a run, as labelled values with a one-line help: speedup (the median of
-its timed pairs, with their range: specviz.speedup), tokens/s of both runs, target passes against
-the target alone's, acceptance rate, mean accepted length, α and iterations; and the words around
-them: the timing status while pairs come in, and whether the run was batched with other sessions'.
+"""The headline numbers of a run, as labelled values with a one-line help: speedup (the median
+pair of its timed pairs, with their range: specviz.speedup), tokens/s of both runs (the median
+pair's, so the speedup is their ratio), target passes against the target alone's, acceptance rate,
+mean accepted length, α and iterations; and the words around them: the timing status while pairs
+come in, how sure the speedup is when its pairs scatter, and whether the run was batched with other
+sessions'. Each takes the run's Spread when the caller has one, so numbers drawn side by side come
+from one reading of the pairs (the timing thread appends pairs while a page is drawn).
 
 One home for their wording and rounding: the app shows them as metrics, the notebook view as an
 HTML grid, so a number reads the same in both.
@@ -12,8 +15,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specviz import glossary
-from specviz.speedup import NO_BASELINE, speedup, speedup_spread, timing_progress, why_no_speedup
+from specviz.speedup import (
+    NO_BASELINE,
+    SURE_WITHIN,
+    Spread,
+    speedup_spread,
+    timing_progress,
+    why_no_speedup,
+)
 from specviz.trace import Trace
+
+_READ = object()  # "no spread handed in": read it from the trace
+
+SPEEDUP_HELP = (
+    "tokens/s of speculative decoding ÷ tokens/s of the target alone, timed as pairs on the same settings, "
+    "back to back in alternating order (the run itself is the first pair). The number is the median pair's "
+    "(of an even count, the slower of the two middle ones); under it, the range: the slowest and the fastest "
+    "pair, and how many pairs. Both tok/s beside it are the median pair's two runs, so the speedup is their ratio"
+)
 
 
 @dataclass(frozen=True)
@@ -24,29 +43,45 @@ class Metric:
     note: str = ""  # a small line under the value (the speedup's range)
 
 
-def headline_metrics(trace: Trace, baseline: Trace | None) -> list[list[Metric]]:
-    """Two rows of four: speed (against the baseline when there is one), then acceptance."""
+def rate_text(tokens_per_s: float) -> str:
+    """tokens/s to three significant figures, so two of them divide back to the speedup shown
+    (8.2 and 10.3 rounded to one decimal could be 1.2% off each: 0.80× read as 0.78×)."""
+    if tokens_per_s >= 100:
+        return f"{tokens_per_s:.0f}"
+    if tokens_per_s >= 10:
+        return f"{tokens_per_s:.1f}"
+    return f"{tokens_per_s:.2f}" if tokens_per_s >= 1 else f"{tokens_per_s:.3f}"
+
+
+def _rate_help(tokens: int, ms: float, run: dict, pairs: int) -> str:
+    """A tok/s metric's help: the median pair's run, and this run's own when that is another pair."""
+    if pairs == 1:
+        return f"tokens per second: {tokens} tokens in {ms:.0f} ms (the one timed pair)"
+    return (
+        f"tokens per second of the median pair of {pairs} (see Speedup): {tokens} tokens in {ms:.0f} ms. "
+        f"The run on show, the first pair: {run['new_tokens']} tokens in {run['wall_ms']:.0f} ms"
+    )
+
+
+def headline_metrics(trace: Trace, baseline: Trace | None, spread: Spread | None = _READ) -> list[list[Metric]]:
+    """Two rows of four: speed (against the baseline when there is one), then acceptance.
+    `spread`: the run's speedup_spread, when the caller read it already (one reading for all)."""
     s = trace.summary
-    spread = speedup_spread(trace, baseline)
+    if spread is _READ:
+        spread = speedup_spread(trace, baseline)
     if spread is not None:
         b = baseline.summary
         speed = [
-            Metric(
-                "Speedup",
-                f"{spread.median:.2f}×",
-                "tokens/s of speculative decoding ÷ tokens/s of the target alone, timed as pairs on the same "
-                "settings, back to back in alternating order: the median pair, and the range of all of them",
-                range_note(spread),
-            ),
+            Metric("Speedup", f"{spread.median:.2f}×", SPEEDUP_HELP, range_note(spread)),
             Metric(
                 "Speculative tok/s",
-                f"{s['tokens_per_s']:.1f}",
-                f"tokens per second: {s['new_tokens']} tokens in {s['wall_ms']:.0f} ms",
+                rate_text(spread.speculative_tok_s),
+                _rate_help(spread.speculative_tokens, spread.speculative_ms, s, spread.pairs),
             ),
             Metric(
                 "Target-only tok/s",
-                f"{b['tokens_per_s']:.1f}",
-                f"tokens per second: {b['new_tokens']} tokens in {b['wall_ms']:.0f} ms",
+                rate_text(spread.target_tok_s),
+                _rate_help(spread.target_tokens, spread.target_ms, b, spread.pairs),
             ),
             Metric(
                 "Target passes",
@@ -105,13 +140,37 @@ def pairs_to_come(trace: Trace) -> str:
     return f"timing alone: {progress[0]} of {progress[1]} pairs in…"
 
 
-def timing_status(trace: Trace, baseline: Trace | None) -> str | None:
+def sureness(spread: Spread | None) -> str | None:
+    """How sure a finished speedup is, when less than SURE_WITHIN (identical runs' goal); None when
+    every pair is within it of the median, or while pairs still come in."""
+    if spread is None or not spread.complete:
+        return None
+    if spread.pairs == 1:
+        return (
+            "Timed once: a single pair on a shared machine can be off by a third either way, so read this "
+            "speedup as a rough figure (a run in the app is timed several times)."
+        )
+    if spread.sure:
+        return None
+    off = max(spread.median - spread.low, spread.high - spread.median) / spread.median
+    return (
+        f"How sure: the {spread.pairs} pairs ranged from {spread.low:.2f}× to {spread.high:.2f}×, up to "
+        f"{off:.0%} from the median pair, more than the ±{SURE_WITHIN:.0%} identical runs should agree within. "
+        f"Timings scattered on this machine: the speedup is somewhere in that range, most likely near "
+        f"{spread.median:.2f}×."
+    )
+
+
+def timing_status(trace: Trace, baseline: Trace | None, spread: Spread | None = _READ) -> str | None:
     """The line a page shows while a run's further pairs are timed: how many are in and the speedup
-    so far (None: the run has no timing started)."""
+    so far (None: the run has no timing started). Its count is the count the figures show."""
     progress = timing_progress(trace)
     if progress is None:
         return None
-    spread = speedup_spread(trace, baseline)
+    if spread is _READ:
+        spread = speedup_spread(trace, baseline)
+    if spread is not None:  # the same reading as the figures beside it
+        progress = (spread.timed, spread.wanted)
     head = f"Timing the speedup again on the same settings, each run alone: {progress[0]} of {progress[1]} pairs in"
     if spread is None:  # only the batched run itself so far: no number until a solo pair is in
         return head + ". The speedup shows once the first pair is in."
@@ -134,14 +193,17 @@ def batch_words(trace: Trace, baseline: Trace | None) -> str | None:
     )
 
 
-def passes_versus_time(trace: Trace, baseline: Trace | None) -> str | None:
+def passes_versus_time(trace: Trace, baseline: Trace | None, spread: Spread | None = _READ) -> str | None:
     """A plain sentence when fewer target passes still lost time (the counts must not read as a
-    gain the clock did not show); None otherwise."""
-    ratio = speedup(trace, baseline)
+    gain the clock did not show); None otherwise. It reads the headline's own figure, as shown (a
+    "1.00×" is no loss), so it never says other than the Speedup beside it."""
+    if spread is _READ:
+        spread = speedup_spread(trace, baseline)
     s = trace.summary
-    if ratio is None or ratio >= 1 or s["target_calls"] >= s["new_tokens"]:
+    if spread is None or float(f"{spread.median:.2f}") >= 1 or s["target_calls"] >= s["new_tokens"]:
         return None
     return (
-        f"Fewer target passes ({s['target_calls']} instead of {s['new_tokens']}) still took longer ({ratio:.2f}×): "
+        f"Fewer target passes ({s['target_calls']} instead of {s['new_tokens']}) still took longer "
+        f"({spread.median:.2f}×): "
         "drafting and the larger verification passes cost more than the passes saved."
     )

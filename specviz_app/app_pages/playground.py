@@ -6,17 +6,18 @@ from specviz_app import render
 
 
 def playground() -> None:
-    loaded = render.open_trace_page("playground")
+    loaded = render.open_trace_page("playground", timing_line=False)  # the timing line sits above the headline
     if loaded is None:
         return
     trace, baseline = loaded.trace, loaded.baseline
-    render.headline(trace, baseline)
+    render.speed_numbers(loaded, lambda spread: render.headline(trace, baseline, spread))
     st.caption(
         "The speedup is timed as pairs: the same settings decoded speculatively and by the target alone, back to "
-        "back, in alternating order; it shows the median pair and the range of all. Tokens/s are this run's (the "
-        "first pair); the target passes do not depend on the hardware. The target alone is the fastest specviz "
-        "knows: it runs the kernels measured fastest for one-token steps on this machine (`python -m specviz "
-        "bench` also compares both with transformers' generate() on the same model)."
+        "back, in alternating order, this run being the first pair. The speedup and both tok/s are the median "
+        "pair's (so the speedup is their ratio), with the range of all the pairs and their count; the target "
+        "passes do not depend on the hardware. The target alone is the fastest specviz knows: it runs the kernels "
+        "measured fastest for one-token steps on this machine (`python -m specviz bench` also compares both with "
+        "transformers' generate() on the same model)."
     )
 
     st.subheader("The generated text, token by token")
