@@ -106,7 +106,7 @@ class Settings:
     def run_key(self) -> tuple:
         """What a trace depends on: two settings with the same key give the same trace."""
         target, draft = self.model_names()
-        if self.pair == "offline" or (target == models.OFFLINE_TARGET and draft is None):
+        if draft is None and (self.pair == "offline" or target == models.OFFLINE_TARGET):
             draft = models.DEFAULT_DRAFT
         return (
             target,

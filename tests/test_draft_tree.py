@@ -95,9 +95,14 @@ def test_greedy_tree_output_equals_the_target_alone_and_records_the_tree(target)
     # The step view explains the tree: which branches were checked, and why this one was kept.
     i = next(j for j, it in enumerate(spec.iterations) if it.get("tree", {}).get("kept_branch", 0) > 0)
     note = step_view(spec, i + 1).tree_note
-    assert note.startswith("Draft tree: the draft proposed 3 branches") and "guess number" in note
-    other = spec.iterations[i]["tree"]["other_branches"][0]
-    assert "".join(spec.extra["token_text"][str(t["token_id"])] for t in other).strip() in note
+    assert note.startswith("Draft tree (not in the paper's Algorithm 1): the draft head proposed 3 branches")
+    kept_words, not_kept = note.split("Kept: ", 1)[1].split("Not kept: ", 1)
+    # The kept branch's tokens are named as kept, the others' as not kept (issue 35, item 11).
+    it = spec.iterations[i]
+    kept_text = "".join(d["token"] for d in it["drafts"]).strip()
+    assert kept_words.startswith(f"branch {it['tree']['kept_branch'] + 1} ") and kept_text in kept_words
+    other = it["tree"]["other_branches"][0]
+    assert "".join(spec.extra["token_text"][str(t["token_id"])] for t in other).strip() in not_kept
     assert step_view(spec, 1).tree_note is None  # the first iteration drafts nothing
 
 
@@ -148,7 +153,9 @@ def test_sampled_tree_keeps_the_target_distribution_and_records_its_tests(target
         assert test["token_id"] != it["drafts"][0]["token_id"]
     i = spec.iterations.index(second[0])
     note = step_view(spec, i + 1).tree_note
-    assert "guess number 1" in note and "failed its test" in note and "Its guess number 2 passed its test" in note
+    assert "Kept: branch 2 (its choice number 2)" in note
+    assert "Branch 1's first token" in note and "was tested first and failed" in note
+    assert note.endswith("The first token of branch 2 (its choice number 2) passed its test, so that branch was kept.")
 
 
 def test_the_wrong_rule_variants_draft_chains(target):
@@ -161,3 +168,46 @@ def test_the_wrong_rule_variants_draft_chains(target):
         )
         assert spec.config["draft_tree"] == 1 and not any("tree" in it for it in spec.iterations), rule
         assert sum(len(it["drafts"]) for it in spec.iterations) > 0, rule
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_early_stop_is_recorded_with_its_confidence_and_threshold(target, temperature):
+    """Each iteration records how many of gamma it drafted and why it stopped; an early stop names the
+    head's confidence, below the threshold it stopped at; the first iteration has no features yet."""
+    head = random_head(target, subset=TRAINED_SUBSET, scale=0.3)
+    drafter = HeadDrafter(head, "head", branches=2, min_confidence=0.9)
+    spec = speculative_generate(PROMPT, target=target, draft=drafter, gamma=4, temperature=temperature,
+                                max_new_tokens=40)  # fmt: skip
+    validate(spec.to_dict())
+    first = spec.iterations[0]
+    assert first["drafts"] == [] and first["drafting"]["stop"] == "no_features"
+    assert "the first iteration has no draft" in step_view(spec, 1).drafting_note
+    stopped = [it for it in spec.iterations if it["drafting"]["stop"] == "confidence"]
+    assert stopped, "a random head should be unsure at 0.9"
+    for it in stopped:
+        d = it["drafting"]
+        assert len(it["drafts"]) < d["gamma"] <= 4 and d["confidence"] < d["threshold"] == 0.9
+    it = stopped[0]
+    note = step_view(spec, it["index"] + 1).drafting_note
+    assert note.startswith(f"Drafted {len(it['drafts'])} of γ = 4 by the draft head: early stop")
+    assert f"{it['drafting']['confidence']:.2f}, below its threshold 0.90" in note
+    for it in spec.iterations:  # every other iteration drafted all it could
+        if it["drafting"]["stop"] is None:
+            assert len(it["drafts"]) == it["drafting"]["gamma"]
+
+
+def test_the_paper_preset_drafts_one_chain_of_gamma(target):
+    """With one branch and no early stop (config.PAPER_DRAFT's settings) every iteration after the
+    first drafts exactly gamma, as a chain, and records no stop: Algorithm 1 as the paper states it."""
+    head = random_head(target, subset=TRAINED_SUBSET, scale=0.3)
+    drafter = HeadDrafter(head, "head", branches=1, min_confidence=0.0)
+    spec = speculative_generate(PROMPT, target=target, draft=drafter, gamma=3, temperature=1.0, max_new_tokens=40)
+    validate(spec.to_dict())
+    assert spec.config["draft_tree"] == 1
+    assert all("tree" not in it for it in spec.iterations)
+    for it in spec.iterations[1:]:
+        d = it["drafting"]
+        assert d["stop"] is None or d["stop"] == "eos"
+        if d["stop"] is None:
+            assert len(it["drafts"]) == d["gamma"]
+    assert {len(it["drafts"]) for it in spec.iterations[1:-2]} == {3}

@@ -28,7 +28,7 @@ CORRECTION_TEXT = {
     ),
     "bonus": (
         "Correction: bonus.",
-        "All {made} this iteration made passed, so the target's pass already holds its next distribution; one "
+        "{made} this iteration made passed, so the target's pass already holds its next distribution; one "
         "more token is drawn from it for free.",
     ),
     "target": (
@@ -159,7 +159,7 @@ def step_view(trace: Trace, i: int) -> StepView:
     elif kind is not None:
         figure = bonus_figure(corr, trace.extra, no_draft=kind == "target")
     why = line.split(": ", 1)[1] if kind == "target" and ": " in line else "it was asked for none"
-    made = "its one draft" if len(drafts) == 1 else f"{len(drafts)} drafts"
+    made = "The one draft" if len(drafts) == 1 else f"All {len(drafts)} drafts"
     text = text.format(k=it["accepted_count"] + 1, made=made, why=why)
     view.correction = Correction(kind, title, text, corr, figure)
     return view

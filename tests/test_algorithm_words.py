@@ -1,0 +1,205 @@
+"""Where the engine leaves the paper's Algorithm 1, said where it happens (issue 35): drafts made of
+gamma and why the drafting stopped, the first iteration's missing draft, the tree's kept branch,
+the bonus after the drafts actually made, timeline hovers that label durations and start times,
+and the histogram's prediction for the drafts each iteration made. Also the trace's `drafting`
+field's validation and the "paper" preset's settings and links."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from test_charts import make_baseline, make_trace
+
+from specviz import charts, glossary
+from specviz.charts.acceptance import counted_iterations, predicted_lengths, predicted_mean_length
+from specviz.charts.drafting import drafted_line, plural, why_fewer
+from specviz.charts.step import step_view
+from specviz.charts.stream import token_stream_html
+from specviz.charts.tokens import decision_text, iteration_tokens
+from specviz.config import PAPER_DRAFT
+from specviz.errors import TraceError
+from specviz.theory import tokens_per_iteration_distribution
+from specviz.trace import Trace, validate
+from specviz_app import params
+
+STOPPED = {"gamma": 3, "source": "head", "stop": "confidence", "confidence": 0.21, "threshold": 0.3}
+
+
+def early_stop_trace() -> Trace:
+    """make_trace with iteration 2 cut to one accepted draft and its bonus (an early stop at 0.21),
+    and a first iteration with no draft (the head had no features yet)."""
+    data = json.loads(make_trace().to_json())
+    its = data["iterations"]
+    its[1]["drafts"] = its[1]["drafts"][:1]
+    its[1]["accepted_count"] = 1
+    its[1]["drafting"] = dict(STOPPED)
+    its[0]["drafting"] = {"gamma": 3, "source": "head", "stop": None, "confidence": None, "threshold": None}
+    first = copy.deepcopy(its[2])
+    first.update(drafts=[], accepted_count=0, drafting={**STOPPED, "stop": "no_features", "confidence": None,
+                                                        "threshold": None})  # fmt: skip
+    first["correction"]["kind"] = "bonus"  # as the recorder writes it; Trace calls it "target"
+    data["iterations"] = [first, *its]
+    for i, it in enumerate(data["iterations"]):
+        it["index"] = i
+    data["config"]["draft"] = "hybrid"
+    return Trace(**{k: v for k, v in data.items() if k != "schema"})
+
+
+def test_plurals():
+    assert plural(1, "draft") == "1 draft" and plural(3, "draft") == "3 drafts"
+
+
+def test_an_early_stop_says_how_many_of_gamma_and_the_confidence_against_its_threshold():
+    it = early_stop_trace().iterations[2]
+    line = drafted_line(it, 3)
+    assert line.startswith("drafted 1 of γ = 3 by the draft head: early stop")
+    assert "0.21, below its threshold 0.30" in line and "not in the paper's Algorithm 1" in line
+    full = make_trace().iterations[1] | {"drafting": {**STOPPED, "stop": None, "confidence": None}}
+    assert why_fewer(full, 3) is None and drafted_line(full, 3) == "drafted 3 of γ = 3 by the draft head"
+
+
+def test_the_first_iteration_says_why_it_has_no_draft():
+    trace = early_stop_trace()
+    view = step_view(trace, 1)
+    assert view.summary == "Iteration 1 of 4: no draft, so the target made one token alone."
+    assert "the first iteration has no draft" in view.drafting_note and "prefill" in view.drafting_note
+    assert "the first iteration has no draft" in view.correction.text
+    # An older trace without `drafting` still says it, from its draft's kind (a head reads features).
+    old = early_stop_trace()
+    for it in old.iterations:
+        it.pop("drafting", None)
+    assert "the first iteration has no draft" in step_view(old, 1).drafting_note
+
+
+def test_the_bonus_says_how_many_drafts_this_iteration_made():
+    trace = early_stop_trace()
+    one = iteration_tokens(trace.iterations[2])[-1]
+    three = iteration_tokens(make_trace().iterations[1])[-1]
+    assert one["status"] == three["status"] == "bonus"
+    assert decision_text(one).startswith("bonus: the one draft this iteration made was accepted")
+    assert decision_text(three).startswith("bonus: all 3 drafts this iteration made were accepted")
+    assert "all drafts" not in decision_text(one)
+    view = step_view(trace, 3)
+    assert view.correction.text.startswith("The one draft this iteration made passed")
+    assert step_view(make_trace(), 2).correction.text.startswith("All 3 drafts this iteration made passed")
+    assert "1 tokens" not in view.summary and "proposed 1 token," in view.summary
+
+
+def test_the_hover_card_ends_with_its_iterations_drafting():
+    html = token_stream_html(early_stop_trace().iterations, {}, gamma=3)
+    assert html.count("iteration 3: drafted 1 of γ = 3 by the draft head: early stop") == 2  # draft + bonus
+    assert "iteration 1: no draft (γ = 3): the first iteration has no draft" in html
+    assert "iteration 2: drafted 3 of γ = 3 by the draft head<" in html
+
+
+def test_a_tree_iteration_names_the_kept_branch_in_the_hover_card_and_the_inspector():
+    trace = make_trace()
+    it = trace.iterations[2]
+    it["tree"] = {"kept_branch": 1, "other_branches": [[{"token_id": 40, "token": " known"},
+                                                         {"token_id": 41, "token": " as"}]],
+                  "rejected_first": []}  # fmt: skip
+    html = token_stream_html(trace.iterations, trace.extra)
+    assert "a draft tree: 2 branches checked in one target pass, branch 2 “. And then” kept" in html
+    note = step_view(trace, 3).tree_note
+    kept, not_kept = note.split("Kept: ", 1)[1].split("Not kept: ", 1)
+    assert "“. And then”" in kept and "“known as”" in not_kept and "known" not in kept
+
+
+def test_timeline_hover_shows_durations_as_durations_and_start_times_as_such():
+    trace = early_stop_trace()
+    fig = charts.timeline_figure(trace, make_baseline())
+    draft, verify, base = fig.data
+    # iteration 3 (index 2) started at 100 ms here, its draft lasted 10 ms and its verify 80 ms
+    assert list(verify.customdata[2][:3]) == [3, 80.0, 110.0]
+    assert list(draft.customdata[2][:3]) == [3, 10.0, 100.0]
+    for bar in (draft, verify, base):
+        assert "lasted %{customdata[1]" in bar.hovertemplate and "started at %{customdata[2]" in bar.hovertemplate
+        assert "%{x" not in bar.hovertemplate  # a bar's x is where it ends, never its length
+    assert "accepted 1 of the 1 draft made" in verify.customdata[2][3] and "early stop" in verify.customdata[2][3]
+    assert "no draft to check" in verify.customdata[0][3]
+    assert "the first iteration has no draft" in draft.customdata[0][3]
+
+
+def test_histogram_prediction_is_the_truncated_geometric_for_the_drafts_each_iteration_made():
+    alpha = 0.4
+    mixed = predicted_lengths(alpha, [1, 3], 3)
+    one, three = tokens_per_iteration_distribution(alpha, 1), tokens_per_iteration_distribution(alpha, 3)
+    assert mixed == pytest.approx([(one[0] + three[0]) / 2, (one[1] + three[1]) / 2, three[2] / 2, three[3] / 2])
+    assert sum(mixed) == pytest.approx(1.0)
+    # Every iteration drafted gamma (the paper's case): the paper's own prediction.
+    assert predicted_lengths(alpha, [3, 3], 3) == pytest.approx(three)
+    assert predicted_mean_length(alpha, [1, 3]) == pytest.approx((1.4 + (1 + 0.4 + 0.16 + 0.064)) / 2)
+    trace = early_stop_trace()
+    assert [len(it["drafts"]) for it in counted_iterations(trace)] == [3, 1, 3]  # the draft-less one left out
+    rows = charts.length_table(trace)
+    assert [r["iterations"] for r in rows] == [1, 1, 1, 0]
+    want = predicted_lengths(trace.summary["alpha"], [3, 1, 3], 3)
+    assert [r["predicted fraction"] for r in rows] == pytest.approx(want)
+    fig = charts.accept_length_figure(trace)
+    assert fig.data[0].name == "measured (3 iterations with a draft; 2 drafted all γ = 3)"
+    assert "for the drafts each made" in fig.data[1].name
+
+
+def test_glossary_words_stay_true_with_trees_and_early_stops():
+    assert "fewer than γ" in glossary.MEAN_ACCEPTED_LENGTH.definition
+    assert "kept" in glossary.ACCEPTANCE_RATE.definition
+    assert "above α" in glossary.WHY_RATE_AND_ALPHA_DIFFER and "below α" in glossary.WHY_RATE_AND_ALPHA_DIFFER
+    assert "drafts each iteration actually made" in glossary.HISTOGRAM_PREDICTION.definition
+    assert "no tree" in glossary.ALGORITHM_PAPER.definition and "no early stop" in glossary.ALGORITHM_PAPER.definition
+
+
+def _traced_dict() -> dict:
+    data = json.loads(make_trace().to_json())
+    for it in data["iterations"]:
+        it["drafting"] = {"gamma": 3, "source": "head", "stop": None, "confidence": None, "threshold": None}
+    return data
+
+
+def test_the_drafting_field_validates_and_older_traces_still_read():
+    validate(_traced_dict())
+    validate(json.loads(make_trace().to_json()))  # no drafting: an older trace
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"gamma": 4, "stop": "confidence", "confidence": None, "threshold": 0.3}, "confidence: expected a finite"),
+        ({"stop": "sleepy"}, "stop"),
+        ({"stop": "confidence"}, "null when all gamma drafts were made"),
+        ({"gamma": 2}, "at least the 3 drafts made"),
+        ({"source": "oracle"}, "source"),
+        ({"confidence": 0.5}, 'null unless stop is "confidence"'),
+    ],
+)
+def test_a_damaged_drafting_field_is_refused_with_its_place(change, message):
+    data = _traced_dict()
+    data["iterations"][0]["drafting"].update(change)
+    with pytest.raises(TraceError, match="iterations\\[0\\].drafting") as err:
+        validate(data)
+    assert message in str(err.value)
+
+
+def test_an_early_stop_above_its_threshold_is_refused():
+    data = _traced_dict()
+    it = data["iterations"][1]
+    it["drafting"] = {**STOPPED, "gamma": 4, "confidence": 0.35}
+    with pytest.raises(TraceError, match="below the threshold"):
+        validate(data)
+
+
+def test_the_paper_preset_in_settings_and_links():
+    s, msgs = params.from_query({"algorithm": "paper"})
+    assert msgs == [] and s.algorithm == "paper"
+    assert s.model_names()[1] == PAPER_DRAFT  # the default pair's hybrid becomes the paper's head chain
+    assert params.Settings(pair="offline-head", algorithm="paper").model_names()[1] == PAPER_DRAFT
+    assert params.Settings(pair="offline-ngram", algorithm="paper").model_names()[1] == "ngram"  # already a chain
+    assert s.run_key() != params.DEFAULTS.run_key()
+    assert s.to_query()["algorithm"] == "paper"
+    assert params.from_query(s.to_query())[0] == s
+    bad, msgs = params.from_query({"algorithm": "magic"})
+    assert bad.algorithm == "fastest" and "algorithm: 'magic' should be one of fastest, paper" in msgs[0]
+    config = {"target": params.models.OFFLINE_TARGET, "draft": PAPER_DRAFT, "gamma": 4, "temperature": 1.0}
+    back, msgs = params.from_trace_config(config, "hi", True)
+    assert msgs == [] and back.pair == "offline" and back.algorithm == "paper" and back.gamma == 4
