@@ -91,6 +91,7 @@ SWEEP_JSON, SWEEP_CSV = "sw_dl_json", "sw_dl_csv"  # its downloads
 SWEEP_UPLOAD, SWEEP_OPEN = "sweep_upload", "sweep_open"  # a saved sweep to open
 # Lesson
 LESSON_BACK, LESSON_NEXT = "lesson_back", "lesson_next"
+LESSON_CONTENTS_PREFIX = "lesson_contents_"  # + the step on show: the table of contents' picker
 LESSON_SIDE, LESSON_NOTES = "lesson_side", "lesson_notes"  # containers the presenter view styles
 LESSON_FIGURE_PREFIX = "lesson-"  # + the step's figure
 

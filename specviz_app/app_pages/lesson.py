@@ -87,6 +87,11 @@ def _move(delta: int, count: int) -> None:
     st.session_state[keys.LESSON_STEP] = min(max(1, st.session_state.get(keys.LESSON_STEP, 1) + delta), count)
 
 
+def _picked(key: str) -> None:
+    """A step chosen in the table of contents becomes the step on show."""
+    st.session_state[keys.LESSON_STEP] = st.session_state[key]
+
+
 def _stream(it: dict, extra: dict, language: str, hide_decisions: bool = False) -> None:
     if hide_decisions:  # before the target has judged: every draft is only a proposal (grey)
         drafts = "".join(
@@ -119,10 +124,17 @@ def _nav(slots, i: int, count: int, ui: dict) -> None:
 def _contents(box, steps: list[dict], i: int, big: bool, rec: lesson_content.Recordings, ui: dict) -> None:
     """The table of contents, the link to this step and the example used, inside `box`."""
     count = len(steps)
+    # The step is plain session state that only callbacks change; the picker is a new widget for each
+    # step, so it starts at the step on show. Bound to the step itself (key=LESSON_STEP), it broke
+    # Next and Back in presenter view: a popover's content is not mounted while it is closed, so the
+    # browser kept sending the value the picker last showed, and Streamlit took it for a new choice
+    # made before Next's callback ran (step 2 for ever after Next from step 1, issue 35).
+    picker = f"{keys.LESSON_CONTENTS_PREFIX}{i}"
     with box:
         st.selectbox(
-            ui.get("contents", "Steps"), list(range(1, count + 1)), key=keys.LESSON_STEP,
+            ui.get("contents", "Steps"), list(range(1, count + 1)), index=i - 1, key=picker,
             format_func=lambda n: f"{n}. {steps[n - 1]['title']}", label_visibility="collapsed",
+            on_change=_picked, args=(picker,),
         )  # fmt: skip
         link = f"?step={i}&lang={st.session_state[keys.LESSON_LANG]}&presenter={int(big)}"
         st.caption(f"{ui.get('link', 'Link to this step')}: `{link}`")

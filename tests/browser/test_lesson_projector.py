@@ -5,13 +5,21 @@ tall, its title, figure and takeaway on screen without scrolling), its chart and
 be read from the back of the room (at least 20 px, dark ink), and its markdown must render (no
 literal `**`, which CommonMark leaves when bold meets CJK punctuation). One browser page walks
 through all the steps with the Next button; a screenshot per step goes to artifacts/screenshots/.
+
+A teacher also switches the presenter view on from the page (not only from a ?presenter=1 link) and
+then walks the lesson with Next, Back and the table of contents: each press must move one step
+(issue 35: after the switch, Next stuck on step 2, because the table of contents was bound to the
+step and, folded in a closed popover, kept sending back the step it last showed).
 """
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
+
+from specviz.lesson import load_lesson
 
 from .helpers import assert_no_traceback, shot
 
@@ -102,3 +110,60 @@ def test_every_step_fits_a_projector_and_reads_from_the_back(new_page, lang):
             problems.append(f"{where}: text not in dark ink: {pale[:6]}")
     print(f"page heights, content ends ({lang}):", heights)
     assert not problems, "\n".join(problems)
+
+
+IDLE = "document.querySelector('[data-testid=\"stApp\"]').dataset.testScriptState === 'notRunning'"
+
+
+def heading(page):
+    """The step's title on the page (st.title: the page's only h1)."""
+    return page.locator('[data-testid="stMain"] h1')
+
+
+def expect_step(page, step: int, titles: list[str]) -> None:
+    """Wait (Playwright's auto-waiting expect) until step `step` is the one on show."""
+    from playwright.sync_api import expect
+
+    expect(heading(page)).to_have_text(f"{step}. {titles[step - 1]}", timeout=60_000)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_presenter_view_switched_on_from_the_page_keeps_next_and_back_working(new_page, lang):
+    from playwright.sync_api import expect
+
+    lesson = load_lesson(lang)
+    titles, ui = [s["title"] for s in lesson["steps"]], lesson["ui"]
+    count = len(titles)
+    page = new_page({"lang": lang}, path="lesson", viewport=VIEWPORT)  # the reading view, with its sidebar
+    expect_step(page, 1, titles)
+    page.locator('[data-testid="stMain"] [data-testid="stCheckbox"]', has_text=ui["presenter"]).click()
+    expect(page.locator('[data-testid="stSidebar"]')).to_be_hidden(timeout=60_000)  # presenter view is on
+    expect(page).to_have_url(re.compile(r"presenter=1"), timeout=60_000)
+    back, next_ = page.locator(".st-key-lesson_back button"), page.locator(".st-key-lesson_next button")
+    expect(back).to_be_disabled()
+    for step in range(2, count + 1):
+        next_.click()
+        expect_step(page, step, titles)
+    expect(next_).to_be_disabled(timeout=60_000)
+    shot(page, f"lesson-presenter-switched-{lang}-{count:02d}")
+    for step in range(count - 1, 0, -1):
+        back.click()
+        expect_step(page, step, titles)
+    expect(back).to_be_disabled(timeout=60_000)
+
+    # The table of contents (a popover in presenter view), then Next and Back from the step it chose.
+    # It is opened once step 1's run has ended: a run that ends redraws the page and folds it again.
+    page.wait_for_function(IDLE, timeout=60_000)
+    page.locator('[data-testid="stMain"] [data-testid="stPopoverButton"]', has_text=ui["contents"]).click()
+    page.locator('[data-testid="stPopoverBody"] [data-testid="stSelectbox"]').click()
+    page.get_by_role("option", name=f"3. {titles[2]}").click()
+    expect_step(page, 3, titles)
+    page.keyboard.press("Escape")  # fold the popover away again, as a teacher would
+    for step in (4, 5):
+        next_.click()
+        expect_step(page, step, titles)
+    for step in (4, 3, 2):
+        back.click()
+        expect_step(page, step, titles)
+    expect(page.locator('[data-testid="stSidebar"]')).to_be_hidden()  # still the presenter view
+    assert_no_traceback(page)
