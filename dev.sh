@@ -2,6 +2,7 @@
 # specviz set-up and entry points. Both commands install what they need on first use.
 #   ./dev.sh app    start the Streamlit app on the offline default models
 #   ./dev.sh test   lint (ruff) and run the whole test suite
+#   ./dev.sh test quick   the developer's loop: lint and the core tests (no models, browser or training)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -46,39 +47,44 @@ case "${1:-}" in
         ;;
     test)
         setup_python
+        if [ "${2:-}" = "quick" ]; then
+            # The developer's loop: the core without models, browser or training (tests marked quick
+            # in tests/conftest.py: Algorithm 1, the trace, the charts, the theory, the toy pair).
+            "$VENV/bin/ruff" check .
+            export OMP_NUM_THREADS=1  # one torch thread per worker, as in the whole suite
+            exec "$VENV/bin/python" -m pytest -n auto -m quick --durations=5
+        fi
         setup_chromium
         "$VENV/bin/ruff" check .
         "$VENV/bin/ruff" format --check .
         if [ $# -gt 1 ]; then
             exec "$VENV/bin/python" -m pytest "${@:2}"  # the tests asked for, as pytest runs them
         fi
-        # The whole suite, in three parts. Side by side: the compute tests on one pytest-xdist worker
+        # The whole suite, in two parts side by side: the compute tests on one pytest-xdist worker
         # per core, torch on one thread each (two processes each spinning two OpenMP threads on two
         # cores slow each other badly), and the browser tests in one process of their own, with one
         # app server and one Chromium, not on the compute workers: the two parts share the two cores,
         # and in one process rather than two halves the second app server and browser no longer take
-        # CPU from the compute tests (docs/reliability.md has what each part needs). Then the tests
-        # that time the app (marked quiet), on their own.
+        # CPU from the compute tests (docs/reliability.md has what each part needs). No test times
+        # anything: the app's wall-clock goals are scripts/bench_app.py's, run by hand on a quiet machine.
         # --durations: each part lists its slowest tests, so a slow new test shows in every CI log.
         mkdir -p artifacts
         status=0 browser_status=0
-        # SPECVIZ_TIMING_SECONDS=0: these tests need only a run's first figures, so the app times the
-        # fewest pairs after each run (specviz_app/background.py); the quiet tests time it as it ships.
-        OMP_NUM_THREADS=1 SPECVIZ_TIMING_SECONDS=0 "$VENV/bin/python" -m pytest -m "browser and not quiet" \
+        # SPECVIZ_TIMING_SECONDS=0: the browser tests need only a run's figures, not many of them, so
+        # the app times the fewest pairs after each run (specviz_app/background.py).
+        OMP_NUM_THREADS=1 SPECVIZ_TIMING_SECONDS=0 "$VENV/bin/python" -m pytest -m browser \
             --durations=10 >artifacts/suite-browser.log 2>&1 &
         browser=$!
         OMP_NUM_THREADS=1 "$VENV/bin/python" -m pytest -n auto --dist loadgroup --no-loadscope-reorder \
-            -m "not browser and not quiet" \
-            --durations=20 || status=$?
+            -m "not browser" --durations=20 || status=$?
         wait "$browser" || browser_status=$?
         echo "----- the browser tests (artifacts/suite-browser.log) -----"
         cat artifacts/suite-browser.log
         [ "$browser_status" -eq 0 ] || status=$browser_status
-        "$VENV/bin/python" -m pytest -m quiet --durations=5 || status=$?
         exit "$status"
         ;;
     *)
-        echo "usage: ./dev.sh app | ./dev.sh test [pytest args]" >&2
+        echo "usage: ./dev.sh app | ./dev.sh test [quick | pytest args]" >&2
         exit 2
         ;;
 esac

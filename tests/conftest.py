@@ -19,8 +19,7 @@ import pytest  # noqa: E402
 from specviz.toy import PEAKY, tiny_llama  # noqa: E402
 
 # Files that run before the rest, in this order:
-# - the quiet part's fresh-app test first: an app server started by an earlier test still loads its
-#   models in the background, and beside that load its first Run took 9.5 s against an 8 s bar;
+# - the fresh-app test first in the browser process, before the session's own app server is busy;
 # - then the compute files that take longest, longest first (seconds on one worker of an AMD EPYC,
 #   2 Dec 2026). `./dev.sh test` hands files to its workers in collection order
 #   (--no-loadscope-reorder), and these go first: xdist's own order (by test count) handed them out
@@ -37,6 +36,25 @@ RUN_FIRST = [
     "test_notebook.py",  # 27 s
 ]
 
+# `./dev.sh test quick`, the developer's loop (at most 2 minutes on two cores): Algorithm 1 and its
+# exactness on the toy pair, sampling, the trace, the charts, the theory, the lesson's content, the
+# words, and the house and import rules; no browser, no real model, no training. Their tests that
+# load the offline models (marked slow) stay out.
+QUICK_FILES = {
+    "test_verify_exact.py",
+    "test_decoder_tiny.py",
+    "test_sampling.py",
+    "test_trace_io.py",
+    "test_charts.py",
+    "test_charts_issue5.py",
+    "test_chart_layout.py",
+    "test_theory.py",
+    "test_glossary.py",
+    "test_lesson.py",
+    "test_import_rules.py",
+    "test_house_rules.py",
+}
+
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
@@ -45,6 +63,8 @@ def pytest_collection_modifyitems(config, items):
     files come first, the rest in their usual order."""
     for item in items:
         item.add_marker(pytest.mark.xdist_group(item.path.name))
+        if item.path.name in QUICK_FILES and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.quick)
     rank = {name: i for i, name in enumerate(RUN_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
 

@@ -33,7 +33,8 @@ classroom = pytest.mark.skipif(
 
 
 def wait_idle(page, timeout_ms: int = RUN_TIMEOUT_MS) -> None:
-    """Wait until the app drew its page and finished the current script run (the 'running' badge is gone)."""
+    """Wait until the app drew its page and finished the current script run (the 'running' badge is
+    gone and no element is left stale from the run before)."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
     page.wait_for_selector('[data-testid="stSidebar"]', timeout=timeout_ms)
     page.wait_for_selector('[data-testid="stMain"] h1', timeout=timeout_ms)  # the page itself has drawn
@@ -41,10 +42,50 @@ def wait_idle(page, timeout_ms: int = RUN_TIMEOUT_MS) -> None:
     deadline = time.monotonic() + timeout_ms / 1000
     quiet = 0
     while quiet < 3:  # three calm polls in a row: a rerun that follows a run has had time to start
-        quiet = quiet + 1 if app.get_attribute("data-test-script-state") == "notRunning" else 0
+        calm = app.get_attribute("data-test-script-state") == "notRunning"
+        quiet = quiet + 1 if calm and not page.locator('[data-stale="true"]').count() else 0
         if time.monotonic() > deadline:
             raise AssertionError(f"the app was still running after {timeout_ms / 1000:.0f} s")
         page.wait_for_timeout(200)
+
+
+# Counts the script runs the page has seen start, from the moment it is installed: a MutationObserver
+# on the app's script-state attribute (Streamlit sets it to "running" while the script runs).
+_WATCH_RUNS = """() => {
+    if (window.__svWatch === undefined) {
+        window.__svStarted = 0;
+        window.__svWatch = new MutationObserver(records => {
+            // A record holds the value before the change; the value after it is the next record's
+            // old value, or the attribute as it is now for the last one.
+            records.forEach((r, i) => {
+                const after = i + 1 < records.length ? records[i + 1].oldValue
+                    : r.target.getAttribute('data-test-script-state');
+                if (after === 'running') window.__svStarted += 1;
+            });
+        });
+        window.__svWatch.observe(document.documentElement, {
+            subtree: true, attributes: true, attributeOldValue: true,
+            attributeFilter: ['data-test-script-state'],
+        });
+    }
+    return window.__svStarted;
+}"""
+RERUN_START_MS = 15_000  # an action that changes nothing starts no run: past this, stop waiting for one
+
+
+def act(page, action, timeout_ms: int = RUN_TIMEOUT_MS, start_ms: int = RERUN_START_MS) -> None:
+    """Do `action()` (a click, a key, a filled field) and wait for the script run it starts to finish.
+
+    Waits for the run itself, not for luck: a run must have started after the action before the
+    calm state counts, so a slow server only makes the test slower, never red. An
+    action that starts no run (a value set to what it was) waits `start_ms`, then goes on."""
+    before = page.evaluate(_WATCH_RUNS)
+    action()
+    try:
+        page.wait_for_function(f"() => window.__svStarted > {before}", timeout=start_ms, polling=50)
+    except Exception:  # noqa: BLE001 - playwright's TimeoutError: nothing ran, nothing to wait for
+        pass
+    wait_idle(page, timeout_ms)
 
 
 def assert_no_traceback(page) -> None:
@@ -72,9 +113,7 @@ def sidebar_text(page) -> str:
 
 def goto_page(page, title: str) -> None:
     """Open a page through the sidebar navigation (keeps the session, unlike loading its URL)."""
-    page.locator('[data-testid="stSidebarNav"] a', has_text=title).first.click()
-    page.wait_for_timeout(300)
-    wait_idle(page)
+    act(page, page.locator('[data-testid="stSidebarNav"] a', has_text=title).first.click)
     assert_no_traceback(page)
 
 
@@ -89,16 +128,17 @@ def run_button_in_sight(page, height: int) -> bool:
 
 
 def click_run(page, timeout_ms: int = RUN_TIMEOUT_MS) -> None:
-    page.locator('[data-testid="stSidebar"] button', has_text="Run").first.click()
-    page.wait_for_timeout(500)
-    wait_idle(page, timeout_ms)
+    act(page, page.locator('[data-testid="stSidebar"] button', has_text="Run").first.click, timeout_ms)
     assert_no_traceback(page)
 
 
 def showing(page) -> str:
     """The 'Showing: ...' line above every page: which trace is on show."""
-    loc = page.locator('[data-testid="stCaptionContainer"]', has_text="Showing:")
-    return loc.first.inner_text() if loc.count() else ""
+    loc = page.locator('[data-testid="stCaptionContainer"]', has_text="Showing:").first
+    try:
+        return loc.inner_text(timeout=10_000)  # waits for the line to be drawn
+    except Exception:  # noqa: BLE001 - playwright's TimeoutError: a page with nothing on show
+        return ""
 
 
 def slider_input(page, label: str):
@@ -115,9 +155,7 @@ def nudge_slider(page, label: str, key: str, times: int = 1) -> None:
     thumb.focus()
     for _ in range(times):
         page.keyboard.press(key)
-    page.keyboard.press("Tab")  # the value is sent when the thumb lets go
-    page.wait_for_timeout(400)
-    wait_idle(page)
+    act(page, lambda: page.keyboard.press("Tab"))  # the value is sent when the thumb lets go
 
 
 def choose(page, label: str, option: str) -> None:
@@ -125,18 +163,14 @@ def choose(page, label: str, option: str) -> None:
     box = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]', has_text=label)
     box.locator("input").first.click()
     page.keyboard.type(option)  # the list is virtual: filter it, then take the first match
-    page.locator('[role="option"]', has_text=option).first.click()
-    page.wait_for_timeout(400)
-    wait_idle(page)
+    act(page, page.locator('[role="option"]', has_text=option).first.click)
 
 
 def type_into(page, label: str, text: str) -> None:
     """Replace the text of a sidebar text input or text area and commit it (as leaving the field does)."""
     field = page.locator('[data-testid="stSidebar"]').get_by_label(label, exact=True)
     field.fill(text)
-    field.press("Tab")
-    page.wait_for_timeout(400)
-    wait_idle(page)
+    act(page, lambda: field.press("Tab"))
 
 
 def download(page, label: str) -> bytes:
@@ -159,14 +193,11 @@ def upload(page, files: list[tuple[str, bytes]]) -> None:
         paths = [Path(folder) / name for name, _ in files]
         for path, (_, data) in zip(paths, files, strict=True):
             path.write_bytes(data)
-        page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(paths)
-        page.wait_for_timeout(800)
-        wait_idle(page)
+        dropzone = page.locator('[data-testid="stFileUploaderDropzoneInput"]')
+        act(page, lambda: dropzone.set_input_files(paths), start_ms=60_000)  # large files take a while to send
     button = page.locator('[data-testid="stMain"] button', has_text="Open the uploaded trace")
     if button.count():
-        button.first.click()
-        page.wait_for_timeout(400)
-        wait_idle(page)
+        act(page, button.first.click)
     assert_no_traceback(page)
 
 
@@ -176,9 +207,7 @@ def clear_uploads(page) -> None:
         buttons = page.locator('[data-testid="stFileChipDeleteBtn"] button')
         if not buttons.count():
             break
-        buttons.first.click()
-        page.wait_for_timeout(300)
-        wait_idle(page)
+        act(page, buttons.first.click)
 
 
 def errors(page) -> list[str]:
@@ -195,10 +224,12 @@ def nav_titles(page) -> list[str]:
 
 def stream_text(page) -> str:
     """The coloured token stream of the page (fails with the page text when there is none)."""
-    stream = page.locator(".sv-stream")
-    if not stream.count():
-        raise AssertionError(f"no token stream on the page:\n{main_text(page)[:3000]}")
-    return stream.first.inner_text()
+    stream = page.locator(".sv-stream").first
+    try:
+        stream.wait_for(timeout=60_000)  # drawn by the script run that may still be sending it
+    except Exception as e:  # noqa: BLE001 - playwright's TimeoutError, said with the page's text
+        raise AssertionError(f"no token stream on the page:\n{main_text(page)[:3000]}") from e
+    return stream.inner_text()
 
 
 def save_foreign_vocab_model(folder: Path) -> Path:

@@ -181,7 +181,6 @@ def test_html_in_traces_and_prompts_shows_as_text(new_page):
     assert "Opened the uploaded evil.json" in main_text(page)
     for title in ("Playground", "Step inspector", "Acceptance", "Timeline"):
         goto_page(page, title)
-        page.wait_for_timeout(300)
         assert page.evaluate("window.__xss") == 0, f"markup from the trace ran on {title}"
         assert page.locator('[data-testid="stMain"] img[src="x"]').count() == 0
     goto_page(page, "Playground")

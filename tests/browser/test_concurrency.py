@@ -23,6 +23,7 @@ from specviz.trace import validate
 from .helpers import (
     ARTIFACTS,
     RUN_TIMEOUT_MS,
+    act,
     assert_no_traceback,
     classroom,
     download,
@@ -183,9 +184,7 @@ def test_the_queue_shows_places_a_closed_tab_frees_its_place_and_cancel_keeps_th
     # Cancel while queued: the run leaves the queue, the example stays on show.
     canceller.locator('[data-testid="stSidebar"] button', has_text="Run").first.click()
     _wait_for_place(canceller)
-    canceller.locator('[data-testid="stMain"] button', has_text="Cancel this run").first.click()
-    canceller.wait_for_timeout(500)
-    wait_idle(canceller)
+    act(canceller, canceller.locator('[data-testid="stMain"] button', has_text="Cancel this run").first.click)
     assert_no_traceback(canceller)
     assert any(e.startswith("Run cancelled") and "Nothing was lost" in e for e in errors(canceller)), errors(canceller)
     assert showing(canceller) == before

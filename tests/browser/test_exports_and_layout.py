@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import csv
 import io
+import time
 
 import pytest
 
 from specviz.trace import STATUSES
 
-from .helpers import download, goto_page, shot, wait_idle
+from .helpers import act, download, goto_page, shot
 
 pytestmark = pytest.mark.browser
 
@@ -37,7 +38,7 @@ def grids(page, path: str, count: int) -> list[dict]:
     assert frames.count() == count, path
     for frame in frames.all():
         frame.scroll_into_view_if_needed()
-        page.wait_for_timeout(300)
+        frame.locator('table[role="grid"] thead th').first.wait_for(state="attached")  # its headers drawn
     return page.evaluate(GRIDS)
 
 
@@ -69,18 +70,18 @@ def test_inspector_play_keeps_its_controls_in_place(new_page):
     before = page.evaluate(BUTTONS)
     assert [b[0] for b in before] == ["Previous", "Next", "Play"], before
     page.locator('[data-testid="stMain"] button', has_text="Play").first.click()
-    seen = set()
-    for _ in range(10):  # while playing: one button per control, each where it was
-        page.wait_for_timeout(300)
+    page.locator('[data-testid="stMain"] button', has_text="Pause").first.wait_for()  # playing now
+    seen = {heading.inner_text().split(":")[0]}
+    deadline = time.monotonic() + 120  # bounds a hang only: a slow machine plays slower
+    while len(seen) < 2:  # while playing: one button per control, each where it was
+        assert time.monotonic() < deadline, f"the inspector did not play on: {seen}"
+        page.wait_for_timeout(200)
         now = page.evaluate(BUTTONS)
         assert [b[0] for b in now] == ["Previous", "Next", "Pause"], now
         assert [b[1:] for b in now] == [b[1:] for b in before], (before, now)
         seen.add(heading.inner_text().split(":")[0])
     shot(page, "inspector-playing-1400")
-    assert len(seen) > 1, seen  # it did play
-    page.locator('[data-testid="stMain"] button', has_text="Pause").first.click()
-    page.wait_for_timeout(300)
-    wait_idle(page)
+    act(page, page.locator('[data-testid="stMain"] button', has_text="Pause").first.click)
     after = page.evaluate(BUTTONS)
     assert [b[0] for b in after] == ["Previous", "Next", "Play"], after
     assert [b[1:] for b in after] == [b[1:] for b in before], (before, after)

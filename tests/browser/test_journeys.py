@@ -6,9 +6,10 @@ Runs are kept short (at most 12 new tokens) because the suite must pass on a sma
 from __future__ import annotations
 
 import json
-import time
+import re
 
 import pytest
+from playwright.sync_api import expect
 
 from specviz.charts.style import STATUS_COLORS
 from specviz.config import DEFAULT_GAMMA
@@ -16,6 +17,7 @@ from specviz.trace import validate
 
 from .helpers import (
     RUN_PAGES,
+    act,
     assert_no_traceback,
     click_run,
     download,
@@ -29,7 +31,6 @@ from .helpers import (
     slider_value,
     stream_text,
     upload,
-    wait_idle,
     warnings,
 )
 
@@ -121,15 +122,11 @@ def test_playground_run_every_page_download_and_upload(new_page, greedy_referenc
     assert heading.startswith("Iteration 1 of"), heading
     n = int(heading.split(" of ")[1].split(":")[0])
     if n > 1:
-        page.locator('[data-testid="stMain"] button', has_text="Next").first.click()
-        page.wait_for_timeout(300)
-        wait_idle(page)
-        assert page.locator("h3").first.inner_text().startswith("Iteration 2 of")
+        act(page, page.locator('[data-testid="stMain"] button', has_text="Next").first.click)
+        expect(page.locator("h3").first).to_have_text(re.compile(r"^Iteration 2 of"))
         shot(page, "inspector-iteration-2")
-        page.locator('[data-testid="stMain"] button', has_text="Previous").first.click()
-        page.wait_for_timeout(300)
-        wait_idle(page)
-        assert page.locator("h3").first.inner_text().startswith("Iteration 1 of")
+        act(page, page.locator('[data-testid="stMain"] button', has_text="Previous").first.click)
+        expect(page.locator("h3").first).to_have_text(re.compile(r"^Iteration 1 of"))
 
     # download the trace: valid, greedy output equal to the target alone
     goto_page(page, "Traces")
@@ -195,9 +192,7 @@ def test_the_lesson_can_be_followed(new_page):
         nxt = page.locator('[data-testid="stMain"] button', has_text="Next")
         if not nxt.count() or nxt.first.is_disabled():
             break
-        nxt.first.click()
-        page.wait_for_timeout(300)
-        wait_idle(page)
+        act(page, nxt.first.click)
         assert_no_traceback(page)
         step += 1
         assert page.locator("h1").first.inner_text().startswith(f"{step}."), page.locator("h1").first.inner_text()
@@ -223,14 +218,6 @@ def test_a_lesson_link_with_run_settings_opens_its_step_without_decoding(new_pag
     page.locator("h1", has_text="3.").first.wait_for()
     goto_page(page, "Playground")
     assert not showing(page).startswith("Showing: run here"), showing(page)  # nothing was decoded
-
-
-@pytest.mark.quiet  # a time bar: measured with nothing else running (beside the suite it took 8.4 s once)
-def test_a_lesson_link_with_run_settings_opens_its_step_within_8_s(new_page):
-    t0 = time.perf_counter()
-    page = new_page(LESSON_RUN_LINK, path="lesson")
-    page.locator("h1", has_text="3.").first.wait_for(timeout=8_000)
-    assert time.perf_counter() - t0 < 8.0
 
 
 def test_the_presenter_view_is_restored_from_its_link_and_fits_a_projector(new_page):

@@ -11,7 +11,7 @@ import pytest
 
 from specviz.charts.lab import SIGNIFICANCE
 
-from .helpers import assert_no_traceback, main_text, shot, wait_idle
+from .helpers import act, assert_no_traceback, main_text, shot, wait_idle
 
 pytestmark = pytest.mark.browser
 LAB_SAMPLES = 100
@@ -25,9 +25,7 @@ CUT_TEXT = """() => [...document.querySelectorAll(
 def run_on_the_toy_pair(page, button: str) -> None:
     page.locator('[data-testid="stMain"] label', has_text="Toy pair").first.click()
     wait_idle(page)
-    page.locator('[data-testid="stMain"] button', has_text=button).first.click()
-    page.wait_for_timeout(500)
-    wait_idle(page, 240_000)
+    act(page, page.locator('[data-testid="stMain"] button', has_text=button).first.click, 240_000)
     assert_no_traceback(page)
 
 
@@ -47,9 +45,7 @@ def test_the_lab_comparison_shows_every_number_in_full(new_page):
     # tests/test_app_issue5.py check the statistics): fewer samples than the toy's default 500.
     samples = page.locator('[data-testid="stMain"]').get_by_role("spinbutton", name="n (samples)")
     samples.fill(str(LAB_SAMPLES))
-    samples.press("Tab")
-    page.wait_for_timeout(400)
-    wait_idle(page)
+    act(page, lambda: samples.press("Tab"))
     # The page says about how long a run takes (it promised "a few seconds" and took 32 s).
     promise = re.search(r"about (\d+) s for one rule, (\d+) s for all four", main_text(page))
     assert promise and "a few seconds" not in main_text(page), main_text(page)[:2000]
