@@ -87,6 +87,11 @@ def test_the_bonus_says_how_many_drafts_this_iteration_made():
     assert "1 tokens" not in view.summary and "proposed 1 token," in view.summary
 
 
+def test_an_older_trace_without_gamma_claims_no_gamma():
+    it = make_trace().iterations[0]
+    assert drafted_line(it) == "drafted 3 tokens" and drafted_line(it, 4).startswith("drafted 3 of γ = 4")
+
+
 def test_the_hover_card_ends_with_its_iterations_drafting():
     html = token_stream_html(early_stop_trace().iterations, {}, gamma=3)
     assert html.count("iteration 3: drafted 1 of γ = 3 by the draft head: early stop") == 2  # draft + bonus

@@ -67,6 +67,8 @@ def why_fewer(it: dict[str, Any], gamma: int | None = None, first_is_prefill: bo
 def drafted_line(it: dict[str, Any], gamma: int | None = None, first_is_prefill: bool = False) -> str:
     """'drafted 1 of γ = 3 (early stop: …)' — one line for a hover card."""
     g, gam = made_of(it, gamma)
+    if gamma is None and "drafting" not in it:  # an older trace, its γ not given: say only what it shows
+        return f"drafted {plural(g, 'token')}" if g else "no draft"
     why = why_fewer(it, gamma, first_is_prefill)
     if g == 0 and why is not None:
         return f"no draft (γ = {gam}): {why}"
