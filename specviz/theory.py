@@ -32,6 +32,7 @@ from typing import Any
 from specviz.shipped import ASSETS
 
 __all__ = [
+    "SLIDER_RANGES",
     "TABLE_1",
     "TABLE_4",
     "PaperRow",
@@ -42,6 +43,7 @@ __all__ = [
     "measured_point",
     "expected_tokens_per_iteration",
     "operations_factor",
+    "slider_range",
     "speedup_possible",
     "tokens_per_iteration_distribution",
     "walltime_improvement",
@@ -170,6 +172,30 @@ def measured_point(trace: Any, baseline: Any = None) -> dict[str, Any] | None:
         "speedup": None if spread is None else spread.median,
         "spread": spread,
     }
+
+
+# The Theory page's sliders for alpha, c and v before a trace widens them (slider_range), on a
+# 0.01 grid. v starts below 1: a run here measured a verification pass at 0.84 of a target-alone
+# step (the target alone pays per-step overheads a pass over gamma + 1 positions shares), and a
+# range starting at the paper's 1 silently set such a run's v to 1.00.
+SLIDER_RANGES = {"alpha": (0.0, 1.0), "c": (0.0, 1.0), "v": (0.5, 3.0)}
+SLIDER_STEP = 0.01
+
+
+def slider_range(name: str, measured: float | None = None) -> tuple[float, float]:
+    """(low, high) of the Theory page's slider for "alpha", "c" or "v": SLIDER_RANGES[name], widened
+    outward to the 0.01 grid so that it holds a measured value (a draft as slow as its target
+    measures c above 1; a cheap pass v below 0.5). v never reaches 0, where the formulas divide by
+    nothing, and alpha stays in [0, 1]; a value that is not a finite number widens nothing."""
+    if name not in SLIDER_RANGES:
+        raise ValueError(f"name must be one of {', '.join(SLIDER_RANGES)}; got {name!r}.")
+    low, high = SLIDER_RANGES[name]
+    if isinstance(measured, numbers.Real) and not isinstance(measured, bool) and math.isfinite(measured):
+        # round() first: 0.84 / 0.01 is 83.99999999999999, whose floor would widen the range needlessly
+        low = min(low, math.floor(round(measured / SLIDER_STEP, 9)) * SLIDER_STEP)
+        high = max(high, math.ceil(round(measured / SLIDER_STEP, 9)) * SLIDER_STEP)
+    hard_low, hard_high = {"alpha": (0.0, 1.0), "c": (0.0, math.inf), "v": (SLIDER_STEP, math.inf)}[name]
+    return round(max(low, hard_low), 2), round(min(high, hard_high), 2)
 
 
 @dataclass(frozen=True)

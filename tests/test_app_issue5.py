@@ -98,6 +98,51 @@ def test_theory_uses_the_trace_measurements():
     assert at.slider(key="th_gamma").value == at.session_state["loaded"].trace.config["gamma"]
 
 
+def test_theory_sets_every_slider_to_a_measured_v_below_1_and_c_above_1():
+    """A run measured v = 0.84 (its verification pass cheaper than a target-alone step); the v slider
+    started at 1, so "Use the current trace's α, γ, c, v" set 1.00 and the headline said 1.03× beside
+    "Prediction with measured v 1.17×". Here the default example's timings are rescaled to v = 0.84
+    and c = 1.3 (a draft slower than its target): every slider must take the trace's own value, and
+    the headline must equal the prediction with the measured v."""
+    import copy
+
+    from specviz import speedup, theory
+    from specviz.trace import Trace
+    from specviz_app.session import Loaded
+
+    folder = ASSETS / "examples"
+    trace = Trace.from_json((folder / "01-default.json").read_bytes())
+    base = Trace.from_json((folder / "01-default.baseline.json").read_bytes())
+    point = theory.measured_point(trace, base)
+    spec = dict(trace.summary)
+    spec["verify_ms"] *= 0.84 / point["v"]
+    spec["draft_ms"] *= 1.3 / point["c"]
+    rescaled = copy.deepcopy(trace)
+    rescaled.extra["timing"] = {
+        "pairs": [speedup.pair_record(spec, base.summary, speedup.order_of_pair(i), True) for i in range(3)],
+        "wanted": 3,
+    }
+    m = theory.measured_point(rescaled, base)
+    assert m["v"] < 0.95 and m["c"] > 1.05  # outside the old ranges, 1..3 and 0..1
+
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.session_state["loaded"] = Loaded(rescaled, base, "example: rescaled timings", None)
+    at.switch_page(THEORY).run()
+    at.button[[b.label for b in at.button].index("Use the current trace's α, γ, c, v")].click().run()
+    no_error(at)
+    for key, name in (("th_alpha", "alpha"), ("th_c", "c"), ("th_v", "v")):
+        slider = at.slider(key=key)
+        assert slider.min <= m[name] <= slider.max, (key, slider.min, slider.max)
+        assert slider.value == pytest.approx(round(m[name], 2)), key
+    assert at.slider(key="th_gamma").value == m["gamma"]
+    metrics = {x.label: x.value for x in at.metric}
+    explained = theory.explain_measurement(m)
+    assert metrics["Prediction with measured v"] == f"{explained.predicted:.2f}×"
+    assert metrics["Expected walltime improvement"] == metrics["Prediction with measured v"]
+    assert metrics["Expected walltime improvement"] != f"{theory.walltime_improvement(m['alpha'], 3, 1.0, 1.0):.2f}×"
+
+
 # ----- sweep -------------------------------------------------------------------------------------
 
 

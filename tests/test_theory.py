@@ -198,3 +198,20 @@ def test_theory_imports_without_torch():
 def test_public_names_exist():
     for name in theory.__all__:
         assert hasattr(theory, name)
+
+
+def test_slider_ranges_hold_every_measured_value():
+    """The Theory page's sliders start at theory.SLIDER_RANGES and widen to hold the trace's own
+    value: v began at 1, so a measured 0.84 became 1.00 on the slider and in the headline."""
+    assert theory.slider_range("v") == theory.SLIDER_RANGES["v"]
+    assert theory.SLIDER_RANGES["v"][0] < 0.84 < theory.SLIDER_RANGES["v"][1]
+    for name, value in [("v", 0.84), ("v", 0.123), ("v", 7.215), ("c", 1.3), ("c", 0.0159), ("alpha", 0.9)]:
+        low, high = theory.slider_range(name, value)
+        assert low <= round(value, 2) <= high and low <= value <= high, (name, value, low, high)
+        assert (low, high) == (round(low, 2), round(high, 2))  # on the sliders' 0.01 grid
+    assert theory.slider_range("c", 1.3) == (0.0, 1.3)  # widened exactly to the value, not beyond
+    assert theory.slider_range("v", 1e-6)[0] > 0  # v never reaches 0: the formulas divide by it
+    assert theory.slider_range("alpha", 1.5) == (0.0, 1.0)  # α is a probability
+    assert theory.slider_range("v", float("nan")) == theory.slider_range("v", None) == theory.SLIDER_RANGES["v"]
+    with pytest.raises(ValueError):
+        theory.slider_range("gamma", 3)

@@ -9,7 +9,13 @@ from specviz.charts import theory as theory_charts
 from specviz.config import GAMMA_MAX
 from specviz_app import keys, session
 
-V_MAX = 3.0  # the v slider's end: a verification pass as dear as three single steps
+SLIDERS = {"alpha": keys.THEORY_ALPHA, "c": keys.THEORY_C, "v": keys.THEORY_V}
+
+
+def _ranges(m: dict | None) -> dict[str, tuple[float, float]]:
+    """Each slider's (low, high): theory.SLIDER_RANGES widened to hold the trace's measured value, so
+    that "Use the current trace's …" sets the slider to it instead of to the nearest end."""
+    return {name: theory.slider_range(name, None if m is None else m.get(name)) for name in SLIDERS}
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -31,10 +37,9 @@ def _usable(m: dict | None) -> bool:
 
 def _use_measured(m: dict) -> None:
     exact = {}
-    ranges = {keys.THEORY_ALPHA: (0.0, 1.0), keys.THEORY_C: (0.0, 1.0), keys.THEORY_V: (1.0, V_MAX)}
-    for key, value in ((keys.THEORY_ALPHA, m["alpha"]), (keys.THEORY_C, m["c"]), (keys.THEORY_V, m["v"])):
-        low, high = ranges[key]
-        exact[key] = min(max(value, low), high)
+    for name, (low, high) in _ranges(m).items():
+        key = SLIDERS[name]
+        exact[key] = min(max(m[name], low), high)  # the range holds it (theory.slider_range); α stays in [0, 1]
         st.session_state[key] = round(exact[key], 2)  # the sliders' 0.01 grid
     st.session_state[keys.THEORY_EXACT] = exact
     if m["gamma"]:
@@ -61,19 +66,24 @@ def _sliders(m: dict | None) -> tuple[float, int, float, float]:
     st.session_state.setdefault(keys.THEORY_GAMMA, 7)
     st.session_state.setdefault(keys.THEORY_C, 0.05)
     st.session_state.setdefault(keys.THEORY_V, 1.0)
+    ranges = _ranges(m)
+    for name, (low, high) in ranges.items():
+        # A value set from an earlier trace may lie outside this trace's range: a slider refuses it.
+        st.session_state[SLIDERS[name]] = min(max(st.session_state[SLIDERS[name]], low), high)
     cols = st.columns([1, 1, 1, 1, 1.5], vertical_alignment="bottom")  # the button's label in full at 1280 px
     alpha = cols[0].slider(
-        glossary.ALPHA.label, 0.0, 1.0, step=0.01, key=keys.THEORY_ALPHA,
+        glossary.ALPHA.label, *ranges["alpha"], step=0.01, key=keys.THEORY_ALPHA,
         help="the mean of β = Σ min(p, q): how likely a draft is to pass",
     )  # fmt: skip
     gamma = cols[1].slider(
         "γ (draft tokens per iteration)", 1, GAMMA_MAX, key=keys.THEORY_GAMMA,
         help="more drafts: more to win and to waste",
     )  # fmt: skip
-    c = cols[2].slider("c (draft cost)", 0.0, 1.0, step=0.01, key=keys.THEORY_C, help=glossary.C.definition)
+    c = cols[2].slider("c (draft cost)", *ranges["c"], step=0.01, key=keys.THEORY_C, help=glossary.C.definition)
     v = cols[3].slider(
-        "v (verify cost)", 1.0, V_MAX, step=0.01, key=keys.THEORY_V, help=glossary.VERIFY_COST.definition
-    )
+        "v (verify cost)", *ranges["v"], step=0.01, key=keys.THEORY_V,
+        help=f"{glossary.VERIFY_COST.definition}; below 1 when a pass costs less than a target-alone step",
+    )  # fmt: skip
     cols[4].button(
         "Use the current trace's α, γ, c, v",
         on_click=_use_measured,
