@@ -5,12 +5,15 @@
 - `TimingPairs`: after a run, the same settings are timed again as interleaved pairs
   (specviz.speedup) while the student reads, by one worker thread for all runs; the pairs are
   written into the run's trace as they come, and the page's timing line (render._timing_status)
-  shows how many are in.
+  shows how many are in. It counts the pairs that count (speedup.counted_pairs, the run's own
+  first pair among them), and when the timing ends, `wanted` becomes what came in: the count the
+  speed numbers show (speedup.figure_pairs), so the line's "k of N" ends at the result's N.
 
 A page drawn in this server while a pair runs stalls it (the script run takes Python's lock and a
 core from the decode being timed), so `page_drawing` marks every script run, the timing worker
 starts a pair when none is running, and a pair that met one is marked disturbed and timed again
-(specviz.speedup), at most as many times as the run wants pairs.
+(specviz.speedup), at most as many times as the run wants pairs; then the disturbed ones count
+(speedup.keep_disturbed), so the run ends with the pairs its timing line counted towards.
 
 The extra pairs are low priority: each waits until no other session's decode is queued at the
 device gate (specviz.gate), so a class's first runs are never held up by anyone's timing. Batched
@@ -267,6 +270,9 @@ class TimingPairs:
                 timing["pairs"].append(pair)
                 disturbed += pair["disturbed"]
                 if disturbed >= most_disturbed:
+                    # A busy machine: pairs longer than the pages' poll always meet one. Count the
+                    # disturbed ones rather than end with fewer pairs than the page said it would.
+                    speedup.keep_disturbed(timing)
                     return
         except Exception as exc:  # noqa: BLE001 - a failed extra pair must not cost the run on show
             timing["stopped"] = f"{type(exc).__name__}: {exc}"

@@ -430,3 +430,20 @@ def test_the_playground_draws_its_numbers_from_the_pairs_as_they_come():
     assert (metrics["Speculative tok/s"].value, metrics["Target-only tok/s"].value) == ("120", "100")
     assert any("How sure" in c and "from 0.80× to 1.40×" in c for c in captions), captions
     assert not any("Timing the speedup again" in c for c in captions)
+
+
+def test_spent_retries_keep_the_earliest_disturbed_pairs_so_the_count_is_the_one_promised():
+    """Issue 35: a busy server, every further pair met a page, and the timing line's '1 of 3'
+    ended as one pair. keep_disturbed counts the earliest disturbed pairs until the run has the
+    pairs it wanted; a batched pair is never kept."""
+    first = pair(50.0, 100.0)
+    stalled = [dict(pair(100.0 / r, 100.0), disturbed=True) for r in (1.5, 3.0, 1.8)]
+    batched = dict(pair(10.0, 100.0), disturbed=True, batched=True)
+    timing = {"pairs": [first, batched, *stalled], "wanted": 3}
+    assert len(speedup.counted_pairs(timing["pairs"])) == 1
+    speedup.keep_disturbed(timing)
+    assert [bool(p.get("kept")) for p in timing["pairs"]] == [False, False, True, True, False]
+    counted = speedup.counted_pairs(timing["pairs"])
+    assert len(counted) == 3 and batched not in counted
+    spread = speedup.spread_of_pairs(speedup.figure_pairs(timing["pairs"]), timing["wanted"])
+    assert spread.complete and (spread.pairs, spread.median, spread.high) == (3, 2.0, 3.0)
