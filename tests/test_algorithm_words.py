@@ -54,7 +54,7 @@ def test_plurals():
 def test_an_early_stop_says_how_many_of_gamma_and_the_confidence_against_its_threshold():
     it = early_stop_trace().iterations[2]
     line = drafted_line(it, 3)
-    assert line.startswith("drafted 1 of γ = 3 by the draft head: early stop")
+    assert line.startswith("drafted 1 of γ = 3 by the draft head, then an early stop, as its confidence")
     assert "0.21, below its threshold 0.30" in line and "not in the paper's Algorithm 1" in line
     full = make_trace().iterations[1] | {"drafting": {**STOPPED, "stop": None, "confidence": None}}
     assert why_fewer(full, 3) is None and drafted_line(full, 3) == "drafted 3 of γ = 3 by the draft head"
@@ -94,7 +94,7 @@ def test_an_older_trace_without_gamma_claims_no_gamma():
 
 def test_the_hover_card_ends_with_its_iterations_drafting():
     html = token_stream_html(early_stop_trace().iterations, {}, gamma=3)
-    assert html.count("iteration 3: drafted 1 of γ = 3 by the draft head: early stop") == 2  # draft + bonus
+    assert html.count("iteration 3: drafted 1 of γ = 3 by the draft head, then an early stop") == 2  # draft + bonus
     assert "iteration 1: no draft (γ = 3): the first iteration has no draft" in html
     assert "iteration 2: drafted 3 of γ = 3 by the draft head<" in html
 

@@ -189,7 +189,7 @@ def test_early_stop_is_recorded_with_its_confidence_and_threshold(target, temper
         assert len(it["drafts"]) < d["gamma"] <= 4 and d["confidence"] < d["threshold"] == 0.9
     it = stopped[0]
     note = step_view(spec, it["index"] + 1).drafting_note
-    assert note.startswith(f"Drafted {len(it['drafts'])} of γ = 4 by the draft head: early stop")
+    assert note.startswith(f"Drafted {len(it['drafts'])} of γ = 4 by the draft head, then an early stop")
     assert f"{it['drafting']['confidence']:.2f}, below its threshold 0.90" in note
     for it in spec.iterations:  # every other iteration drafted all it could
         if it["drafting"]["stop"] is None:

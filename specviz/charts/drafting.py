@@ -49,9 +49,8 @@ def why_fewer(it: dict[str, Any], gamma: int | None = None, first_is_prefill: bo
         )
     if stop == "confidence":
         return (
-            f"early stop: the draft head's confidence in its latest draft was {drafting['confidence']:.2f}, "
-            f"below its threshold {drafting['threshold']:.2f}, so it stopped drafting (not in the paper's "
-            "Algorithm 1)"
+            f"then an early stop, as its confidence in its latest draft was {drafting['confidence']:.2f}, "
+            f"below its threshold {drafting['threshold']:.2f} (not in the paper's Algorithm 1)"
         )
     if stop == "no_match":
         return "the n-gram draft found no earlier match of the last tokens"
@@ -76,7 +75,9 @@ def drafted_line(it: dict[str, Any], gamma: int | None = None, first_is_prefill:
     source = (it.get("drafting") or {}).get("source")
     if source in ("head", "ngram") and g:
         text += f" by {_source(it['drafting'])}"
-    return text + (f": {why}" if why else "")
+    if why is None:
+        return text
+    return text + (", " if why.startswith("then") else ": ") + why
 
 
 def kept_tokens(tokens: list[dict[str, Any]]) -> str:
