@@ -9,6 +9,7 @@ the time each took to write that many tokens.
 from __future__ import annotations
 
 import html
+import textwrap
 
 import plotly.graph_objects as go
 
@@ -143,12 +144,16 @@ def _target_passes(fig: go.Figure, row: str, its: list[dict], name: str, opacity
     )
 
 
+HOVER_WIDTH = 64  # characters per line of a hover label
+
+
 def _iteration_words(it: dict, config: dict) -> str:
     """What the iteration drafted, for a hover card: how many of γ and why it stopped, and its tree."""
     lines = [drafted_line(it, config.get("gamma") or None, reads_features(config))]
     if (tree := tree_line(it)) is not None:
         lines.append(tree)
-    return "<br>".join(html.escape(line) for line in lines)
+    # Wrapped: Plotly draws a hover label on one line per <br>, and a long one ran off the chart.
+    return "<br>".join(html.escape(part) for line in lines for part in textwrap.wrap(line, HOVER_WIDTH))
 
 
 def _verdict_words(it: dict, config: dict) -> str:

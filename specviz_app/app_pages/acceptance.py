@@ -19,12 +19,7 @@ def acceptance() -> None:
     left.plotly_chart(charts.acceptance_by_position_figure(trace), key=keys.ACCEPTANCE_BY_POSITION_CHART)
     right.plotly_chart(charts.accept_length_figure(trace), key=keys.ACCEPTANCE_LENGTHS_CHART)
     st.plotly_chart(charts.beta_along_text_figure(trace), key=keys.ACCEPTANCE_BETA_CHART)
-    st.caption(
-        "Later positions are reached less often (only when the iteration drafted that far and every earlier "
-        "draft passed), so their bars rest on fewer iterations. The histogram counts every iteration that "
-        f"drafted, each against the prediction for the drafts it actually made. "
-        f"{glossary.HISTOGRAM_PREDICTION.label}: {glossary.HISTOGRAM_PREDICTION.definition}."
-    )
+    _captions(trace)
     left, right = st.columns(2)
     left.markdown("**By draft position**")
     fraction = st.column_config.NumberColumn(format="%.3f")
@@ -50,6 +45,23 @@ def acceptance() -> None:
         column_config={"measured fraction": fraction, "predicted fraction": fraction},
     )
     _means(trace)
+
+
+def _captions(trace) -> None:
+    """What the charts rest on, and where the engine's draft tree parts them from the prediction."""
+    trees = sum("tree" in it for it in trace.iterations)
+    if trees:
+        st.caption(
+            f"{trees} of {len(trace.iterations)} iterations drafted a tree. {glossary.DRAFT_TREE.label}: "
+            f"{glossary.DRAFT_TREE.definition}. So position 1 passes more often than its mean β, and iterations "
+            "make more tokens than the prediction from α, which counts one test per position."
+        )
+    st.caption(
+        "Later positions are reached less often (only when the iteration drafted that far and every earlier "
+        "draft passed), so their bars rest on fewer iterations. The histogram counts every iteration that "
+        f"drafted, each against the prediction for the drafts it actually made. "
+        f"{glossary.HISTOGRAM_PREDICTION.label}: {glossary.HISTOGRAM_PREDICTION.definition}."
+    )
 
 
 def _means(trace) -> None:
