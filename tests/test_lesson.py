@@ -32,12 +32,11 @@ def test_recordings_are_valid_traces_of_the_same_prompt():
     for trace in (REC.trace, REC.baseline, REC.contrast, REC.contrast_baseline):
         assert trace is not None
         validate(trace.to_dict())
-    assert REC.trace.prompt == REC.baseline.prompt == REC.contrast.prompt
-    assert REC.trace.config["temperature"] == 0  # greedy: the speculative text must be the target's own
-    assert (
-        REC.trace.output_token_ids[: len(REC.baseline.output_token_ids)]
-        == REC.baseline.output_token_ids[: len(REC.trace.output_token_ids)]
-    )
+    assert REC.trace.prompt == REC.baseline.prompt == REC.contrast.prompt == REC.contrast_baseline.prompt
+    for key in ("temperature", "seed", "max_new_tokens"):  # every race is run on equal settings
+        assert REC.trace.config[key] == REC.baseline.config[key] == REC.contrast.config[key], key
+        assert REC.contrast.config[key] == REC.contrast_baseline.config[key], key
+    assert REC.trace.config["temperature"] > 0  # sampled: the lesson teaches r, p/q and the residual
 
 
 def test_main_example_wins_on_equal_tokens_and_the_contrast_loses():
@@ -63,6 +62,81 @@ def test_printed_race_numbers_agree_with_the_traces(kind):
     assert speedup == pytest.approx(speedup_spread(trace, base).median, abs=0.006)  # the pages' own speedup
     annotations = [a.text for a in shown.figure.layout.annotations]
     assert any(f"{round(time_to(trace, n))} ms for the first {n} tokens" in a for a in annotations), annotations
+
+
+# ----- the example is sampled (issue 35, item 2): what steps 3-8 teach must be in the recording ----
+
+
+def taught() -> dict:
+    """The iteration steps 3-8 show, read from the trace without the library's own checks."""
+    from specviz.charts import lesson as lesson_charts
+
+    it = REC.trace.iterations[lesson_charts.pick_iterations(REC.trace.iterations)["resample"]]
+    k = it["accepted_count"]
+    return {"it": it, "accepted": it["drafts"][:k], "rejected": it["drafts"][k], "correction": it["correction"]}
+
+
+def test_every_checked_draft_of_the_example_drew_an_r():
+    """Greedy decoding has no r ("r = none (greedy)" on step 5): a sampled example draws one for
+    every draft it checks."""
+    shown = taught()
+    for draft in shown["accepted"] + [shown["rejected"]]:
+        assert draft["r"] is not None and 0 <= draft["r"] < 1, draft
+
+
+def test_the_example_accepts_a_draft_the_target_likes_less():
+    """An accepted draft with 0 < p/q < 1: accepted only because its r fell under p/q."""
+    below = [d for d in taught()["accepted"] if 0 < d["p"] / d["q"] < 1]
+    assert below, [(d["token"], d["q"], d["p"]) for d in taught()["accepted"]]
+    assert all(d["r"] < d["p"] / d["q"] and d["accept_prob"] == pytest.approx(d["p"] / d["q"]) for d in below)
+
+
+def test_the_example_rejects_a_draft_by_its_r():
+    """The rejection: p/q strictly between 0 and 1 and a drawn r at or above it."""
+    rejected = taught()["rejected"]
+    ratio = rejected["p"] / rejected["q"]
+    assert not rejected["accepted"] and 0 < ratio < 1 and rejected["r"] >= ratio, rejected
+
+
+def test_the_examples_residual_spreads_over_several_tokens_with_both_routes_visible():
+    """Step 6's residual: at least three tokens of visible mass; step 8's two routes (accepted
+    directly: β; via the residual: 1 − β) both visible, on the chart the step draws."""
+    from specviz.charts import lesson as lesson_charts
+
+    shown = taught()
+    residual = [prob for _, prob in shown["correction"]["residual_top"]]
+    assert sum(prob >= lesson_charts.VISIBLE_MASS for prob in residual) >= 3, residual
+    assert shown["correction"]["token_id"] in [t for t, _ in shown["correction"]["residual_top"]]
+    beta = shown["rejected"]["beta"]
+    assert 0.05 <= beta <= 0.95, beta
+    fig = lesson.shown_for("unchanged", REC).figure
+    routes = {t.name: sum(t.y) for t in fig.data if t.type == "bar"}
+    assert len(routes) == 2 and all(total >= 0.05 for total in routes.values()), routes
+
+
+@pytest.mark.parametrize("language", list(lesson.LANGUAGES))
+def test_steps_3_to_8_never_say_r_is_none(language):
+    """Every note and figure word of the iteration steps: no "r = none (greedy)" in either language."""
+    from specviz.charts.words import words
+
+    greedy = [words(language)["r_greedy"], words("en")["r_greedy"], "greedy", "贪心"]
+    for kind in ("draft", "verify", "decide", "resample", "bonus", "unchanged"):
+        shown = lesson.shown_for(kind, REC, language)
+        texts = [text for _, text in shown.notes] + (chart_words(shown.figure) if shown.figure else [])
+        for text in texts:
+            assert not any(g in text for g in greedy), (kind, text)
+    decide = " ".join(text for _, text in lesson.shown_for("decide", REC, language).notes)
+    assert decide.count("r = ") == len(taught()["accepted"]) + 1 and "r = 0." in decide, decide
+
+
+@pytest.mark.parametrize("language", list(lesson.LANGUAGES))
+def test_the_decide_step_describes_the_examples_own_decisions(language):
+    """Step 5's text says the first draft was accepted with p/q below 1 and the second rejected."""
+    body = step_of(language, "decide")["body"]
+    assert ("first draft" in body and "second draft" in body) or ("第一个草稿" in body and "第二个草稿" in body)
+    first, second = taught()["it"]["drafts"][:2]
+    assert first["accepted"] and first["r"] is not None and 0 < first["p"] / first["q"] < 1, first
+    assert not second["accepted"] and second["r"] >= second["p"] / second["q"] > 0, second
 
 
 def test_every_step_has_a_figure_builder():
@@ -124,7 +198,10 @@ def test_the_token_legend_follows_the_lesson_language():
     english, chinese = legend_html(), legend_html(lang="zh")
     assert all(STATUS_LABELS[s] in english for s in MAIN_STATUSES)
     assert not any(STATUS_LABELS[s] in chinese for s in MAIN_STATUSES)
-    assert "被拒绝的草稿" in chinese and 'class="sv-key sv-rejected">rejected<' in chinese  # names stay
+    assert "被拒绝的草稿" in chinese and 'class="sv-key sv-rejected">rejected<' in english
+    # The colour chips too (issue 35: the Chinese lesson's chips said "accepted", "rejected", ...).
+    chips = re.findall(r'class="sv-key sv-\w+">([^<]*)<', chinese)
+    assert len(chips) == len(MAIN_STATUSES) and all(CJK.search(c) and not english_words(c) for c in chips), chips
 
 
 # ----- the lesson at projector size (issue 24, item 5) ---------------------------------------------
@@ -165,8 +242,10 @@ def step_of(language: str, step_id: str) -> dict:
 @pytest.mark.parametrize(
     ("language", "step_id", "pattern", "truth"),
     [
-        ("en", "idea", r"the same (\d+) tokens", lambda: lesson.race_numbers(REC.trace, REC.baseline)["tokens"]),
-        ("zh", "idea", r"同样的 (\d+) 个 token", lambda: lesson.race_numbers(REC.trace, REC.baseline)["tokens"]),
+        ("en", "idea", r"here (\d+) tokens take", lambda: lesson.race_numbers(REC.trace, REC.baseline)["tokens"]),
+        ("zh", "idea", r"生成 (\d+) 个 token 的用时", lambda: lesson.race_numbers(REC.trace, REC.baseline)["tokens"]),
+        ("en", "idea", r"temperature ([\d.]+)", lambda: REC.trace.config["temperature"]),
+        ("zh", "idea", r"温度 ([\d.]+)", lambda: REC.trace.config["temperature"]),
         ("en", "not", r"asked for γ = (\d+) guesses", lambda: REC.contrast.config["gamma"]),
         ("zh", "not", r"γ = (\d+)）", lambda: REC.contrast.config["gamma"]),
         ("en", "pays", r"α ≈ ([\d.]+)", lambda: lesson.GOOD_DRAFT[0]),

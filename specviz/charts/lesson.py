@@ -29,19 +29,58 @@ INK = "#1a1a1a"  # near-black: the default mid-grey tick labels fade away on a p
 EXAMPLE_GAMMA = {"en": "γ = {gamma}, as in the lesson's example", "zh": "γ = {gamma}，与本课示例相同"}
 
 
+# What the lesson's rejected iteration must show for its steps 5, 6 and 8 to teach sampling rather
+# than greedy decoding: a bar or a route under this share of the axis is too thin to see projected.
+VISIBLE_MASS = 0.05
+RESIDUAL_TOKENS = 3  # the residual spread over at least this many tokens, each of visible mass
+
+
+def _ratio(draft: dict[str, Any]) -> float:
+    return float("inf") if draft["q"] == 0 else draft["p"] / draft["q"]
+
+
+def sampled_lessons(it: dict[str, Any]) -> dict[str, bool]:
+    """Which of the sampled algorithm's lessons one iteration shows, each by its name:
+
+    accepted_by_r: a draft accepted against a drawn r with 0 < p/q < 1 (accepted although the target
+        likes it less than the draft did); rejected_by_r: the first rejection, with a drawn r ≥ p/q > 0;
+    residual: the residual after it spread over RESIDUAL_TOKENS tokens or more of visible mass;
+    both_routes: at that position both routes to the output (accepted: β = Σ min(p, q); resampled:
+        1 − β) are visible; spread_draft: the first draft's q is not a certainty (q < 1).
+    A greedy iteration (r = None) shows none of the first four."""
+    drafts, k = it.get("drafts") or [], it.get("accepted_count", 0)
+    correction = it.get("correction") or {}
+    rejected = drafts[k] if correction.get("kind") == "resample" and k < len(drafts) else None
+    residual = (correction.get("residual_top") or []) if rejected is not None else []
+    return {
+        "accepted_by_r": any(d.get("r") is not None and 0 < _ratio(d) < 1 for d in drafts[:k]),
+        "rejected_by_r": rejected is not None
+        and rejected.get("r") is not None
+        and 0 < _ratio(rejected)
+        and rejected["r"] >= min(1.0, _ratio(rejected)),
+        "residual": sum(prob >= VISIBLE_MASS for _, prob in residual) >= RESIDUAL_TOKENS,
+        "both_routes": rejected is not None and VISIBLE_MASS <= rejected["beta"] <= 1 - VISIBLE_MASS,
+        "spread_draft": bool(drafts) and drafts[0]["q"] < 0.999,
+    }
+
+
 def pick_iterations(iterations: list[dict[str, Any]]) -> dict[str, int | None]:
-    """Indices (0-based) of the iterations a lesson shows: one that ends with a resample (preferring
-    one with an accepted draft before the rejection, so every decision appears) and one that ends
-    with a bonus. None when the trace has no such iteration."""
+    """Indices (0-based) of the iterations a lesson shows: one that ends with a resample and one that
+    ends with a bonus. None when the trace has no such iteration.
+
+    The resample: the first that shows the most of `sampled_lessons` (with an accepted draft before
+    the rejection, so every decision appears); the bonus: the one with the most drafts."""
 
     def kind(it: dict[str, Any]) -> str | None:
         return (it.get("correction") or {}).get("kind")
 
+    def teaches(i: int) -> tuple[int, int]:
+        return (iterations[i]["accepted_count"] >= 1, sum(sampled_lessons(iterations[i]).values()))
+
     resamples = [i for i, it in enumerate(iterations) if kind(it) == "resample"]
-    rich = [i for i in resamples if iterations[i]["accepted_count"] >= 1]
     bonuses = [i for i, it in enumerate(iterations) if kind(it) == "bonus"]
     return {
-        "resample": (rich or resamples or [None])[0],
+        "resample": max(resamples, key=teaches, default=None),  # max keeps the first of equals
         "bonus": max(bonuses, key=lambda i: len(iterations[i]["drafts"]), default=None),
     }
 

@@ -90,11 +90,12 @@ def statuses_in(iterations: list[dict]) -> tuple[str, ...]:
 
 
 def legend_html(statuses: tuple[str, ...] = MAIN_STATUSES, lang: str = "en") -> str:
-    """The key of the statuses' colours; the status names stay as in the trace, their descriptions
-    follow `lang` (the lesson in Chinese)."""
+    """The key of the statuses' colours: each chip names its status (as the trace does in English, in
+    `lang`'s word for it otherwise: the lesson in Chinese), then describes it in `lang`."""
     said = words(lang)
     keys = "".join(
-        f'<span><span class="sv-key sv-{s}">{s}</span> {html.escape(said.get(f"legend_{s}", STATUS_LABELS[s]))}</span>'
+        f'<span><span class="sv-key sv-{s}">{html.escape(said.get(f"chip_{s}", s))}</span> '
+        f"{html.escape(said.get(f'legend_{s}', STATUS_LABELS[s]))}</span>"
         for s in statuses
     )
     return f'{CSS}<div class="sv-legend">{keys}</div>'

@@ -138,7 +138,14 @@ TEXT: dict[str, dict[str, str]] = {
         "decision_bonus_one": "奖励 token：本轮唯一的草稿被接受，再从 p 抽出一个",
         "decision_target": "由目标模型单独从 p 抽出（没有草稿可检验）",
         "r_greedy": "无（贪心）",
-        # the token legend (English: specviz.charts.style.STATUS_LABELS)
+        # the token legend: each chip's name (English: the trace's status), then its description
+        # (English: specviz.charts.style.STATUS_LABELS)
+        "chip_accepted": "接受",
+        "chip_rejected": "拒绝",
+        "chip_discarded": "丢弃",
+        "chip_resampled": "重采样",
+        "chip_bonus": "奖励",
+        "chip_target": "目标",
         "legend_accepted": "被接受的草稿",
         "legend_rejected": "被拒绝的草稿",
         "legend_discarded": "被丢弃的草稿（在一次拒绝之后，从未检验）",
