@@ -11,6 +11,7 @@ Loaded models are cached per process and never mutated: runs keep their KV cache
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import os
@@ -267,14 +268,46 @@ def gguf_location() -> Path:
 
 
 def prepare_offline_target() -> Path:
-    """Convert the GGUF default target once into a safetensors folder; return that folder."""
+    """Convert the GGUF default target once into a safetensors folder; return that folder.
+
+    Several processes that start on a cold cache at once (the app and its preload, the test suite's
+    workers) convert it once: the others wait on a lock file beside the folder, then find it
+    (about 35 CPU-seconds a conversion, which each of them paid before)."""
     out = cache_dir() / "models" / "smollm2-135m-instruct"
-    if (out / "config.json").is_file() and (out / "model.safetensors").is_file():
+    if _converted(out):
         return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with _cross_process_lock(out.parent / ".convert.lock"):
+        if not _converted(out):  # nobody converted it while this process waited
+            _convert_offline_target(out)
+    return out
+
+
+def _converted(out: Path) -> bool:
+    return (out / "config.json").is_file() and (out / "model.safetensors").is_file()
+
+
+@contextlib.contextmanager
+def _cross_process_lock(path: Path):
+    """An exclusive lock on `path` held by this process (fcntl), or no lock where fcntl is missing
+    (two processes then both convert, and the second keeps the first's folder, as before)."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        yield
+        return
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _convert_offline_target(out: Path) -> None:
     gguf = gguf_location()
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=out.parent))
     try:
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
@@ -290,7 +323,6 @@ def prepare_offline_target() -> Path:
             pass
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return out
 
 
 # ----- the hub ----------------------------------------------------------------------------------

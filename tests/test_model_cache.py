@@ -1,0 +1,31 @@
+"""The offline target is converted once into the specviz cache, however many processes start on a
+cold cache at once (the app and its preload, the suite's workers)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import specviz.models as models
+
+
+def test_callers_that_start_on_a_cold_cache_together_convert_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    conversions = []
+
+    def convert(out):  # a slow conversion: the others arrive while it runs
+        conversions.append(out)
+        time.sleep(0.3)
+        out.mkdir(parents=True)
+        (out / "config.json").write_text("{}")
+        (out / "model.safetensors").write_bytes(b"")
+
+    monkeypatch.setattr(models, "_convert_offline_target", convert)
+    folders = []
+    callers = [threading.Thread(target=lambda: folders.append(models.prepare_offline_target())) for _ in range(4)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join(60)  # bounds a hang only
+    assert len(conversions) == 1, conversions
+    assert len(folders) == 4 and len(set(folders)) == 1 and models._converted(folders[0])
