@@ -192,12 +192,13 @@ def lesson_page() -> None:
     step = steps[i - 1]
 
     if big:  # one row for every control, the contents in a pop-over, so the height goes to the figure
-        top = st.columns([1, 1, 1.6, 1.7, 2.1], vertical_alignment="center")
+        # the language column holds "English | 中文 Chinese" whole at 1280 px (188 px; 1.7 parts cut it)
+        top = st.columns([0.9, 0.9, 1.5, 2, 2.1], vertical_alignment="center")
         _nav(top[:2], i, count, ui)
         contents = top[2].popover(ui.get("contents", "Steps"), icon=":material/list:")
         language_slot, toggle_slot = top[3], top[4]
     else:
-        top = st.columns([2, 1, 1.3], vertical_alignment="center")
+        top = st.columns([1.7, 1.3, 1.3], vertical_alignment="center")  # the language control whole at 1280 px
         top[0].caption(render.md_escape(lesson["title"]))
         language_slot, toggle_slot = top[1], top[2]
         contents = None  # an expander at the bottom, made after the step
