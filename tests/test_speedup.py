@@ -430,6 +430,12 @@ def test_the_playground_draws_its_numbers_from_the_pairs_as_they_come():
     assert (metrics["Speculative tok/s"].value, metrics["Target-only tok/s"].value) == ("120", "100")
     assert any("How sure" in c and "from 0.80× to 1.40×" in c for c in captions), captions
     assert not any("Timing the speedup again" in c for c in captions)
+    # The Timeline: the same figure, range and count, and its chart (the run itself) one of those pairs.
+    at.switch_page("app_pages/timeline.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    metrics, captions = read()
+    assert (metrics["Speedup"].value, metrics["Speedup"].proto.delta) == ("1.20×", "0.80–1.40 over 3 pairs")
+    assert any("The chart shows the first of the 3 timed pairs" in c for c in captions), captions
 
 
 def test_spent_retries_keep_the_earliest_disturbed_pairs_so_the_count_is_the_one_promised():

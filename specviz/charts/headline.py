@@ -154,10 +154,10 @@ def sureness(spread: Spread | None) -> str | None:
         return None
     off = max(spread.median - spread.low, spread.high - spread.median) / spread.median
     return (
-        f"How sure: the {spread.pairs} pairs ranged from {spread.low:.2f}× to {spread.high:.2f}×, up to "
-        f"{off:.0%} from the median pair, more than the ±{SURE_WITHIN:.0%} identical runs should agree within. "
-        f"Timings scattered on this machine: the speedup is somewhere in that range, most likely near "
-        f"{spread.median:.2f}×."
+        f"How sure: its {spread.pairs} pairs ranged from {spread.low:.2f}× to {spread.high:.2f}× (up to {off:.0%} "
+        f"from the median), wider than the ±{SURE_WITHIN:.0%} within which identical runs should agree. The "
+        f"timings scattered on this machine, so the speedup is only known to lie in that range, most likely "
+        f"near {spread.median:.2f}×."
     )
 
 
