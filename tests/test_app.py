@@ -120,7 +120,7 @@ def test_uploaded_trace_renders_every_page_without_a_model(monkeypatch):
     assert at.slider(key="inspect_iter").max == 3
     goto(at, "app_pages/timeline.py")
     fig = json.loads(at.get("plotly_chart")[0].proto.spec)
-    assert {t["name"] for t in fig["data"]} >= {"draft γ tokens (q)", "target-only step (p), one token each"}
+    assert {t["name"] for t in fig["data"]} >= {"draft up to γ tokens (q)", "target-only step (p), one token each"}
 
 
 def test_a_bad_upload_gets_a_clear_error_and_keeps_the_trace():

@@ -81,7 +81,12 @@ def _outlined(color: str, labels: list[str]) -> dict[str, Any]:
 
 def _mark_chosen(fig: go.Figure, label: str, y: float, text: str, color: str) -> None:
     """An arrow down onto the chosen token's bars at height `y`, saying `text` in its status colour."""
-    fig.add_annotation(x=label, y=y, text=text, showarrow=True, arrowhead=2, ax=0, ay=-28, font={"color": color})
+    # On a white ground: the label often reaches over a neighbour's taller bar, where it was unreadable
+    # ("drafted · accepte" ran into the next token's p bar).
+    fig.add_annotation(
+        x=label, y=y, text=text, showarrow=True, arrowhead=2, ax=0, ay=-28, font={"color": color},
+        bgcolor="rgba(255,255,255,0.9)", borderpad=2,
+    )  # fmt: skip
 
 
 def _probability_layout(fig: go.Figure, w: dict[str, str], title: str, x_title: str, **layout: Any) -> go.Figure:

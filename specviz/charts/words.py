@@ -12,7 +12,7 @@ TEXT: dict[str, dict[str, str]] = {
         # timeline
         "row_spec": "speculative",
         "row_base": "target only",
-        "draft_bar": "draft γ tokens (q)",
+        "draft_bar": "draft up to γ tokens (q)",
         "verify_bar": "verify: one target pass (p), labelled accepted/drafted",
         "target_step": "target step (p)",
         "base_step": "target-only step (p), one token each",
@@ -79,7 +79,7 @@ TEXT: dict[str, dict[str, str]] = {
     "zh": {
         "row_spec": "推测解码",
         "row_base": "仅目标模型",
-        "draft_bar": "起草 γ 个 token（q）",
+        "draft_bar": "起草至多 γ 个 token（q）",
         "verify_bar": "验证：目标模型一次前向（p），标注 接受数/草稿数",
         "target_step": "目标模型单步（p）",
         "base_step": "仅目标模型的单步（p），每步一个 token",
