@@ -166,12 +166,17 @@ def render() -> Settings:
         "Example prompts",
         params.EXAMPLE_PROMPTS,
         index=None,
-        placeholder="Pick one to copy it into the prompt",
+        placeholder="Pick one to fill the prompt",  # short enough for the sidebar at 1280 px
         key=keys.EXAMPLE_PROMPT,
         on_change=_use_example_prompt,
     )
     sb.text_area("Prompt", key=keys.setting("prompt"), max_chars=params.PROMPT_MAX_CHARS, height=100)
-    sb.caption("Sent to the target as a chat message; shown everywhere as plain text. Press ▶ Run at the top.")
+    sb.caption("Sent to the target as a chat message; shown everywhere as plain text.")
+    # The same Run again, where the prompt was just edited: the one at the top is out of sight by then.
+    sb.button(
+        "Run with this prompt", icon=":material/play_arrow:", on_click=_request_run, width="stretch",
+        key=keys.RUN_BUTTON_UNDER_PROMPT,
+    )  # fmt: skip
 
     settings = _current()
     query = settings.to_query()

@@ -345,3 +345,41 @@ def test_timeline_races_over_the_tokens_both_runs_wrote():
     assert all(len(t.x) == len(kept) for t in spec_bars)
     assert time_to_tokens_ms(short, 2) == short.summary["wall_ms"]  # all its tokens: the run's own wall time
     assert time_to_tokens_ms(trace, 2) == max(it["start_ms"] + it["draft_ms"] + it["verify_ms"] for it in kept)
+
+
+def test_titles_sit_under_the_band_plotlys_toolbar_takes():
+    """Plotly draws its toolbar across the top right of a figure under the pointer; in a half-width
+    column it covered the title's end (issue 35). Every title starts below that band."""
+    from specviz.charts.style import MODEBAR_BAND_PX
+
+    for fig in _all_figures(make_trace(), make_baseline()):
+        title, margin = fig.layout.title, fig.layout.margin
+        assert title.yref == "container" and title.y == 1.0 and title.yanchor == "top", title.text
+        assert title.pad.t >= MODEBAR_BAND_PX >= 24, title.text  # the toolbar's buttons are 24 px tall
+        assert margin.t >= title.pad.t + 40, title.text  # and a line of title under the band
+
+
+def _race(rows: list[tuple[str, list[float]]]) -> dict:
+    return {
+        "config": {"gamma": 3, "temperature": 0.0},
+        "rows": [{"label": label, "acceptance_by_position": values} for label, values in rows],
+    }
+
+
+def test_race_lines_that_meet_stay_visible_and_say_so():
+    """The head and the hybrid hold about equally deep: drawn alike, the hybrid hid the head (issue 35)."""
+    from specviz.charts.race import race_position_figure
+
+    fig = race_position_figure(
+        _race([("n-gram", [0.13, 0.5, 0.0]), ("draft head", [0.57, 0.3, 0.0]), ("hybrid", [0.63, 0.3, 0.0])])
+    )
+    lines = list(fig.data)
+    assert len({t.line.dash for t in lines}) == 3 and len({t.marker.symbol for t in lines}) == 3
+    for j in range(3):  # at every position the points sit side by side, each near its own position
+        xs = [t.x[j] for t in lines]
+        assert len(set(xs)) == 3 and all(abs(x - (j + 1)) < 0.25 for x in xs)
+    head = next(t for t in lines if t.name == "draft head")
+    assert [c[0] for c in head.customdata] == [1, 2, 3]  # the hover names the position itself
+    assert "customdata[0]" in head.hovertemplate
+    assert head.customdata[0][1] == "" and head.customdata[1][1] == "<br>the same as hybrid"
+    assert head.customdata[2][1] == "<br>the same as n-gram, hybrid"

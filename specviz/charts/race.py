@@ -52,18 +52,48 @@ def race_speed_figure(result: dict[str, Any]) -> go.Figure:
     return fig
 
 
+# Drafters often hold equally deep (the head and the hybrid, which drafts with the head when the
+# n-gram finds no match, meet at most positions): one line would hide the other. Each drafter gets
+# its own dash and marker, and its points sit a little to the side of the position they belong to
+# (the hover names the position itself), so every line stays in sight where lines meet.
+_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+_SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star")
+_SPREAD = 0.24  # of one draft position: the room the drafters' points share, side by side
+
+
+def _offsets(n: int) -> list[float]:
+    return [0.0] * n if n < 2 else [_SPREAD * (i / (n - 1) - 0.5) for i in range(n)]
+
+
 def race_position_figure(result: dict[str, Any]) -> go.Figure:
     fig = house_figure()
-    for r in result["rows"]:
+    rows = result["rows"]
+    for k, (r, shift) in enumerate(zip(rows, _offsets(len(rows)), strict=True)):
         by_position = r["acceptance_by_position"]
+        positions = list(range(1, len(by_position) + 1))
+        same = [
+            ", ".join(o["label"] for o in rows if o is not r and _same_at(o["acceptance_by_position"], j, a))
+            for j, a in enumerate(by_position)
+        ]
         fig.add_scatter(
-            x=list(range(1, len(by_position) + 1)),
+            x=[x + shift for x in positions],
             y=by_position,
             mode="lines+markers",
             name=r["label"],
-            hovertemplate=f"{r['label']}<br>draft position %{{x}}: %{{y:.2f}}<extra></extra>",
+            line={"dash": _DASHES[k % len(_DASHES)], "width": 2.5},
+            marker={"symbol": _SYMBOLS[k % len(_SYMBOLS)], "size": 9},
+            customdata=[[x, f"<br>the same as {o}" if o else ""] for x, o in zip(positions, same, strict=True)],
+            hovertemplate=f"{r['label']}<br>draft position %{{customdata[0]}}: %{{y:.2f}}%{{customdata[1]}}"
+            "<extra></extra>",
         )
     fig.update_layout(height=400, title=titled("How deep do the drafts hold? Acceptance by draft position"))
     fig.update_yaxes(title=f"{glossary.ACCEPTANCE_AT_POSITION.label.lower()} (fraction)", range=[0, 1.05])
-    fig.update_xaxes(title="draft position within an iteration (1..γ)", dtick=1)
+    fig.update_xaxes(
+        title="draft position within an iteration (1..γ); each drafter's points a little to the side, so none hides",
+        dtick=1,
+    )
     return fig
+
+
+def _same_at(values: list[float], j: int, a: float) -> bool:
+    return j < len(values) and abs(values[j] - a) < 0.005  # equal as the hover prints them (two decimals)

@@ -67,13 +67,18 @@ def _white_template() -> go.layout.Template:
     )
 
 
-# The title sits at the top of the figure and the legend in its own band at the bottom, below the
-# x axis (a container-anchored legend reserves its own margin on top of the axis's), so a legend
-# that wraps onto several lines in a narrow column never runs into the title or the axis title.
+# Plotly draws its toolbar (the modebar: zoom, pan, download) across the top right of a figure when
+# the pointer is over it. The title sits under a band of this height kept free for it, so in a
+# narrow column the toolbar never covers the title's end.
+MODEBAR_BAND_PX = 28
+# The title sits at the top of the figure, under the toolbar's band, and the legend in its own band
+# at the bottom, below the x axis (a container-anchored legend reserves its own margin on top of the
+# axis's), so a legend that wraps onto several lines in a narrow column never runs into the title
+# or the axis title.
 LAYOUT = {
     "template": _white_template(),
     "font": {"size": 13},
-    "margin": {"l": 60, "r": 20, "t": 56, "b": 50},
+    "margin": {"l": 60, "r": 20, "t": 48 + MODEBAR_BAND_PX, "b": 50},
     "legend": {
         "orientation": "h",
         "yref": "container",
@@ -98,5 +103,14 @@ def house_figure() -> go.Figure:
 
 
 def titled(text: str) -> dict:
-    """A title pinned to the top-left of the figure, alone in the top margin (the legend is at the bottom)."""
-    return {"text": text, "x": 0.01, "xanchor": "left", "y": 0.98, "yanchor": "top", "yref": "container"}
+    """A title pinned to the top-left of the figure, alone in the top margin (the legend is at the
+    bottom), below the band the toolbar takes."""
+    return {
+        "text": text,
+        "x": 0.01,
+        "xanchor": "left",
+        "y": 1.0,
+        "yanchor": "top",
+        "yref": "container",
+        "pad": {"t": MODEBAR_BAND_PX},
+    }
