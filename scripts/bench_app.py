@@ -249,7 +249,7 @@ def main() -> int:
     print(f"specviz app benchmark on {cpu}, {os.cpu_count()} CPUs")
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        with app_server(args.out.with_suffix(".log")) as url:
+        with app_server(args.out.with_suffix(".app.log")) as url:
             first = first_run(browser, url)
             lesson = lesson_link(browser, url)
             runs = identical_runs(browser, url, args.runs)
