@@ -383,3 +383,14 @@ def test_race_lines_that_meet_stay_visible_and_say_so():
     assert "customdata[0]" in head.hovertemplate
     assert head.customdata[0][1] == "" and head.customdata[1][1] == "<br>the same as hybrid"
     assert head.customdata[2][1] == "<br>the same as n-gram, hybrid"
+
+
+def test_race_positions_no_draft_reached_are_gaps_and_equal_nothing():
+    """A drafter whose drafts never reached a position has None there (specviz.race): the figure
+    draws a gap and names no other drafter as the same (the worked notebook's race has one)."""
+    from specviz.charts.race import race_position_figure
+
+    fig = race_position_figure(_race([("n-gram", [0.5, None, None]), ("draft head", [0.5, None, 0.2])]))
+    ngram, head = fig.data
+    assert ngram.y[1] is None and ngram.customdata[1][1] == ""
+    assert head.customdata[2][1] == "" and ngram.customdata[0][1] == "<br>the same as draft head"

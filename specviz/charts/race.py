@@ -95,5 +95,9 @@ def race_position_figure(result: dict[str, Any]) -> go.Figure:
     return fig
 
 
-def _same_at(values: list[float], j: int, a: float) -> bool:
-    return j < len(values) and abs(values[j] - a) < 0.005  # equal as the hover prints them (two decimals)
+def _same_at(values: list[float | None], j: int, a: float | None) -> bool:
+    """Whether `values[j]` equals `a` as the hover prints them (two decimals); a position no draft
+    reached (None) equals nothing."""
+    if a is None or j >= len(values) or values[j] is None:
+        return False
+    return abs(values[j] - a) < 0.005
