@@ -9,7 +9,8 @@ For one prompt (token ids) and one pair, the lab
    the target with the same sampling transform (specviz.sampling.probabilities), expanding every
    prefix whose probability reaches `min_prob` and pooling the rest into one "other" cell;
 3. compares each empirical distribution with the exact one by a chi-square (or G) test,
-   after merging cells whose expected count is too small for the test to be valid.
+   after merging cells whose expected count is too small for the test to be valid, with a
+   p-value simulated from the exact distribution (SIMULATIONS says why).
 
 Everything it returns is plain data (ints, floats, lists), so the app can plot it and keep it in
 session state. Sample i uses seed `seed + 2 i` for speculative decoding and `seed + 2 i + 1` for
@@ -25,6 +26,7 @@ end-of-sequence token before k tokens (the decoder stops there, and so does the 
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections.abc import Callable, Sequence
@@ -32,6 +34,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
+import numpy as np
 import torch
 
 from specviz import config
@@ -39,9 +42,20 @@ from specviz.config import SamplingConfig
 from specviz.decoder import autoregressive_generate, speculative_generate
 from specviz.models import LoadedModel
 from specviz.sampling import probabilities
-from specviz.verify import RULE_LABELS, RULES
+from specviz.verify import RULE_LABELS, RULE_NAMES, RULES
 
 MIN_EXPECTED = 5.0  # Cochran's rule: every cell of a chi-square test should expect >= 5 counts
+# Even with every cell at 5 or more, the chi-square curve's tail is a little too thin for a test of
+# a few hundred samples over ten cells: on the lab's default toy test (n 500) it rejected correct
+# samples 1.05% of the time at 0.01 and 0.123% at 0.001 (10^6 simulated runs,
+# scripts/lab_false_alarms.py). So the p-value is simulated instead: the share of SIMULATIONS
+# samples of n drawn from p itself whose statistic reaches the observed one, which rejects a correct
+# sampler at level a at most a fraction a of the time, by construction. Its resolution is
+# 1 / (SIMULATIONS + 1), about 5e-6; a statistic beyond every simulated one gets the chi-square
+# approximation's p-value, far below any level the page uses, so a wrong rule still shows how far.
+SIMULATIONS = 200_000
+SIMULATION_SEED = 20_230_211  # fixed: the same counts always get the same p-value
+SIMULATION_CHUNK = 50_000  # simulated samples per numpy call (bounds memory: 50 000 x cells counts)
 FORWARD_BATCH = 64  # prefixes per target forward pass when enumerating the exact distribution
 
 Outcome = tuple[int, ...]
@@ -75,6 +89,7 @@ class FitResult:
     cells: int  # cells after merging
     n: int  # samples tested
     impossible: int = 0  # samples in cells of probability 0: any one of them refutes the hypothesis
+    simulated: int = 0  # null samples behind the p-value (SIMULATIONS); 0: the chi-square approximation's
 
 
 @dataclass
@@ -86,7 +101,7 @@ class LabResult:
     """
 
     rule: str
-    rule_label: str
+    rule_label: str  # what the rule does (specviz.verify.RULE_LABELS)
     k: int
     gamma: int
     sampling: dict[str, Any]  # temperature, top_k, top_p
@@ -104,6 +119,7 @@ class LabResult:
     impossible_spec: int  # speculative samples whose outcome has exact probability 0 (a sure sign of a bug)
     impossible_target: int
     min_prob: float
+    rule_name: str = ""  # the rule in a few words, as the page's dropdown names it (specviz.verify.RULE_NAMES)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -178,12 +194,16 @@ def exact_distribution(
 # ----- the test --------------------------------------------------------------------------------
 
 
-def goodness_of_fit(counts: Sequence[int], probs: Sequence[float], method: str = "chi2") -> FitResult:
+def goodness_of_fit(
+    counts: Sequence[int], probs: Sequence[float], method: str = "chi2", simulations: int = SIMULATIONS
+) -> FitResult:
     """Test observed counts against probabilities (renormalised in float64), merging small cells.
 
     Why merging: the chi-square approximation needs every expected count to be at least about 5.
     Cells are taken from the most to the least expected; those below MIN_EXPECTED are pooled into
     one cell, and if that pool still expects too little it is folded into the smallest kept cell.
+    The p-value is simulated from `simulations` multinomial samples of the merged cells (see
+    SIMULATIONS for why); simulations=0 gives the chi-square approximation's.
     A sample in a cell of probability 0 is impossible under the hypothesis, so it decides the test
     on its own: p-value 0, statistic None (it would be infinite; None keeps the result strict JSON),
     and `impossible` counts those samples. Merging them into other cells would only dilute them.
@@ -192,6 +212,8 @@ def goodness_of_fit(counts: Sequence[int], probs: Sequence[float], method: str =
 
     if method not in ("chi2", "g"):
         raise ValueError(f"method must be 'chi2' or 'g'; got {method!r}.")
+    if isinstance(simulations, bool) or not isinstance(simulations, int) or simulations < 0:
+        raise ValueError(f"simulations must be a whole number >= 0; got {simulations!r}.")
     n = int(sum(counts))
     total = math.fsum(probs)
     if n == 0 or total <= 0:
@@ -221,7 +243,35 @@ def goodness_of_fit(counts: Sequence[int], probs: Sequence[float], method: str =
         return FitResult(method, None, 0, None, cells, n)
     lambda_ = "pearson" if method == "chi2" else "log-likelihood"
     result = stats.power_divergence(kept_obs, kept_exp, lambda_=lambda_)
-    return FitResult(method, float(result.statistic), cells - 1, float(result.pvalue), cells, n)
+    statistic, p_value = float(result.statistic), float(result.pvalue)
+    if simulations:
+        null = _null_statistics(tuple(kept_exp), n, lambda_, simulations)
+        # Ties count as reaching the statistic: a hair of tolerance for float sums in another order.
+        reached = len(null) - int(np.searchsorted(null, statistic * (1 - 1e-12) - 1e-12, side="left"))
+        if reached:
+            p_value = (1 + reached) / (simulations + 1)
+        else:  # beyond every simulated statistic: the approximation says how far beyond
+            p_value = min(p_value, 1 / (simulations + 1))
+    return FitResult(method, statistic, cells - 1, p_value, cells, n, simulated=simulations)
+
+
+@functools.lru_cache(maxsize=32)
+def _null_statistics(expected: tuple[float, ...], n: int, lambda_: str, simulations: int) -> np.ndarray:
+    """The statistic of `simulations` samples of n drawn from the cells' own probabilities, sorted.
+    Cached: a lab run tests every rule and the control against the same merged cells."""
+    rng = np.random.default_rng(SIMULATION_SEED)
+    probs = np.asarray(expected, dtype=np.float64) / n
+    probs /= probs.sum()
+    exp = np.asarray(expected, dtype=np.float64)
+    parts = []
+    for start in range(0, simulations, SIMULATION_CHUNK):
+        draws = rng.multinomial(n, probs, size=min(SIMULATION_CHUNK, simulations - start)).astype(np.float64)
+        if lambda_ == "pearson":  # scipy's power_divergence, written out: its generic path is ten times slower
+            parts.append(((draws - exp) ** 2 / exp).sum(axis=1))
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                parts.append(2 * np.where(draws > 0, draws * np.log(draws / exp), 0.0).sum(axis=1))
+    return np.sort(np.concatenate(parts))
 
 
 # ----- the experiment --------------------------------------------------------------------------
@@ -277,19 +327,14 @@ def run_lab(
     drawn = {"spec": 0, "target": 0}
     impossible = {"spec": 0, "target": 0}
     workers = sample_workers(target, draft)
-    common = dict(temperature=temperature, top_k=top_k, top_p=top_p, trace=False, batched=workers > 1)
 
     def draw(job: tuple[str, int]) -> tuple[str, list[int]]:
         """One sample: job ("spec" or "target", i) -> (the same kind, its output token ids)."""
         which, i = job
-        if which == "spec":
-            run = speculative_generate(
-                prompt_ids, target=target, draft=draft, gamma=gamma, seed=seed + 2 * i,
-                max_new_tokens=max(k, gamma + 2), rule=rule, **common,
-            )  # fmt: skip
-        else:
-            run = autoregressive_generate(prompt_ids, target=target, seed=seed + 2 * i + 1, max_new_tokens=k, **common)
-        return which, run.output_token_ids
+        return which, draw_sample(
+            which, i, prompt_ids, target=target, draft=draft, rule=rule, k=k, gamma=gamma, sampling=sampling,
+            seed=seed, batched=workers > 1,
+        )  # fmt: skip
 
     def record(sample: tuple[str, list[int]]) -> None:
         which, output = sample
@@ -311,6 +356,7 @@ def run_lab(
     return LabResult(
         rule=rule,
         rule_label=RULE_LABELS[rule],
+        rule_name=RULE_NAMES[rule],
         k=k,
         gamma=gamma,
         sampling={"temperature": temperature, "top_k": top_k, "top_p": top_p},
@@ -330,6 +376,39 @@ def run_lab(
         min_prob=exact.min_prob,
         extra={"forward_passes": exact.forward_passes},
     )
+
+
+def draw_sample(
+    which: str,
+    i: int,
+    prompt_ids: list[int],
+    *,
+    target: LoadedModel,
+    draft: Any,
+    rule: str,
+    k: int,
+    gamma: int,
+    sampling: SamplingConfig,
+    seed: int,
+    batched: bool = False,
+) -> list[int]:
+    """The output token ids of a lab run's sample i: "spec" (speculative decoding under `rule`, seed
+    seed + 2 i) or "target" (the target alone, the control, seed seed + 2 i + 1). One home for the
+    seeds, so that scripts/lab_false_alarms.py draws exactly the samples the page draws."""
+    common = dict(
+        target=target, temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p, trace=False,
+        batched=batched,
+    )  # fmt: skip
+    if which == "spec":
+        run = speculative_generate(
+            prompt_ids, draft=draft, gamma=gamma, seed=seed + 2 * i, max_new_tokens=max(k, gamma + 2), rule=rule,
+            **common,
+        )  # fmt: skip
+    elif which == "target":
+        run = autoregressive_generate(prompt_ids, seed=seed + 2 * i + 1, max_new_tokens=k, **common)
+    else:
+        raise ValueError(f"which must be 'spec' or 'target'; got {which!r}.")
+    return run.output_token_ids
 
 
 def sample_workers(target: LoadedModel, draft: Any) -> int:

@@ -251,14 +251,16 @@ def test_new_chart_modules_import_without_torch_or_streamlit():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_rules_figure_bars_grow_with_the_evidence():
+def test_rules_figure_draws_p_values_on_a_log_axis():
     results = {"exact": make_lab(), "resample_from_p": make_lab("resample_from_p", shift=True)}
     fig = lab_charts.rules_figure(results, ["resample_from_p"])
     correct, wrong = fig.data
-    assert correct.y[0] == pytest.approx(-math.log10(0.8))
-    assert wrong.y[0] == pytest.approx(16)  # 1e-40 drawn at the 1e-16 floor
+    assert fig.layout.yaxis.type == "log"
+    assert correct.y[0] == pytest.approx(0.8)
+    assert wrong.y[0] == pytest.approx(1e-40)  # where it is: no floor
+    assert fig.layout.yaxis.range[0] < -40 < math.log10(0.8) < fig.layout.yaxis.range[1]
     assert wrong.text[0] == "p-value 1e-40"  # never "p =": p is the target's probability
-    assert fig.layout.shapes[0].y0 == pytest.approx(2)  # the 0.01 line
+    assert fig.layout.shapes[0].y0 == pytest.approx(lab_charts.SIGNIFICANCE)  # the significance line
 
 
 def test_rules_table_as_text_keeps_every_label_whole_and_formats_the_numbers():

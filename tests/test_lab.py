@@ -11,17 +11,20 @@ Seeds are fixed, so every p-value here is deterministic on a given torch build.
 
 from __future__ import annotations
 
+import html
 import json
+import math
 from dataclasses import asdict
 
 import pytest
 import torch
 
-from specviz import toy
+from specviz import lab, toy
 from specviz.config import SamplingConfig
 from specviz.decoder import speculative_generate
 from specviz.lab import exact_distribution, goodness_of_fit, marginal, run_lab
 from specviz.toy import PEAKY
+from specviz.verify import RULE_NAMES, WRONG_RULES
 
 PROMPT = [3, 1, 4, 1, 5]
 K, GAMMA, N = 2, 1, 500
@@ -95,13 +98,22 @@ def test_exact_rule_and_target_alone_are_not_rejected(pair, exact):
 
 @pytest.mark.parametrize("rule", ["accept_if_equal", "resample_from_p"])
 def test_wrong_rules_are_rejected(pair, exact, rule):
+    from specviz.charts.lab import SIGNIFICANCE, rules_figure
+
     target, draft = pair
     result = run_lab(
         PROMPT, target=target, draft=draft, rule=rule, k=K, n=N, gamma=GAMMA, seed=0, exact=exact, with_target=False
     )
     assert result.target_test is None
-    assert result.spec_test.p_value < 0.001, result.spec_test
+    # Caught by many orders of magnitude below the page's level, not just below it.
+    assert result.spec_test.p_value < SIGNIFICANCE * 1e-6, result.spec_test
     assert result.rule_label.startswith("WRONG")
+    # The comparison chart draws it where its p-value is, named as the dropdown names it.
+    assert result.rule_name == RULE_NAMES[rule]
+    fig = rules_figure({rule: result.to_dict()}, WRONG_RULES)
+    assert fig.layout.yaxis.type == "log"
+    assert list(fig.data[0].y) == [result.spec_test.p_value]
+    assert [x.replace("<br>", " ") for x in fig.data[0].x] == [html.escape(RULE_NAMES[rule])]
 
 
 def test_no_bonus_changes_the_run_but_not_the_distribution(pair, exact):
@@ -225,11 +237,55 @@ def test_a_rejected_control_is_called_a_false_alarm_not_denied():
     assert rejected.p_value < SIGNIFICANCE
     level, text = control_verdict(asdict(rejected), 100, SIGNIFICANCE)
     assert level == "warning"
-    assert "false alarm" in text and "1 time in 100" in text and "0.01" in text
+    assert "false alarm" in text and f"1 time in {round(1 / SIGNIFICANCE)}" in text and f"{SIGNIFICANCE:g}" in text
     assert "should not be rejected" not in text and "not rejected" not in text
 
     passed = goodness_of_fit([50, 30, 20], [0.5, 0.3, 0.2])
     level, text = control_verdict(asdict(passed), 100, SIGNIFICANCE)
-    assert level == "caption" and "not rejected at the 0.01 level" in text and "false alarm" not in text
+    assert level == "caption" and f"not rejected at the {SIGNIFICANCE:g} level" in text and "false alarm" not in text
     assert control_verdict(None, 0, SIGNIFICANCE) is None  # no target-alone samples: nothing to say
     assert control_verdict(asdict(goodness_of_fit([5], [1.0])), 5, SIGNIFICANCE) is None  # one cell: no test
+
+
+def test_cells_expecting_under_5_are_pooled_before_the_statistic():
+    """The chi-square statistic is taken over the merged cells, computed here by hand: a pooling
+    that kept the small cells, pooled the wrong ones or folded into another cell gives another number."""
+    # Expected 40, 30, 20 stay; 4, 3, 2 and 1 pool into one cell expecting 10 (observed 5+2+3+1 = 11).
+    result = goodness_of_fit([38, 33, 18, 5, 2, 3, 1], [0.4, 0.3, 0.2, 0.04, 0.03, 0.02, 0.01], simulations=0)
+    assert (result.cells, result.dof) == (4, 3)
+    assert result.statistic == pytest.approx(4 / 40 + 9 / 30 + 4 / 20 + 1 / 10)
+    # A pool expecting 2 + 1 = 3 < 5 is folded into the smallest kept cell: [45, 50 + 3 + 2] against [50, 50].
+    result = goodness_of_fit([45, 50, 3, 2], [0.5, 0.47, 0.02, 0.01], simulations=0)
+    assert (result.cells, result.dof) == (2, 1)
+    assert result.statistic == pytest.approx(25 / 50 + 25 / 50)
+    # The simulated p-value tests the same merged cells: same statistic, same degrees of freedom.
+    simulated = goodness_of_fit([45, 50, 3, 2], [0.5, 0.47, 0.02, 0.01])
+    assert (simulated.statistic, simulated.dof, simulated.simulated) == (result.statistic, 1, lab.SIMULATIONS)
+    # ... and its p-value is the exact binomial tail, ties included: P(|X - 50| >= 5) for X ~ Bin(100, 1/2).
+    tail = sum(math.comb(100, x) for x in range(101) if abs(x - 50) >= 5) / 2**100
+    assert simulated.p_value == pytest.approx(tail, abs=0.005)
+
+
+def test_the_test_rejects_a_correct_sampler_at_most_at_its_level():
+    """Every outcome of 100 samples over three cells expecting 6, 6 and 88, with its exact multinomial
+    probability: the false-alarm rate of the test, exactly. The chi-square curve alone rejects such
+    correct samples far more often than its level says (cells that expect few counts); the lab's
+    simulated p-value must not (scripts/lab_false_alarms.py measures the page's own test)."""
+    from specviz.charts.lab import SIGNIFICANCE
+
+    n, probs = 100, [0.06, 0.06, 0.88]
+    rates = {"lab": {}, "curve": {}}
+    for level in (0.01, SIGNIFICANCE):
+        for name, sims in (("lab", lab.SIMULATIONS), ("curve", 0)):
+            rates[name][level] = math.fsum(
+                math.exp(
+                    math.lgamma(n + 1) - sum(math.lgamma(c + 1) for c in counts)
+                    + sum(c * math.log(p) for c, p in zip(counts, probs, strict=True))
+                )
+                for a in range(n + 1)
+                for b in range(n + 1 - a)
+                if goodness_of_fit(counts := [a, b, n - a - b], probs, simulations=sims).p_value < level
+            )  # fmt: skip
+    for level in (0.01, SIGNIFICANCE):
+        assert rates["lab"][level] <= level, rates
+    assert rates["curve"][SIGNIFICANCE] > 1.5 * SIGNIFICANCE, rates  # what the simulation is there for

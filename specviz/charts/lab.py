@@ -21,7 +21,17 @@ SPEC_COLOR = "#ef6c00"  # samples of speculative decoding (under the chosen rule
 TARGET_SAMPLE_COLOR = "#b39ddb"  # samples of the target alone: a light shade of p's purple
 CORRECT_COLOR = STATUS_COLORS["accepted"]
 WRONG_COLOR = STATUS_COLORS["rejected"]
-SIGNIFICANCE = 0.01  # below this p-value the page says "the statistic rejects: not the target's distribution"
+# The lab's significance level: below this p-value the page says the test rejects. At 0.01 one run
+# in 100 of the correct rule or the control was called "not the target's distribution" (the page's
+# very first run, seed 0, was one of them: p-value 0.0084). At 0.001 a correct sampler is rejected
+# about 1 run in 1000 (docs/reliability.md, measured), while the wrong rules at the default n = 500
+# land near p-value 1e-17: fourteen orders of magnitude below the level, caught all the same.
+SIGNIFICANCE = 0.001
+# The page's starting values, per choice of models; scripts/lab_false_alarms.py measures the toy ones.
+DEFAULTS = {
+    "toy": {"k": 2, "n": 500, "gamma": 1, "temperature": 1.0},
+    "sidebar": {"k": 1, "n": 60, "gamma": 1, "temperature": 1.0},
+}
 
 
 def _test(result: dict[str, Any], which: str) -> dict[str, Any] | None:
@@ -73,7 +83,7 @@ def distribution_figure(result: dict[str, Any], labels: Sequence[str], top: int 
     n = max(result["n_spec"], 1)
     fig = house_figure()
     samplers = [("target-alone", "target alone", result["n_target"], TARGET_SAMPLE_COLOR)]
-    samplers.append(("speculative", f"speculative, rule '{result['rule']}'", result["n_spec"], SPEC_COLOR))
+    samplers.append(("speculative", f"speculative, {rule_name(result)}", result["n_spec"], SPEC_COLOR))
     for key, name, count, color in samplers:
         if not count:
             continue  # the target alone was not sampled in this run
@@ -107,6 +117,28 @@ def distribution_figure(result: dict[str, Any], labels: Sequence[str], top: int 
     return fig
 
 
+def rule_name(result: dict[str, Any]) -> str:
+    """The rule's name as the page's dropdown shows it (specviz.verify.RULE_NAMES, stored in the
+    result by specviz.lab.run_lab), never its code name."""
+    return result.get("rule_name") or result["rule"]
+
+
+def significance_note(simulated: int = 0) -> str:
+    """The page's words on its significance level and on what a p-value is here (markdown);
+    `simulated`: the null samples behind the p-values (FitResult.simulated), 0 for the χ² curve's."""
+    runs = round(1 / SIGNIFICANCE)
+    how = (
+        f"the share of {simulated:,} samples drawn from p itself whose χ² is at least as large"
+        if simulated
+        else "from the χ² distribution"
+    )
+    return (
+        f"**Significance level {SIGNIFICANCE:g}**: a test rejects when its p-value is below {SIGNIFICANCE:g}, so a "
+        f"correct sampler is rejected about 1 run in {runs} by chance, while the wrong rules land near p-value "
+        f"1e-17 at the default n = 500, far below it. Each p-value is {how}."
+    )
+
+
 def verdict(result: dict[str, Any], which: str = "spec_test") -> str:
     """'rejected', 'not rejected' or 'not enough data', at the SIGNIFICANCE level."""
     test = _test(result, which)
@@ -136,7 +168,7 @@ def rules_rows(
         test = _test(r, "spec_test") or {}
         rows.append(
             {
-                "rule": rule,
+                "rule": rule_name(r),
                 "what it does": r["rule_label"],
                 "samples": r["n_spec"],
                 "statistic": test.get("statistic"),
@@ -156,43 +188,65 @@ def p_value_label(p_value: float | None) -> str:
     return "p-value 0 (impossible sample)" if p_value == 0 else f"p-value {p_value:.2g}"
 
 
+def _wrapped(label: str, width: int = 26) -> str:
+    """An axis label broken into lines of about `width` characters (Plotly never wraps a tick)."""
+    lines, line = [], ""
+    for word in label.split():
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}".strip()
+    return "<br>".join(html.escape(part) for part in [*lines, line])
+
+
 def rules_figure(results: dict[str, dict[str, Any]], wrong_rules: Sequence[str]) -> go.Figure:
-    """Evidence against p for each rule's speculative samples: −log10 of the goodness-of-fit p-value,
-    so a taller bar means 'further from the target's distribution'. Above the line (p-value 0.01)
-    the test rejects. Green: a correct rule, red: a wrong one. p-values below 1e-16 (or exactly 0,
-    an impossible sample) are drawn at 16; the label gives the number."""
+    """Each rule's goodness-of-fit p-value on a log axis, so 0.3 and 1e-17 both show where they
+    are: the lower the dot, the stronger the evidence that the rule does not sample from p. Below
+    the dashed line (SIGNIFICANCE) the test rejects. Green: a correct rule, red: a wrong one. The
+    rules are named as the page's dropdown names them. A p-value of exactly 0 (an impossible
+    sample) has no place on a log axis: it is drawn at the bottom edge as a triangle, and says so."""
     fig = house_figure()
-    floor = 1e-16
+    ps = {rule: (_test(r, "spec_test") or {}).get("p_value") for rule, r in results.items()}
+    shown = [p for p in ps.values() if p]
+    bottom = math.floor(math.log10(min([*shown, SIGNIFICANCE]))) - 1  # a decade of room under the lowest
+    last = list(results)[-1]
     for correct in (True, False):
-        rules = [rule for rule in results if (rule not in wrong_rules) == correct]
+        rules = [rule for rule in results if (rule not in wrong_rules) == correct and ps[rule] is not None]
         if not rules:
             continue
-        ps = [(_test(results[rule], "spec_test") or {}).get("p_value") for rule in rules]
-        fig.add_bar(
-            x=rules,
-            y=[-math.log10(max(p, floor)) if p is not None else None for p in ps],
+        fig.add_scatter(
+            x=[_wrapped(rule_name(results[rule])) for rule in rules],
+            y=[ps[rule] if ps[rule] > 0 else 10**bottom for rule in rules],
+            mode="markers+text",
+            marker={
+                "color": CORRECT_COLOR if correct else WRONG_COLOR,
+                "size": 18,
+                "symbol": ["circle" if ps[rule] > 0 else "triangle-down" for rule in rules],
+                "line": {"color": "white", "width": 1.5},
+            },
             name="correct rule (keeps p exactly)" if correct else "wrong rule (changes the distribution)",
-            marker_color=CORRECT_COLOR if correct else WRONG_COLOR,
             # "p-value", never "p =": p is the target's probability everywhere else in specviz.
-            text=[p_value_label(p) for p in ps],
-            textposition="outside",
+            text=[p_value_label(ps[rule]) for rule in rules],
+            # Beside the dot, towards the middle: the last rule's label went off the right edge.
+            textposition=["middle left" if rule == last else "middle right" for rule in rules],
+            cliponaxis=False,
             hovertemplate="%{x}: %{text}<extra></extra>",
         )
-    threshold = -math.log10(SIGNIFICANCE)
     fig.add_hline(
-        y=threshold,
+        y=SIGNIFICANCE,
         line={"color": "#424242", "dash": "dash"},
-        annotation_text=f"p-value {SIGNIFICANCE}: above this line the test rejects",
-        annotation_position="top left",
+        annotation_text=f"significance level {SIGNIFICANCE:g}: below this line the test rejects",
+        annotation_position="bottom right",
     )
     fig.update_layout(
-        title=titled("Does each rule sample from p? Evidence against p from its samples"),
+        title=titled("Does each rule sample from p? Its p-value: the lower, the stronger the evidence against"),
         xaxis_title="verification rule",
-        yaxis_title="evidence against p: −log₁₀(p-value)",
-        height=400,
-        barmode="group",
+        yaxis_title="p-value (log scale)",
+        height=440,
     )
-    fig.update_yaxes(range=[0, 18.5])
+    fig.update_xaxes(categoryorder="array", categoryarray=[_wrapped(rule_name(r)) for r in results.values()])
+    fig.update_yaxes(type="log", range=[bottom, 0.3], exponentformat="power", dtick=1 if bottom > -6 else 2)
     return fig
 
 

@@ -155,6 +155,7 @@ def _show_results(stored: dict) -> None:
     if control is not None:
         level, text = control
         getattr(st, level)(text)  # st.caption, or st.warning for a false alarm
+    st.caption(lab_charts.significance_note((result.get("spec_test") or {}).get("simulated", 0)))
     if shown in costs:
         st.caption(f"Tokens per iteration under this rule: {costs[shown]:.2f} (γ = {result['gamma']}).")
     with st.expander("The numbers behind the chart"):
@@ -178,14 +179,19 @@ def lab_page() -> None:
     )  # fmt: skip
     st.caption(render.md_escape(RULE_LABELS[rule]))
     real = choice == "sidebar"
+    start = lab_charts.DEFAULTS[choice]
     cols = st.columns(5)
-    k = cols[0].number_input("k (tokens per sample)", 1, 3, 1 if real else 2, key=keys.LAB_K)
+    k = cols[0].number_input("k (tokens per sample)", 1, 3, start["k"], key=keys.LAB_K)
     n = cols[1].number_input(
-        "n (samples)", 20, 5000, 60 if real else 500, step=20, key=f"{keys.LAB_SAMPLES_PREFIX}{choice}",
+        "n (samples)", 20, 5000, start["n"], step=20, key=f"{keys.LAB_SAMPLES_PREFIX}{choice}",
         help="more samples: a sharper test, a longer run",
     )  # fmt: skip
-    gamma = cols[2].number_input("γ", 1, 4, 1, key=keys.LAB_GAMMA, help="k > γ puts the bonus among the counted tokens")
-    temperature = cols[3].number_input("Temperature", 0.1, 2.0, 1.0, step=0.1, key=keys.LAB_TEMPERATURE)
+    gamma = cols[2].number_input(
+        "γ", 1, 4, start["gamma"], key=keys.LAB_GAMMA, help="k > γ puts the bonus among the counted tokens"
+    )
+    temperature = cols[3].number_input(
+        "Temperature", 0.1, 2.0, start["temperature"], step=0.1, key=keys.LAB_TEMPERATURE
+    )
     seed = cols[4].number_input("Seed", 0, 2**31 - 1, 0, key=keys.LAB_SEED)
     if real:
         settings = st.session_state[keys.SETTINGS]
@@ -195,12 +201,14 @@ def lab_page() -> None:
                 "Each sample is a short decode of the real target: keep n small on a CPU."
             )
         )
-    b = st.columns([1, 1, 3], vertical_alignment="center")
-    b[0].button("Run this rule", type="primary", on_click=_start, args=("one",), key=keys.LAB_RUN_ONE)
-    b[1].button("Compare all four rules", on_click=_start, args=("all",), key=keys.LAB_RUN_ALL)
+    # The buttons as wide as their labels, side by side: in a fifth of the page at 1280 px, columns
+    # cut the second to "Compare all four ru…".
+    buttons = st.container(horizontal=True, vertical_alignment="center")
+    buttons.button("Run this rule", type="primary", on_click=_start, args=("one",), key=keys.LAB_RUN_ONE)
+    buttons.button("Compare all four rules", on_click=_start, args=("all",), key=keys.LAB_RUN_ALL)
     if not real:
         one, four = toy_seconds(int(n), 1), toy_seconds(int(n), len(RULES))
-        b[2].caption(
+        buttons.caption(
             f"Toy pair at n = {int(n)}: about {one:.0f} s for one rule, {four:.0f} s for all four on a busy "
             f"2-core CPU (the first run also loads the models, about {TOY_LOAD_S} s more)."
         )
