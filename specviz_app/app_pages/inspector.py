@@ -23,7 +23,13 @@ def _controls(n: int) -> bool:
     """The iteration slider, Previous, Next and Play/Pause; whether play is on."""
     cols = st.columns([5, 1.3, 1.2, 1.2], vertical_alignment="bottom")
     if n > 1:
-        cols[0].slider("Iteration", 1, n, key=keys.INSPECT_ITER, help="one iteration = draft γ, verify once, correct")
+        cols[0].slider(
+            "Iteration",
+            1,
+            n,
+            key=keys.INSPECT_ITER,
+            help="one iteration = draft up to γ tokens, verify them in one target pass, correct",
+        )
     cols[1].button("Previous", icon=":material/chevron_left:", on_click=_step, args=(-1, n), width="stretch")
     cols[2].button("Next", icon=":material/chevron_right:", on_click=_step, args=(1, n), width="stretch")
     playing = st.session_state.get(keys.PLAYING, False)
