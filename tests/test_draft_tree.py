@@ -210,4 +210,5 @@ def test_the_paper_preset_drafts_one_chain_of_gamma(target):
         assert d["stop"] is None or d["stop"] == "eos"
         if d["stop"] is None:
             assert len(it["drafts"]) == d["gamma"]
-    assert {len(it["drafts"]) for it in spec.iterations[1:-2]} == {3}
+    asked_all = [it for it in spec.iterations[1:] if it["drafting"]["gamma"] == 3 and it["drafting"]["stop"] is None]
+    assert len(asked_all) > len(spec.iterations) // 2 and all(len(it["drafts"]) == 3 for it in asked_all)
