@@ -14,7 +14,7 @@ from test_charts import make_baseline, make_trace
 
 from specviz import charts, glossary
 from specviz.charts.acceptance import counted_iterations, predicted_lengths, predicted_mean_length
-from specviz.charts.drafting import drafted_line, plural, why_fewer
+from specviz.charts.drafting import drafted_line, plural, run_summary, why_fewer
 from specviz.charts.step import step_view
 from specviz.charts.stream import token_stream_html
 from specviz.charts.tokens import decision_text, iteration_tokens
@@ -208,3 +208,11 @@ def test_the_paper_preset_in_settings_and_links():
     config = {"target": params.models.OFFLINE_TARGET, "draft": PAPER_DRAFT, "gamma": 4, "temperature": 1.0}
     back, msgs = params.from_trace_config(config, "hi", True)
     assert msgs == [] and back.pair == "offline" and back.algorithm == "paper" and back.gamma == 4
+
+
+def test_the_run_says_when_its_iterations_drafted_fewer_than_gamma():
+    assert run_summary(make_trace()) is None  # every iteration drafted all γ = 3
+    text = run_summary(early_stop_trace())
+    assert text.startswith("2 of 4 iterations drafted fewer than γ = 3 (")
+    assert "1 by an early stop of the draft head" in text and "1 by the first iteration" in text
+    assert "the run drafted 1.75 of γ per iteration on average" in text

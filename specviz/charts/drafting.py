@@ -100,3 +100,40 @@ def reads_features(config: dict[str, Any]) -> bool:
     """Whether the run's draft is one whose first iteration cannot draft (a head, the hybrid)."""
     draft = str(config.get("draft") or "")
     return draft in ("hybrid", "paper-head") or "head" in draft
+
+
+STOP_WORDS = {
+    "no_features": "the first iteration, with no features for the draft head yet",
+    "confidence": "an early stop of the draft head",
+    "no_match": "no n-gram match",
+    "match_end": "an n-gram match that ran out",
+    "eos": "a draft that ended the text",
+}
+
+
+def run_summary(trace) -> str | None:
+    """One sentence for a whole run: how many iterations drafted fewer than γ, and why (None when every
+    iteration drafted all γ). Says, for instance, why γ 1, 3 and 6 can give the same trace."""
+    gamma = trace.config.get("gamma") or 0
+    its = trace.iterations
+    short = [it for it in its if len(it["drafts"]) < gamma]
+    if not gamma or not short:
+        return None
+    reasons: dict[str, int] = {}
+    for it in short:
+        stop = (it.get("drafting") or {}).get("stop")
+        if stop is None and "gamma" in (it.get("drafting") or {}):
+            stop = "room"
+        reasons[stop or "unrecorded"] = reasons.get(stop or "unrecorded", 0) + 1
+    words = {
+        **STOP_WORDS,
+        "room": "no room left before max new tokens",
+        "unrecorded": "a reason the trace does not record",
+    }
+    parts = [f"{n} by {words[r]}" for r, n in sorted(reasons.items(), key=lambda kv: -kv[1])]
+    made = sum(len(it["drafts"]) for it in its) / len(its)
+    return (
+        f"{len(short)} of {plural(len(its), 'iteration')} drafted fewer than γ = {gamma} ({', '.join(parts)}); "
+        f"the run drafted {made:.2f} of γ per iteration on average. So γ is the most it drafted, not what it "
+        "drafted, and a larger γ changes nothing where the drafting stopped before it."
+    )

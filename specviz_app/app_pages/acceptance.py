@@ -4,6 +4,7 @@ import streamlit as st
 
 from specviz import charts, glossary, theory
 from specviz.charts.acceptance import counted_iterations, predicted_mean_length
+from specviz.charts.drafting import run_summary
 from specviz_app import keys, render
 
 
@@ -15,6 +16,8 @@ def acceptance() -> None:
     if trace.mode != "speculative":
         st.info("This is a target-only trace: it has no drafts to accept. Open a speculative trace.")
         return
+    if (summary := run_summary(trace)) is not None:
+        st.info(summary, icon=":material/content_cut:")
     left, right = st.columns(2)
     left.plotly_chart(charts.acceptance_by_position_figure(trace), key=keys.ACCEPTANCE_BY_POSITION_CHART)
     right.plotly_chart(charts.accept_length_figure(trace), key=keys.ACCEPTANCE_LENGTHS_CHART)

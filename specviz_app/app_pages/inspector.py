@@ -4,6 +4,7 @@ import time
 
 import streamlit as st
 
+from specviz.charts.drafting import run_summary
 from specviz.charts.step import step_view
 from specviz.charts.tokens import draft_facts
 from specviz_app import keys, render, session
@@ -85,6 +86,8 @@ def inspector() -> None:
     if keys.INSPECT_NEXT in st.session_state:  # set by play at the end of the previous run
         st.session_state[keys.INSPECT_ITER] = st.session_state.pop(keys.INSPECT_NEXT)
     st.session_state[keys.INSPECT_ITER] = min(max(1, st.session_state.get(keys.INSPECT_ITER, 1)), n)
+    if (summary := run_summary(trace)) is not None:
+        st.caption(render.md_escape(summary))
     playing = _controls(n)
     i = st.session_state[keys.INSPECT_ITER]
     _iteration(trace, i)
