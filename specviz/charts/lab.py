@@ -233,12 +233,11 @@ def rules_figure(results: dict[str, dict[str, Any]], wrong_rules: Sequence[str])
             cliponaxis=False,
             hovertemplate="%{x}: %{text}<extra></extra>",
         )
-    fig.add_hline(
-        y=SIGNIFICANCE,
-        line={"color": "#424242", "dash": "dash"},
-        annotation_text=f"significance level {SIGNIFICANCE:g}: below this line the test rejects",
-        annotation_position="bottom right",
-    )
+    fig.add_hline(y=SIGNIFICANCE, line={"color": "#424242", "dash": "dash"})
+    fig.add_annotation(  # under the line at the right, clear of the dots near 1 (a log axis takes log10 here)
+        x=1, xref="paper", xanchor="right", y=math.log10(SIGNIFICANCE), yref="y", yanchor="top", showarrow=False,
+        text=f"significance level {SIGNIFICANCE:g}: below this line the test rejects", font={"color": "#424242"},
+    )  # fmt: skip
     fig.update_layout(
         title=titled("Does each rule sample from p? Its p-value: the lower, the stronger the evidence against"),
         xaxis_title="verification rule",
