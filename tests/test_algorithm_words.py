@@ -64,13 +64,13 @@ def test_the_first_iteration_says_why_it_has_no_draft():
     trace = early_stop_trace()
     view = step_view(trace, 1)
     assert view.summary == "Iteration 1 of 4: no draft, so the target made one token alone."
-    assert "the first iteration has no draft" in view.drafting_note and "prefill" in view.drafting_note
-    assert "the first iteration has no draft" in view.correction.text
+    assert "this is the first iteration: the draft head reads" in view.drafting_note and "prefill" in view.drafting_note
+    assert "this is the first iteration: the draft head reads" in view.correction.text
     # An older trace without `drafting` still says it, from its draft's kind (a head reads features).
     old = early_stop_trace()
     for it in old.iterations:
         it.pop("drafting", None)
-    assert "the first iteration has no draft" in step_view(old, 1).drafting_note
+    assert "this is the first iteration: the draft head reads" in step_view(old, 1).drafting_note
 
 
 def test_the_bonus_says_how_many_drafts_this_iteration_made():
@@ -95,7 +95,7 @@ def test_an_older_trace_without_gamma_claims_no_gamma():
 def test_the_hover_card_ends_with_its_iterations_drafting():
     html = token_stream_html(early_stop_trace().iterations, {}, gamma=3)
     assert html.count("iteration 3: drafted 1 of γ = 3 by the draft head, then an early stop") == 2  # draft + bonus
-    assert "iteration 1: no draft (γ = 3): the first iteration has no draft" in html
+    assert "iteration 1: no draft (γ = 3): this is the first iteration" in html
     assert "iteration 2: drafted 3 of γ = 3 by the draft head<" in html
 
 
@@ -124,7 +124,7 @@ def test_timeline_hover_shows_durations_as_durations_and_start_times_as_such():
         assert "%{x" not in bar.hovertemplate  # a bar's x is where it ends, never its length
     assert "accepted 1 of the 1 draft made" in verify.customdata[2][3] and "early stop" in verify.customdata[2][3]
     assert "no draft to check" in verify.customdata[0][3]
-    assert "the first iteration has no draft" in draft.customdata[0][3]
+    assert "this is the first iteration: the draft head reads" in draft.customdata[0][3].replace("<br>", " ")
 
 
 def test_histogram_prediction_is_the_truncated_geometric_for_the_drafts_each_iteration_made():

@@ -181,7 +181,7 @@ def test_early_stop_is_recorded_with_its_confidence_and_threshold(target, temper
     validate(spec.to_dict())
     first = spec.iterations[0]
     assert first["drafts"] == [] and first["drafting"]["stop"] == "no_features"
-    assert "the first iteration has no draft" in step_view(spec, 1).drafting_note
+    assert "this is the first iteration: the draft head reads" in step_view(spec, 1).drafting_note
     stopped = [it for it in spec.iterations if it["drafting"]["stop"] == "confidence"]
     assert stopped, "a random head should be unsure at 0.9"
     for it in stopped:

@@ -44,7 +44,7 @@ def why_fewer(it: dict[str, Any], gamma: int | None = None, first_is_prefill: bo
         return None
     if stop == "no_features" or (stop is None and g == 0 and it["index"] == 0 and first_is_prefill):
         return (
-            "the first iteration has no draft: the draft head reads the target's own features, and there are "
+            "this is the first iteration: the draft head reads the target's own features, and there are "
             "none before the target's first pass, so that pass (the prefill) makes the first token alone"
         )
     if stop == "confidence":
