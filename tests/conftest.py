@@ -50,6 +50,7 @@ QUICK_FILES = {
     "test_chart_layout.py",
     "test_theory.py",
     "test_glossary.py",
+    "test_algorithm_words.py",
     "test_lesson.py",
     "test_import_rules.py",
     "test_house_rules.py",
