@@ -162,6 +162,25 @@ def _show_results(stored: dict) -> None:
         st.dataframe(lab_charts.distribution_rows(result, labels, top=30), hide_index=True)
 
 
+def _inputs(choice: str) -> tuple[int, int, int, float, int]:
+    """The run's k, n, γ, temperature and seed, starting at lab_charts.DEFAULTS for these models."""
+    start = lab_charts.DEFAULTS[choice]
+    cols = st.columns(5)
+    k = cols[0].number_input("k (tokens per sample)", 1, 3, start["k"], key=keys.LAB_K)
+    n = cols[1].number_input(
+        "n (samples)", 20, 5000, start["n"], step=20, key=f"{keys.LAB_SAMPLES_PREFIX}{choice}",
+        help="more samples: a sharper test, a longer run",
+    )  # fmt: skip
+    gamma = cols[2].number_input(
+        "γ", 1, 4, start["gamma"], key=keys.LAB_GAMMA, help="k > γ puts the bonus among the counted tokens"
+    )
+    temperature = cols[3].number_input(
+        "Temperature", 0.1, 2.0, start["temperature"], step=0.1, key=keys.LAB_TEMPERATURE
+    )
+    seed = cols[4].number_input("Seed", 0, 2**31 - 1, 0, key=keys.LAB_SEED)
+    return k, n, gamma, temperature, seed
+
+
 # ----- the page -----------------------------------------------------------------------------------
 
 
@@ -179,20 +198,7 @@ def lab_page() -> None:
     )  # fmt: skip
     st.caption(render.md_escape(RULE_LABELS[rule]))
     real = choice == "sidebar"
-    start = lab_charts.DEFAULTS[choice]
-    cols = st.columns(5)
-    k = cols[0].number_input("k (tokens per sample)", 1, 3, start["k"], key=keys.LAB_K)
-    n = cols[1].number_input(
-        "n (samples)", 20, 5000, start["n"], step=20, key=f"{keys.LAB_SAMPLES_PREFIX}{choice}",
-        help="more samples: a sharper test, a longer run",
-    )  # fmt: skip
-    gamma = cols[2].number_input(
-        "γ", 1, 4, start["gamma"], key=keys.LAB_GAMMA, help="k > γ puts the bonus among the counted tokens"
-    )
-    temperature = cols[3].number_input(
-        "Temperature", 0.1, 2.0, start["temperature"], step=0.1, key=keys.LAB_TEMPERATURE
-    )
-    seed = cols[4].number_input("Seed", 0, 2**31 - 1, 0, key=keys.LAB_SEED)
+    k, n, gamma, temperature, seed = _inputs(choice)
     if real:
         settings = st.session_state[keys.SETTINGS]
         st.caption(
