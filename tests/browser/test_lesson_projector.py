@@ -58,7 +58,7 @@ MEASURE = """() => {
 }"""
 
 
-def wait_drawn(page, step: int, timeout_s: float = 60) -> None:
+def wait_drawn(page, step: int, timeout_s: float = 180) -> None:  # bounds a hang only
     """Wait until step `step` is drawn and its script run has ended (the sidebar is hidden in
     presenter view, so helpers.wait_idle, which waits for it, does not apply)."""
     page.locator('[data-testid="stMain"] h1', has_text=f"{step}.").first.wait_for(timeout=timeout_s * 1000)
@@ -68,8 +68,10 @@ def wait_drawn(page, step: int, timeout_s: float = 60) -> None:
         quiet = quiet + 1 if app.get_attribute("data-test-script-state") == "notRunning" else 0
         assert time.monotonic() < deadline, f"step {step} was still running after {timeout_s:.0f} s"
         page.wait_for_timeout(150)
-    page.locator('[data-testid="stMain"] .js-plotly-plot').first.wait_for(timeout=timeout_s * 1000)
-    page.wait_for_timeout(300)  # Plotly lays out its text after the element appears
+    # Plotly lays out its text after the element appears: wait for the text itself.
+    page.locator('[data-testid="stMain"] .js-plotly-plot .main-svg text').first.wait_for(
+        state="attached", timeout=timeout_s * 1000
+    )
 
 
 def dark(rgb: list[float]) -> bool:
