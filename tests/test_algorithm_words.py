@@ -216,3 +216,13 @@ def test_the_run_says_when_its_iterations_drafted_fewer_than_gamma():
     assert text.startswith("2 of 4 iterations drafted fewer than γ = 3 (")
     assert "1 by an early stop of the draft head" in text and "1 by the first iteration" in text
     assert "the run drafted 1.75 of γ per iteration on average" in text
+
+
+def test_an_early_stop_just_below_its_threshold_prints_two_different_numbers():
+    it = early_stop_trace().iterations[2]
+    it["drafting"] = {**STOPPED, "confidence": 0.2961}
+    line = drafted_line(it, 3)
+    assert "was 0.296, below its threshold 0.300" in line and "0.30, below its threshold 0.30" not in line
+    it["drafting"] = {**STOPPED, "confidence": 0.29996}
+    assert "was 0.29996, below its threshold 0.30000" in drafted_line(it, 3)
+    assert "was 0.21, below its threshold 0.30" in drafted_line(early_stop_trace().iterations[2], 3)

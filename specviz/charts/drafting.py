@@ -27,6 +27,16 @@ def made_of(it: dict[str, Any], gamma: int | None = None) -> tuple[int, int]:
     return g, max(gamma, g)
 
 
+def below(value: float, limit: float) -> tuple[str, str]:
+    """value and limit (value < limit) printed with two decimals, or as many more as it takes for the
+    two to differ: 0.2961 against 0.3 reads 0.296 and 0.300, never "0.30, below 0.30"."""
+    for digits in range(2, 7):
+        a, b = f"{value:.{digits}f}", f"{limit:.{digits}f}"
+        if a != b:
+            break
+    return a, b
+
+
 def _source(drafting: dict[str, Any]) -> str:
     return {"head": "the draft head", "ngram": "the n-gram draft", "model": "the draft model"}.get(
         drafting.get("source"), "the draft"
@@ -48,9 +58,10 @@ def why_fewer(it: dict[str, Any], gamma: int | None = None, first_is_prefill: bo
             "none before the target's first pass, so that pass (the prefill) makes the first token alone"
         )
     if stop == "confidence":
+        confidence, threshold = below(drafting["confidence"], drafting["threshold"])
         return (
-            f"then an early stop, as its confidence in its latest draft was {drafting['confidence']:.2f}, "
-            f"below its threshold {drafting['threshold']:.2f} (not in the paper's Algorithm 1)"
+            f"then an early stop, as its confidence in its latest draft was {confidence}, "
+            f"below its threshold {threshold} (not in the paper's Algorithm 1)"
         )
     if stop == "no_match":
         return "the n-gram draft found no earlier match of the last tokens"
