@@ -226,3 +226,18 @@ def test_an_early_stop_just_below_its_threshold_prints_two_different_numbers():
     it["drafting"] = {**STOPPED, "confidence": 0.29996}
     assert "was 0.29996, below its threshold 0.30000" in drafted_line(it, 3)
     assert "was 0.21, below its threshold 0.30" in drafted_line(early_stop_trace().iterations[2], 3)
+
+
+def tree_trace(kept: int) -> Trace:
+    trace = make_trace()
+    trace.iterations[2]["tree"] = {"kept_branch": kept, "other_branches": [[{"token_id": 40, "token": " known"}]],
+                                   "rejected_first": []}  # fmt: skip
+    return trace
+
+
+def test_the_tree_note_uses_one_apostrophe():
+    for kept in (0, 1):
+        note = step_view(tree_trace(kept), 3).tree_note
+        assert "’" not in note and "'" in note
+    assert "the draft head's first choice" in step_view(tree_trace(0), 3).tree_note
+

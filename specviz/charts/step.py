@@ -76,9 +76,8 @@ def tree_note(it: dict[str, Any]) -> str | None:
         return None
     k = len(tree["other_branches"]) + 1
     kept = tree["kept_branch"]
-    kept_words = (
-        f"branch {kept + 1} ({'the draft head’s first choice' if kept == 0 else 'its choice number ' + str(kept + 1)})"
-    )
+    choice = "the draft head's first choice" if kept == 0 else f"its choice number {kept + 1}"
+    kept_words = f"branch {kept + 1} ({choice})"
     others = ", ".join(
         f"branch {b + 1 if b < kept else b + 2} {kept_tokens(branch)}"
         for b, branch in enumerate(tree["other_branches"])
