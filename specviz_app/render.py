@@ -139,13 +139,13 @@ def trace_notice(loaded, settings, timing_line: bool = True) -> bool:
 PAGE_INTROS = {
     "playground": (
         "Playground",
-        "A cheap draft model q proposes γ tokens; the target p checks them all in one pass and keeps a prefix. "
+        "A cheap draft model q proposes up to γ tokens; the target p checks them all in one pass and keeps a prefix. "
         "The output follows p exactly; the speedup below says whether this draft made it faster. "
         "Hover a token to see why it was kept.",
     ),
     "timeline": (
         "Timeline",
-        "Each iteration drafts γ tokens (cheap) and runs the target once over all of them (expensive). "
+        "Each iteration drafts up to γ tokens (cheap) and runs the target once over all of them (expensive). "
         "The target alone needs one pass per token: fewer, fuller passes are where the time goes away.",
     ),
     "acceptance": (

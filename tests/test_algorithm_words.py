@@ -241,3 +241,9 @@ def test_the_tree_note_uses_one_apostrophe():
         assert "’" not in note and "'" in note
     assert "the draft head's first choice" in step_view(tree_trace(0), 3).tree_note
 
+
+def test_page_intros_say_up_to_gamma():
+    from specviz_app.render import PAGE_INTROS
+
+    assert "proposes up to γ tokens" in PAGE_INTROS["playground"][1]
+    assert "drafts up to γ tokens" in PAGE_INTROS["timeline"][1]
