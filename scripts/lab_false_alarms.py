@@ -14,7 +14,7 @@ of seed s with seeds s + 2 i and s + 2 i + 1); run 0 is the page's default seed 
     ... --reuse-counts runs.json --replay 5000   # the decoder's counts of an earlier --counts run,
                             # and 5000 runs replayed without the decoder (checked against those)
 
-The decoder runs take about 3 s per seed of n = 500 on one core of a busy 2-core CPU; --simulate
+The decoder runs took 3 to 10 s per seed of n = 500 on one core of a busy 2-core AMD EPYC; --simulate
 checks the test's calibration far more precisely than 200 seeds can, without the decoder.
 """
 
