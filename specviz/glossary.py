@@ -9,6 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specviz.config import TREE_BRANCHES
+
+
+def count_word(n: int) -> str:
+    """'two' for 2: a small count in words (digits past ten)."""
+    return dict(enumerate("zero one two three four five six seven eight nine ten".split())).get(n, str(n))
+
 
 @dataclass(frozen=True)
 class Term:
@@ -50,9 +57,9 @@ EARLY_STOP = Term(
 )
 DRAFT_TREE = Term(
     "Draft tree",
-    "the draft head drafts two branches with different first tokens, checked in one target pass; the target "
-    "keeps one (recursive rejection sampling over the first tokens), so a first position gets one test per "
-    "branch (not in the paper's Algorithm 1)",
+    f"the draft head drafts {count_word(TREE_BRANCHES)} branches with different first tokens, checked in one "
+    "target pass; the target keeps one (recursive rejection sampling over the first tokens), so a first "
+    "position gets one test per branch (not in the paper's Algorithm 1)",
 )
 HISTOGRAM_PREDICTION = Term(
     "Predicted tokens per iteration",
@@ -62,7 +69,7 @@ HISTOGRAM_PREDICTION = Term(
 ALGORITHM_FASTEST = Term(
     "Fastest (default)",
     "the engine as measured fastest: the hybrid draft (n-gram when the text repeats itself, else the draft "
-    "head), the head's two-branch draft tree and its early stop; γ is the most it drafts",
+    f"head), the head's {count_word(TREE_BRANCHES)}-branch draft tree and its early stop; γ is the most it drafts",
 )
 ALGORITHM_PAPER = Term(
     "The paper's algorithm",

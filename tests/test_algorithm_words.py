@@ -247,3 +247,19 @@ def test_page_intros_say_up_to_gamma():
 
     assert "proposes up to γ tokens" in PAGE_INTROS["playground"][1]
     assert "drafts up to γ tokens" in PAGE_INTROS["timeline"][1]
+
+
+def test_the_tree_words_count_the_configured_branches(monkeypatch):
+    import importlib
+
+    from specviz import config
+
+    assert f"drafts {glossary.count_word(config.TREE_BRANCHES)} branches" in glossary.DRAFT_TREE.definition
+    monkeypatch.setattr(config, "TREE_BRANCHES", 3)
+    try:
+        three = importlib.reload(glossary)
+        assert "drafts three branches" in three.DRAFT_TREE.definition and "two" not in three.DRAFT_TREE.definition
+        assert "three-branch draft tree" in three.ALGORITHM_FASTEST.definition
+    finally:
+        monkeypatch.undo()
+        importlib.reload(glossary)
