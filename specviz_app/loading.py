@@ -99,7 +99,8 @@ def sidebar_pair(settings: Settings) -> tuple[models.LoadedModel, object]:
 def resolve_draft(target: models.LoadedModel, draft: str | None):
     """The draft to hand the decoder: a strategy or head name as it is, a model draft loaded
     (once, cached) and checked against the target's vocabulary."""
-    from specviz.drafters import head_of, needs_no_model
+    from specviz.drafters import needs_no_model
+    from specviz.models import head_of
 
     if draft is None:
         draft = models.default_draft(target.name)

@@ -263,3 +263,16 @@ def test_the_tree_words_count_the_configured_branches(monkeypatch):
     finally:
         monkeypatch.undo()
         importlib.reload(glossary)
+
+
+def test_a_draft_reads_features_only_when_it_runs_on_a_draft_head(tmp_path):
+    from specviz.charts.drafting import reads_features
+    from specviz.models import HEAD_DRAFT, HYBRID_DRAFT
+
+    for draft in (HYBRID_DRAFT, PAPER_DRAFT, HEAD_DRAFT):
+        assert reads_features({"draft": draft}), draft
+    # A model whose name merely contains "head" is a draft model: its first iteration drafts.
+    for draft in ("x/arrowhead-160m", "someone/headline-gpt2", "ngram", "self", None):
+        assert not reads_features({"draft": draft}), draft
+    (tmp_path / "head.json").write_text("{}")  # a trained head's folder
+    assert reads_features({"draft": str(tmp_path)})

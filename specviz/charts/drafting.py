@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from specviz.charts.tokens import display_token
+from specviz.models import head_of
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
@@ -109,8 +110,7 @@ def tree_line(it: dict[str, Any]) -> str | None:
 
 def reads_features(config: dict[str, Any]) -> bool:
     """Whether the run's draft is one whose first iteration cannot draft (a head, the hybrid)."""
-    draft = str(config.get("draft") or "")
-    return draft in ("hybrid", "paper-head") or "head" in draft
+    return head_of(config.get("draft")) is not None
 
 
 STOP_WORDS = {
