@@ -73,8 +73,10 @@ ALGORITHM_FASTEST = Term(
 )
 ALGORITHM_PAPER = Term(
     "The paper's algorithm",
-    "Algorithm 1 as Leviathan et al. state it: the draft head drafts one chain of exactly γ tokens, no tree, "
-    "no early stop, so γ does what the formula says (only the first iteration has no draft)",
+    "Algorithm 1 as Leviathan et al. state it: the draft head drafts one chain of γ tokens, no tree, no early "
+    "stop, so γ does what the formula says; it drafts fewer only where it cannot do otherwise: none in the first "
+    "iteration (the head has no target features yet), fewer when max new tokens leaves room for fewer than γ, "
+    "and a chain ends early at a draft that ends the text",
 )
 C = Term(
     "c (draft cost)",

@@ -276,3 +276,25 @@ def test_a_draft_reads_features_only_when_it_runs_on_a_draft_head(tmp_path):
         assert not reads_features({"draft": draft}), draft
     (tmp_path / "head.json").write_text("{}")  # a trained head's folder
     assert reads_features({"draft": str(tmp_path)})
+
+
+def test_the_papers_preset_says_where_it_drafts_fewer_than_gamma_and_the_lesson_bears_it_out():
+    words = glossary.ALGORITHM_PAPER.definition
+    assert "exactly γ" not in words and "only the first iteration" not in words
+    assert "first iteration" in words and "max new tokens" in words and "ends the text" in words
+    trace = Trace.from_json((charts_assets() / "lesson_trace.json").read_text())
+    assert trace.config["draft"] == PAPER_DRAFT
+    gamma = trace.config["gamma"]
+    short = [it for it in trace.iterations if len(it["drafts"]) < gamma]
+    assert [it["index"] for it in short] == [0, 28, 29, 30]  # the first, and three near max new tokens
+    for it in short:  # each for a reason the definition names
+        d = it["drafting"]
+        assert d["stop"] in ("no_features", "eos") or (d["stop"] is None and d["gamma"] == len(it["drafts"]) < gamma)
+
+
+def charts_assets():
+    from pathlib import Path
+
+    import specviz
+
+    return Path(specviz.__file__).parent / "assets"
