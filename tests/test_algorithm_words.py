@@ -298,3 +298,21 @@ def charts_assets():
     import specviz
 
     return Path(specviz.__file__).parent / "assets"
+
+
+def example(name: str) -> Trace:
+    return Trace.from_json((charts_assets() / "examples" / f"{name}.json").read_text())
+
+
+def test_the_tree_caption_says_each_comparison_as_the_numbers_have_it():
+    from specviz.charts.drafting import tree_effect
+
+    assert tree_effect(make_trace()) is None  # no tree: nothing to say
+    greedy = tree_effect(example("01-default"))  # 1 tree in 6 iterations, position 1 at its mean β, fewer tokens
+    assert greedy.startswith("1 of 6 iterations drafted a tree.")
+    assert "passes more often" not in greedy and "make more tokens" not in greedy
+    assert "position 1 passed 0.800 of the times it was reached, level with its mean β 0.800" in greedy
+    assert "made 2.75 tokens each, fewer than the 3.05 predicted" in greedy
+    sampled = tree_effect(example("02-sampled"))  # 14 trees in 15 iterations: both lifted
+    assert "passed 0.286 of the times it was reached, above its mean β 0.176" in sampled
+    assert "made 1.31 tokens each, more than the 1.25 predicted" in sampled

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from specviz import glossary
+from specviz.charts.acceptance import counted_iterations, position_table, predicted_mean_length
 from specviz.charts.tokens import display_token
 from specviz.models import head_of
 
@@ -106,6 +108,43 @@ def tree_line(it: dict[str, Any]) -> str | None:
         f"a draft tree: {k} branches checked in one target pass, branch {tree['kept_branch'] + 1} "
         f"{kept_tokens(it['drafts'])} kept (not in the paper's Algorithm 1)"
     )
+
+
+def _compared(value: float, other: float, digits: int, more: str, level: str, less: str) -> str:
+    """The word for value against other as both print with `digits` decimals, so words and numbers agree."""
+    a, b = f"{value:.{digits}f}", f"{other:.{digits}f}"
+    return level if a == b else more if value > other else less
+
+
+def tree_effect(trace) -> str | None:
+    """What a run's draft trees can do to the Acceptance page's comparisons, and what they did here: position
+    1's acceptance against its mean β, the measured tokens per iteration against the prediction from α.
+    Each comparison is said as the numbers have it (None: no iteration drafted a tree)."""
+    trees = sum("tree" in it for it in trace.iterations)
+    if not trees:
+        return None
+    text = (
+        f"{trees} of {plural(len(trace.iterations), 'iteration')} drafted a tree. {glossary.DRAFT_TREE.label}: "
+        f"{glossary.DRAFT_TREE.definition}. So a tree can lift position 1 above its mean β, and the tokens per "
+        "iteration above the prediction from α, which counts one test per position; it does so on average, "
+        "and chance moves both in a short run."
+    )
+    facts = []
+    rows = position_table(trace)
+    at_1 = rows[0][glossary.ACCEPTANCE_AT_POSITION.label] if rows else None
+    if at_1 is not None and rows[0]["mean β"] is not None:
+        beta = rows[0]["mean β"]
+        word = _compared(at_1, beta, 3, "above", "level with", "below")
+        facts.append(f"position 1 passed {at_1:.3f} of the times it was reached, {word} its mean β {beta:.3f}")
+    its, alpha = counted_iterations(trace), trace.summary.get("alpha")
+    if its and alpha is not None:
+        predicted = predicted_mean_length(alpha, [len(it["drafts"]) for it in its])
+        measured = sum(it["accepted_count"] + 1 for it in its) / len(its)
+        word = _compared(measured, predicted, 2, "more than", "as many as", "fewer than")
+        facts.append(
+            f"the iterations that drafted made {measured:.2f} tokens each, {word} the {predicted:.2f} predicted"
+        )
+    return text + (" Here " + "; ".join(facts) + "." if facts else "")
 
 
 def reads_features(config: dict[str, Any]) -> bool:

@@ -4,7 +4,7 @@ import streamlit as st
 
 from specviz import charts, glossary, theory
 from specviz.charts.acceptance import counted_iterations, predicted_mean_length
-from specviz.charts.drafting import run_summary
+from specviz.charts.drafting import run_summary, tree_effect
 from specviz_app import keys, render
 
 
@@ -52,13 +52,8 @@ def acceptance() -> None:
 
 def _captions(trace) -> None:
     """What the charts rest on, and where the engine's draft tree parts them from the prediction."""
-    trees = sum("tree" in it for it in trace.iterations)
-    if trees:
-        st.caption(
-            f"{trees} of {len(trace.iterations)} iterations drafted a tree. {glossary.DRAFT_TREE.label}: "
-            f"{glossary.DRAFT_TREE.definition}. So position 1 passes more often than its mean β, and iterations "
-            "make more tokens than the prediction from α, which counts one test per position."
-        )
+    if (effect := tree_effect(trace)) is not None:
+        st.caption(effect)
     st.caption(
         "Later positions are reached less often (only when the iteration drafted that far and every earlier "
         "draft passed), so their bars rest on fewer iterations. The histogram counts every iteration that "
