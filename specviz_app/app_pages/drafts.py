@@ -144,11 +144,7 @@ def _training_tab() -> None:
             st.error(f"{exc} Re-run the recipe to write it again.")
             continue
         history = data["history"]
-        figure = theory_charts.draft_training_figure(history, c)
-        # Plotly lines an overlaying axis's ticks up with the left axis's grid, which put 1.491, 1.193,
-        # 0.895 on the speedup axis: its own round ticks instead (it draws no grid of its own).
-        figure.update_layout(yaxis2_tickmode="auto")
-        st.plotly_chart(figure, key=f"{keys.DRAFT_QUALITY_PREFIX}{path.stem}")
+        st.plotly_chart(theory_charts.draft_training_figure(history, c), key=f"{keys.DRAFT_QUALITY_PREFIX}{path.stem}")
         if all(p.get("alpha_bench_prompts") is not None for p in history):
             st.caption("The dashed line: α on the benchmark's free-text prompts, never trained on.")
         last = history[-1]
