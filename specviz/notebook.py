@@ -141,7 +141,10 @@ def trace_html(trace: Trace, baseline: Trace | None = None) -> str:
     if baseline is not None and baseline is not trace:
         parts.append(_sameness_html(trace, baseline))
     if trace.iterations:
-        parts += [legend_html(statuses_in(trace.iterations)), token_stream_html(trace.iterations, trace.extra)]
+        parts += [
+            legend_html(statuses_in(trace.iterations)),
+            token_stream_html(trace.iterations, trace.extra, gamma=trace.config.get("gamma")),
+        ]
     else:
         parts.append(f"<div class='sv-plain'>{escaped_text(trace.output_text)}</div>")
     return "".join(parts) + "</div>"
@@ -162,7 +165,7 @@ def step_parts(trace: Trace, iteration: int) -> list[str | go.Figure]:
         NOTEBOOK_CSS + _heading(view.summary),
         "<div class='sv-nb'>"
         + legend_html(statuses_in([view.iteration]))
-        + token_stream_html([view.iteration], trace.extra)
+        + token_stream_html([view.iteration], trace.extra, gamma=trace.config.get("gamma"))
         + "</div>",
     ]
     if view.tree_note:

@@ -122,7 +122,7 @@ def _decode_with_progress(settings: Settings, status):
             pr.new_tokens / pr.max_new_tokens,
             text=f"speculative decoding: {pr.new_tokens}/{pr.max_new_tokens} tokens, iteration {pr.iteration}",
         )
-        stream.html(render.token_stream_html(records, {"token_text": pr.token_text}))
+        stream.html(render.token_stream_html(records, {"token_text": pr.token_text}, gamma=settings.gamma))
 
     def on_wait(ahead: int) -> None:  # one decode per device at a time (specviz.gate)
         # Called every poll while queued; a closed tab or Cancel raises out of status.update here.

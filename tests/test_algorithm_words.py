@@ -316,3 +316,73 @@ def test_the_tree_caption_says_each_comparison_as_the_numbers_have_it():
     sampled = tree_effect(example("02-sampled"))  # 14 trees in 15 iterations: both lifted
     assert "passed 0.286 of the times it was reached, above its mean β 0.176" in sampled
     assert "made 1.31 tokens each, more than the 1.25 predicted" in sampled
+
+
+def lesson_trace() -> Trace:
+    return Trace.from_json((charts_assets() / "lesson_trace.json").read_text())
+
+
+def test_the_last_iteration_says_no_room_was_left_the_same_on_every_page():
+    from specviz import notebook
+
+    trace = lesson_trace()
+    last = trace.iterations[-1]
+    assert last["drafting"]["gamma"] == 0 and last["drafts"] == []  # max new tokens left room for none
+    said = "no draft (γ = 3): no room left for a draft before max new tokens: this pass makes the run's last token"
+    assert drafted_line(last, 3) == said
+    for html in (token_stream_html(trace.iterations, trace.extra, gamma=3), notebook.trace_html(trace)):
+        assert f"iteration 31: {said}".replace("'", "&#x27;") in html and "of γ = 0" not in html
+    assert "iteration 30: drafted 1 of γ = 3 by the draft head: only room for 1 draft before max new tokens" in html
+    view = step_view(trace, 31)
+    assert view.drafting_note == said[0].upper() + said[1:] + "."
+    assert view.correction.text.startswith("No draft was asked for here (no room left for a draft")
+    assert "nothing to propose" not in view.correction.text
+    # The first iteration's draft was asked and could give nothing: said as such.
+    assert step_view(early_stop_trace(), 1).correction.text.startswith("The draft had nothing to propose here")
+
+
+def test_every_token_stream_is_given_the_runs_gamma():
+    """A stream drawn without γ falls back to each iteration's own most, which shrinks near max new
+    tokens ('drafted 0 of γ = 0'), so every caller passes the run's."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    calls = []
+    for path in [*(root / "specviz").rglob("*.py"), *(root / "specviz_app").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "attr", getattr(node.func, "id", "")) == "token_stream_html"
+            ):
+                calls.append((path.name, node.lineno, any(k.arg == "gamma" for k in node.keywords)))
+    assert len(calls) >= 6, calls  # playground, inspector, lesson, running, notebook (2)
+    assert [c for c in calls if not c[2]] == []
+
+
+def test_the_chinese_lesson_says_how_its_iteration_drafted_in_chinese():
+    trace = early_stop_trace()
+    html = token_stream_html(trace.iterations, {}, gamma=3, lang="zh")
+    assert "第 3 轮：由草稿头起草了 1 个（γ = 3），随后提前停止：它对最新草稿的置信度为 0.21，低于阈值 0.30" in html
+    assert "第 1 轮：没有草稿（γ = 3）：这是第一轮" in html
+    assert "drafted" not in html and "iteration 3:" not in html and "early stop" not in html
+    tree = tree_trace(1)
+    zh = token_stream_html(tree.iterations, {}, gamma=3, lang="zh")
+    assert "草稿树：2 个分支在目标模型的一次前向中一起检验，保留第 2 个分支 “. And then”" in zh
+    last = lesson_trace().iterations[-1]
+    assert "没有草稿（γ = 3）：在达到最大新 token 数之前已没有起草的空间" in token_stream_html(
+        [last], {}, gamma=3, lang="zh"
+    )
+    # English stays the default, word for word.
+    assert "iteration 3: drafted 1 of γ = 3 by the draft head, then an early stop" in token_stream_html(
+        trace.iterations, {}, gamma=3
+    )
+
+
+def test_every_drafting_word_has_its_chinese():
+    from specviz.charts.words import TEXT
+
+    keys = [
+        k for k in TEXT["en"] if k.startswith(("why_", "drafted", "no_draft", "source_", "tree_line", "iteration_"))
+    ]
+    assert len(keys) >= 15 and [k for k in keys if k not in TEXT["zh"]] == []

@@ -13,6 +13,7 @@ from typing import Any
 from specviz import glossary
 from specviz.charts.acceptance import counted_iterations, position_table, predicted_mean_length
 from specviz.charts.tokens import display_token
+from specviz.charts.words import words
 from specviz.models import head_of
 
 
@@ -40,14 +41,14 @@ def below(value: float, limit: float) -> tuple[str, str]:
     return a, b
 
 
-def _source(drafting: dict[str, Any]) -> str:
-    return {"head": "the draft head", "ngram": "the n-gram draft", "model": "the draft model"}.get(
-        drafting.get("source"), "the draft"
-    )
+def _said(lang: str) -> dict[str, str]:
+    return words(lang)
 
 
-def why_fewer(it: dict[str, Any], gamma: int | None = None, first_is_prefill: bool = False) -> str | None:
-    """Why iteration `it` drafted fewer than γ, one clause (None: it drafted all γ, or nobody knows).
+def stop_reason(it: dict[str, Any], gamma: int | None = None, first_is_prefill: bool = False) -> str | None:
+    """Why iteration `it` drafted fewer than γ, as a key: the recorded stop ("no_features", "confidence",
+    "no_match", "match_end", "eos"), "room" (max new tokens left room for fewer; "room" with none left
+    means the draft was never asked), or "unrecorded" (an older trace). None: it drafted all γ.
     first_is_prefill: the run's draft reads the target's features (a head or the hybrid), so its first
     iteration, which has none yet, is known to draft nothing even where an older trace does not say."""
     drafting = it.get("drafting") or {}
@@ -56,58 +57,64 @@ def why_fewer(it: dict[str, Any], gamma: int | None = None, first_is_prefill: bo
     if g >= gam:
         return None
     if stop == "no_features" or (stop is None and g == 0 and it["index"] == 0 and first_is_prefill):
-        return (
-            "this is the first iteration: the draft head reads the target's own features, and there are "
-            "none before the target's first pass, so that pass (the prefill) makes the first token alone"
-        )
-    if stop == "confidence":
-        confidence, threshold = below(drafting["confidence"], drafting["threshold"])
-        return (
-            f"then an early stop, as its confidence in its latest draft was {confidence}, "
-            f"below its threshold {threshold} (not in the paper's Algorithm 1)"
-        )
-    if stop == "no_match":
-        return "the n-gram draft found no earlier match of the last tokens"
-    if stop == "match_end":
-        return "the n-gram draft's earlier match ran out"
-    if stop == "eos":
-        return "the draft ended the text with an end-of-sequence token, and nothing follows it"
+        return "no_features"
+    if stop is not None:
+        return stop
     if "gamma" in drafting and drafting["gamma"] < gam and g == drafting["gamma"]:
-        return f"only room for {plural(drafting['gamma'], 'draft')} before max new tokens"
-    return "this trace does not record why" if "drafting" not in it else None
+        return "room"
+    return "unrecorded" if "drafting" not in it else None
 
 
-def drafted_line(it: dict[str, Any], gamma: int | None = None, first_is_prefill: bool = False) -> str:
-    """'drafted 1 of γ = 3 (early stop: …)' — one line for a hover card."""
+def why_fewer(
+    it: dict[str, Any], gamma: int | None = None, first_is_prefill: bool = False, lang: str = "en"
+) -> str | None:
+    """Why iteration `it` drafted fewer than γ, one clause in `lang` (None: it drafted all γ, or nobody
+    knows). The words are specviz.charts.words' ("why_*")."""
+    reason = stop_reason(it, gamma, first_is_prefill)
+    if reason is None:
+        return None
+    said, drafting = _said(lang), it.get("drafting") or {}
+    if reason == "confidence":
+        confidence, threshold = below(drafting["confidence"], drafting["threshold"])
+        return said["why_confidence"].format(confidence=confidence, threshold=threshold)
+    if reason == "room":
+        room = drafting["gamma"]
+        return said["why_room_none" if room == 0 else "why_room_one" if room == 1 else "why_room"].format(n=room)
+    return said[f"why_{reason}"]
+
+
+def drafted_line(it: dict[str, Any], gamma: int | None = None, first_is_prefill: bool = False, lang: str = "en") -> str:
+    """'drafted 1 of γ = 3 by the draft head, then an early stop, …' — one line for a hover card, in `lang`."""
+    said = _said(lang)
     g, gam = made_of(it, gamma)
     if gamma is None and "drafting" not in it:  # an older trace, its γ not given: say only what it shows
-        return f"drafted {plural(g, 'token')}" if g else "no draft"
-    why = why_fewer(it, gamma, first_is_prefill)
+        return said["drafted_one" if g == 1 else "drafted_n"].format(n=g) if g else said["no_draft"]
+    why = why_fewer(it, gamma, first_is_prefill, lang)
     if g == 0 and why is not None:
-        return f"no draft (γ = {gam}): {why}"
-    text = f"drafted {g} of γ = {gam}"
+        return said["no_draft_of"].format(gamma=gam, why=why)
     source = (it.get("drafting") or {}).get("source")
     if source in ("head", "ngram") and g:
-        text += f" by {_source(it['drafting'])}"
+        text = said["drafted_by"].format(g=g, gamma=gam, source=said[f"source_{source}"])
+    else:
+        text = said["drafted_of"].format(g=g, gamma=gam)
     if why is None:
         return text
-    return text + (", " if why.startswith("then") else ": ") + why
+    then = stop_reason(it, gamma, first_is_prefill) == "confidence"  # a clause that goes on: ", then …"
+    return text + said["then_sep" if then else "why_sep"] + why
 
 
 def kept_tokens(tokens: list[dict[str, Any]]) -> str:
     return "“" + "".join(display_token(t["token"]) for t in tokens).strip() + "”"
 
 
-def tree_line(it: dict[str, Any]) -> str | None:
-    """'a draft tree of 2 branches, branch 1 kept' — one line for a hover card (None: a chain)."""
+def tree_line(it: dict[str, Any], lang: str = "en") -> str | None:
+    """'a draft tree: 2 branches checked in one target pass, branch 1 “…” kept' — one line for a hover
+    card, in `lang` (None: a chain)."""
     tree = it.get("tree")
     if not tree or not it["drafts"]:
         return None
     k = len(tree["other_branches"]) + 1
-    return (
-        f"a draft tree: {k} branches checked in one target pass, branch {tree['kept_branch'] + 1} "
-        f"{kept_tokens(it['drafts'])} kept (not in the paper's Algorithm 1)"
-    )
+    return _said(lang)["tree_line"].format(k=k, b=tree["kept_branch"] + 1, tokens=kept_tokens(it["drafts"]))
 
 
 def _compared(value: float, other: float, digits: int, more: str, level: str, less: str) -> str:
@@ -171,10 +178,8 @@ def run_summary(trace) -> str | None:
         return None
     reasons: dict[str, int] = {}
     for it in short:
-        stop = (it.get("drafting") or {}).get("stop")
-        if stop is None and "gamma" in (it.get("drafting") or {}):
-            stop = "room"
-        reasons[stop or "unrecorded"] = reasons.get(stop or "unrecorded", 0) + 1
+        stop = stop_reason(it, gamma, reads_features(trace.config)) or "unrecorded"
+        reasons[stop] = reasons.get(stop, 0) + 1
     words = {
         **STOP_WORDS,
         "room": "no room left before max new tokens",

@@ -14,7 +14,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from specviz.charts.drafting import drafted_line, kept_tokens, plural, reads_features
+from specviz.charts.drafting import drafted_line, kept_tokens, plural, reads_features, stop_reason, why_fewer
 from specviz.charts.inspector import bonus_figure, draft_figure, residual_figure
 from specviz.charts.tokens import display_token, iteration_tokens, label_token
 from specviz.errors import TraceError
@@ -33,8 +33,7 @@ CORRECTION_TEXT = {
     ),
     "target": (
         "No draft to check.",
-        "The draft had nothing to propose here ({why}), so the target's pass gives just its own next token, "
-        "drawn from p.",
+        "{opening} ({why}), so the target's pass gives just its own next token, drawn from p.",
     ),
     None: ("No correction.", "The text ended with an end-of-sequence draft."),
 }
@@ -157,8 +156,11 @@ def step_view(trace: Trace, i: int) -> StepView:
         figure = residual_figure(drafts[it["accepted_count"]], corr, trace.extra)
     elif kind is not None:
         figure = bonus_figure(corr, trace.extra, no_draft=kind == "target")
-    why = line.split(": ", 1)[1] if kind == "target" and ": " in line else "it was asked for none"
+    why = why_fewer(it, gamma, prefill) or "it was asked for none"
+    # With no room left before max new tokens the draft was never asked; otherwise it was, and gave nothing.
+    asked = stop_reason(it, gamma, prefill) != "room"
+    opening = "The draft had nothing to propose here" if asked else "No draft was asked for here"
     made = "The one draft" if len(drafts) == 1 else f"All {len(drafts)} drafts"
-    text = text.format(k=it["accepted_count"] + 1, made=made, why=why)
+    text = text.format(k=it["accepted_count"] + 1, made=made, why=why, opening=opening)
     view.correction = Correction(kind, title, text, corr, figure)
     return view

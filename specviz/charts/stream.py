@@ -45,11 +45,12 @@ REFUSED = ("rejected", "discarded")
 LINE_GUESS = 80
 
 
-def iteration_note(it: dict, gamma: int | None = None) -> str:
+def iteration_note(it: dict, gamma: int | None = None, lang: str = "en") -> str:
     """The hover card's last lines, the same for every token of iteration `it`: how many of γ it
-    drafted and why it stopped, and its draft tree (specviz.charts.drafting). HTML, escaped here."""
-    lines = [f"iteration {it['index'] + 1}: {drafted_line(it, gamma)}"]
-    if (tree := tree_line(it)) is not None:
+    drafted and why it stopped, and its draft tree (specviz.charts.drafting), in `lang`. HTML,
+    escaped here."""
+    lines = [words(lang)["iteration_line"].format(i=it["index"] + 1, line=drafted_line(it, gamma, lang=lang))]
+    if (tree := tree_line(it, lang)) is not None:
         lines.append(tree)
     return f'<span class="sv-it">{"<br>".join(html.escape(line) for line in lines)}</span>'
 
@@ -62,14 +63,17 @@ def token_span(row: dict, extra: dict, column: int, note: str = "") -> str:
     return f'<span class="sv-tok sv-{row["status"]}{side}">{text}<span class="sv-card">{card}</span></span>'
 
 
-def token_stream_html(iterations: list[dict], extra: dict, show_refused: bool = True, gamma: int | None = None) -> str:
+def token_stream_html(
+    iterations: list[dict], extra: dict, show_refused: bool = True, gamma: int | None = None, lang: str = "en"
+) -> str:
     """The generated text, one span per token coloured by status, each with a hover card that ends
-    with its iteration's drafting (gamma: the run's γ; None: each iteration's own most).
+    with its iteration's drafting, in `lang` (gamma: the run's γ, trace.config["gamma"]; None only for
+    a trace that does not record it: each iteration's own most, which shrinks near max new tokens).
 
     show_refused=False leaves out rejected and discarded drafts, so the final text reads plainly.
     """
     rows = [r for r in token_rows(iterations) if show_refused or r["status"] not in REFUSED]
-    notes = {it["index"]: iteration_note(it, gamma) for it in iterations}
+    notes = {it["index"]: iteration_note(it, gamma, lang) for it in iterations}
     spans, column = [], 0
     for r in rows:
         spans.append(token_span(r, extra, column, notes[r["iteration"]]))

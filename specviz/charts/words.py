@@ -2,7 +2,8 @@
 names and annotations. English is every builder's default; the lesson passes its language (`zh`).
 
 Templates use str.format fields; a language may leave a key out and the English one is used.
-Hover texts stay English (they repeat the legend's symbols and numbers).
+Hover texts stay English (they repeat the legend's symbols and numbers), except the line on how an
+iteration drafted, which the lesson's token stream shows in its language.
 """
 
 from __future__ import annotations
@@ -75,6 +76,32 @@ TEXT: dict[str, dict[str, str]] = {
         "decision_bonus_one": "bonus: the one draft this iteration made was accepted, then one more drawn from p",
         "decision_target": "drawn from p by the target alone (no draft to check)",
         "r_greedy": "none (greedy)",
+        # how many of γ an iteration drafted and why it stopped (specviz.charts.drafting): the hover card's
+        # last lines, the inspector's and the timeline's
+        "iteration_line": "iteration {i}: {line}",
+        "drafted_of": "drafted {g} of γ = {gamma}",
+        "drafted_by": "drafted {g} of γ = {gamma} by {source}",
+        "source_head": "the draft head",
+        "source_ngram": "the n-gram draft",
+        "drafted_one": "drafted 1 token",
+        "drafted_n": "drafted {n} tokens",
+        "no_draft": "no draft",
+        "no_draft_of": "no draft (γ = {gamma}): {why}",
+        "then_sep": ", ",
+        "why_sep": ": ",
+        "why_no_features": "this is the first iteration: the draft head reads the target's own features, and there "
+        "are none before the target's first pass, so that pass (the prefill) makes the first token alone",
+        "why_confidence": "then an early stop, as its confidence in its latest draft was {confidence}, below its "
+        "threshold {threshold} (not in the paper's Algorithm 1)",
+        "why_no_match": "the n-gram draft found no earlier match of the last tokens",
+        "why_match_end": "the n-gram draft's earlier match ran out",
+        "why_eos": "the draft ended the text with an end-of-sequence token, and nothing follows it",
+        "why_room": "only room for {n} drafts before max new tokens",
+        "why_room_one": "only room for 1 draft before max new tokens",
+        "why_room_none": "no room left for a draft before max new tokens: this pass makes the run's last token",
+        "why_unrecorded": "this trace does not record why",
+        "tree_line": "a draft tree: {k} branches checked in one target pass, branch {b} {tokens} kept (not in the "
+        "paper's Algorithm 1)",
     },
     "zh": {
         "row_spec": "推测解码",
@@ -138,6 +165,30 @@ TEXT: dict[str, dict[str, str]] = {
         "decision_bonus_one": "奖励 token：本轮唯一的草稿被接受，再从 p 抽出一个",
         "decision_target": "由目标模型单独从 p 抽出（没有草稿可检验）",
         "r_greedy": "无（贪心）",
+        "iteration_line": "第 {i} 轮：{line}",
+        "drafted_of": "起草了 {g} 个（γ = {gamma}）",
+        "drafted_by": "由{source}起草了 {g} 个（γ = {gamma}）",
+        "source_head": "草稿头",
+        "source_ngram": " n-gram 草稿",
+        "drafted_one": "起草了 1 个 token",
+        "drafted_n": "起草了 {n} 个 token",
+        "no_draft": "没有草稿",
+        "no_draft_of": "没有草稿（γ = {gamma}）：{why}",
+        "then_sep": "，",
+        "why_sep": "：",
+        "why_no_features": "这是第一轮：草稿头读取目标模型自身的特征，而目标模型第一次前向之前还没有特征，"
+        "所以这次前向（预填充）单独生成第一个 token",
+        "why_confidence": "随后提前停止：它对最新草稿的置信度为 {confidence}，低于阈值 {threshold}"
+        "（论文的算法 1 中没有这一步）",
+        "why_no_match": "n-gram 草稿在前文中找不到最后几个 token 的匹配",
+        "why_match_end": "n-gram 草稿在前文中的匹配已经用完",
+        "why_eos": "草稿以结束符结束了文本，其后没有内容",
+        "why_room": "在达到最大新 token 数之前只剩 {n} 个草稿的空间",
+        "why_room_one": "在达到最大新 token 数之前只剩 1 个草稿的空间",
+        "why_room_none": "在达到最大新 token 数之前已没有起草的空间：这次前向生成本次运行的最后一个 token",
+        "why_unrecorded": "此记录没有记下原因",
+        "tree_line": "草稿树：{k} 个分支在目标模型的一次前向中一起检验，保留第 {b} 个分支 {tokens}"
+        "（论文的算法 1 中没有这一步）",
         # the token legend: each chip's name (English: the trace's status), then its description
         # (English: specviz.charts.style.STATUS_LABELS)
         "chip_accepted": "接受",

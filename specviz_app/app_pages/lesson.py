@@ -92,7 +92,7 @@ def _picked(key: str) -> None:
     st.session_state[keys.LESSON_STEP] = st.session_state[key]
 
 
-def _stream(it: dict, extra: dict, language: str, hide_decisions: bool = False) -> None:
+def _stream(it: dict, extra: dict, language: str, hide_decisions: bool = False, gamma: int | None = None) -> None:
     if hide_decisions:  # before the target has judged: every draft is only a proposal (grey)
         drafts = "".join(
             f'<span style="background:#eeeeee;color:#424242;border-bottom:2px dashed #9e9e9e;padding:1px 3px;'
@@ -102,7 +102,7 @@ def _stream(it: dict, extra: dict, language: str, hide_decisions: bool = False) 
         st.html(f'<div class="sv-stream" style="font-family:ui-monospace,monospace;font-size:16px">{drafts}</div>')
         return
     st.html(render.legend_html(lesson_content.statuses_of(it), lang=language))  # only what this iteration shows
-    st.html(render.token_stream_html([it], extra))
+    st.html(render.token_stream_html([it], extra, gamma=gamma, lang=language))
 
 
 def _notes(shown: lesson_content.Shown) -> None:
@@ -151,7 +151,7 @@ def _reading(step: dict, shown: lesson_content.Shown, rec: lesson_content.Record
     with figure:
         _notes(shown)
         if shown.stream is not None:
-            _stream(shown.stream[0], rec.trace.extra, language, hide_decisions=shown.stream[1])
+            _stream(shown.stream[0], rec.trace.extra, language, shown.stream[1], rec.trace.config.get("gamma"))
         if shown.figure is not None:
             st.plotly_chart(shown.figure, key=f"{keys.LESSON_FIGURE_PREFIX}{step.get('figure', '')}")
 
@@ -169,7 +169,7 @@ def _projector(
         if step.get("takeaway"):
             st.info(step["takeaway"], icon=":material/lightbulb:")
         if shown.stream is not None:
-            _stream(shown.stream[0], rec.trace.extra, language, hide_decisions=shown.stream[1])
+            _stream(shown.stream[0], rec.trace.extra, language, shown.stream[1], rec.trace.config.get("gamma"))
         with st.container(key=keys.LESSON_NOTES):
             _notes(shown)
     with st.expander(ui.get("details", DETAILS.get(language, DETAILS["en"]))):

@@ -25,7 +25,7 @@ def playground() -> None:
         "Show refused drafts", value=True, help="off: only the tokens that made it into the text, still coloured"
     )
     st.html(render.legend_html(render.statuses_in(trace.iterations)))
-    st.html(render.token_stream_html(trace.iterations, trace.extra, show_refused))
+    st.html(render.token_stream_html(trace.iterations, trace.extra, show_refused, gamma=trace.config.get("gamma")))
     if not trace.iterations:
         st.text(trace.output_text)
     st.caption(
