@@ -1,9 +1,10 @@
 """Figures of the paper's closed forms (specviz.theory): tokens per iteration and walltime
 improvement against gamma, the (alpha, c) plane with the "speedup needs alpha > c" boundary, the
-draft's alpha along its training, and Table 4 as rows.
+draft's alpha along its training, and Table 4 as rows; and, in words, whether a trace drafted as the
+formula assumes (one chain of exactly gamma drafts every iteration).
 
-Pure functions of numbers: no torch, no streamlit. A measured point (from a trace) is passed in as
-plain numbers, so the same axes carry theory and measurement.
+Pure functions: no torch, no streamlit. A measured point (from a trace) is passed in as plain
+numbers, so the same axes carry theory and measurement.
 """
 
 from __future__ import annotations
@@ -15,14 +16,17 @@ from typing import Any
 import plotly.graph_objects as go
 
 from specviz import glossary
+from specviz.charts.drafting import STOP_WORDS, plural, run_summary
 from specviz.charts.style import LAYOUT, PREDICTION_COLOR, STATUS_COLORS, house_figure, titled
 from specviz.charts.words import words
+from specviz.config import PAPER_DRAFT
 from specviz.theory import (
     TABLE_4,
     best_gamma,
     expected_tokens_per_iteration,
     walltime_improvement,
 )
+from specviz.trace import Trace
 
 THEORY_COLOR = "#1565c0"  # the curve of the slider setting
 MEASURED_COLOR = "#d81b60"  # what the current trace measured (a filled diamond everywhere)
@@ -383,3 +387,60 @@ def draft_training_figure(history: Sequence[dict[str, Any]], c: float, gamma_max
     )
     fig.update_layout(margin={**LAYOUT["margin"], "r": 70})
     return fig
+
+
+def drafting_against_formula(trace: Trace) -> tuple[str, str] | None:
+    """Whether `trace` drafted as the formula assumes, every iteration one chain of exactly γ drafts:
+    (kind, sentence), kind "paper" (the paper's algorithm: the assumption holds but for the first
+    iteration and the last ones near max new tokens, which the sentence counts), "most" (more than half
+    the iterations drafted fewer than γ, or a tree), "some" (fewer did); None: every iteration drafted
+    one chain of γ."""
+    gamma = trace.config.get("gamma") or 0
+    its = trace.iterations
+    if not gamma or not its:
+        return None
+    short = [it for it in its if len(it["drafts"]) < gamma]
+    trees = [it for it in its if it.get("tree")]
+    if trace.config.get("draft") == PAPER_DRAFT:
+        return "paper", _paper_sentence(its, short, gamma)
+    if not short and not trees:
+        return None
+    parts = []
+    if short:
+        parts.append(run_summary(trace))
+    if trees:
+        parts.append(
+            f"In {len(trees)} of {plural(len(its), 'iteration')} it drafted a tree: several branches checked in one "
+            "target pass, one kept, where the formula knows one chain."
+        )
+    parts.append(
+        f"The formula assumes every iteration drafts one chain of exactly γ = {gamma}, so its prediction is for "
+        "drafting this run did not do."
+    )
+    kind = "most" if 2 * len({it["index"] for it in short + trees}) > len(its) else "some"
+    return kind, " ".join(parts)
+
+
+def _paper_sentence(its: list[dict[str, Any]], short: list[dict[str, Any]], gamma: int) -> str:
+    """The paper's algorithm, truthfully: which iterations drafted fewer than γ, and why."""
+    first = [it for it in short if (it.get("drafting") or {}).get("stop") == "no_features"]
+    room = [it for it in short if it not in first and not (it.get("drafting") or {}).get("stop")]
+    other = [it for it in short if it not in first and it not in room]
+    text = (
+        f"This trace is the paper's Algorithm 1: the draft head drafted one chain of γ = {gamma}, no tree, no early "
+        f"stop, so the formula's assumption about drafting holds. {len(its) - len(short)} of "
+        f"{plural(len(its), 'iteration')} drafted all γ"
+    )
+    reasons = []
+    if first:
+        reasons.append(
+            "the first drafted none (the head reads the target's features, which the target's first pass makes)"
+        )
+    if room:
+        reasons.append(f"{plural(len(room), 'iteration')} near max new tokens had room for fewer")
+    if other:
+        words = ", ".join(
+            sorted({STOP_WORDS.get((it.get("drafting") or {}).get("stop"), "an unrecorded reason") for it in other})
+        )
+        reasons.append(f"{plural(len(other), 'iteration')} stopped for another reason ({words})")
+    return text + ("; " + "; ".join(reasons) if reasons else "") + "."

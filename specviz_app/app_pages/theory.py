@@ -2,12 +2,15 @@
 measured α, c and v as a point on the same axes with its prediction beside its measured speedup
 (and what parts them), and Table 4 recomputed as a visible check."""
 
+from dataclasses import replace
+
 import streamlit as st
 
-from specviz import glossary, theory
+from specviz import glossary, models, theory
 from specviz.charts import theory as theory_charts
 from specviz.config import GAMMA_MAX
-from specviz_app import keys, session
+from specviz_app import keys, params, session
+from specviz_app.params import Settings
 
 SLIDERS = {"alpha": keys.THEORY_ALPHA, "c": keys.THEORY_C, "v": keys.THEORY_V}
 
@@ -93,6 +96,55 @@ def _sliders(m: dict | None) -> tuple[float, int, float, float]:
         width="stretch",
     )
     return (_exact(keys.THEORY_ALPHA, alpha), gamma, _exact(keys.THEORY_C, c), _exact(keys.THEORY_V, v))
+
+
+PAPER_BUTTON = "Run the paper's algorithm on these settings"
+
+
+def _paper_settings(loaded: session.Loaded) -> tuple[Settings, bool] | None:
+    """The settings that re-run the trace on show as the paper's Algorithm 1, with its target-alone run
+    (for c and v), and whether the draft changes to the draft head; None where the paper's preset
+    cannot apply (a target other than the offline one, whose model draft drafts one chain of γ anyway)."""
+    trace = loaded.trace
+    if trace.config.get("target") != models.OFFLINE_TARGET:
+        return None
+    settings, _ = params.from_trace_config(trace.config, trace.prompt, True)
+    swapped = not params.paper_applies(*settings.model_names())
+    if swapped:  # the n-gram or the self draft: the default pair, whose draft the preset makes the head
+        settings = replace(settings, pair=params.DEFAULTS.pair, target="", draft="")
+    return replace(settings, algorithm="paper"), swapped
+
+
+def _run_paper(settings: Settings) -> None:
+    """What the sidebar's Run does, on these settings: the sidebar takes them on the next script run,
+    before app.py decodes."""
+    session.apply_settings(settings)
+    st.session_state[keys.RUN_REQUESTED] = True
+
+
+def _drafting_note(loaded: session.Loaded | None) -> None:
+    """Beside the button that copies the trace's α, γ, c and v: whether the trace drafted as the formula
+    assumes (one chain of exactly γ), and, where it did not, the paper's algorithm one click away."""
+    said = None if loaded is None else theory_charts.drafting_against_formula(loaded.trace)
+    if said is None:
+        return
+    kind, sentence = said
+    if kind == "paper":
+        st.success(sentence, icon=":material/check:")
+        return
+    (st.warning if kind == "most" else st.info)(sentence, icon=":material/info:")
+    paper = _paper_settings(loaded)
+    if paper is not None:  # under the note, its label in full (a column beside it cut it at 1280 px)
+        settings, swapped = paper
+        st.button(
+            PAPER_BUTTON,
+            on_click=_run_paper,
+            args=(settings,),
+            help=f"{glossary.ALGORITHM_PAPER.definition}. Decodes this trace's prompt and settings"
+            + (" with the draft head in place of its draft" if swapped else "")
+            + ", then the target alone for c and v",
+            icon=":material/play_arrow:",
+        )
 
 
 def _metrics(alpha: float, gamma: int, c: float, v: float) -> None:
@@ -234,6 +286,7 @@ def theory_page() -> None:
     )
     m = _measured()
     alpha, gamma, c, v = _sliders(m)
+    _drafting_note(session.current())
     _metrics(alpha, gamma, c, v)
     explained = _measured_section(m)
     _verdict(alpha, c, v, explained if _on_trace(m, alpha, gamma, c, v) else None)
