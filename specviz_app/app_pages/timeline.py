@@ -48,22 +48,33 @@ def _numbers(trace, baseline, spread) -> None:
         if s["new_tokens"] != baseline.summary["new_tokens"]
         else f"Over its {common} tokens "
     )
-    # The chart is the run's own pair: the first of the pairs the speedup comes from, unless it was
-    # decoded batched with other sessions' (then it is none of them).
-    first = speedup.timed_pairs(trace, baseline)[0]
-    among = first in speedup.figure_pairs(speedup.timed_pairs(trace, baseline))
-    which = (
-        f"the first of the {spread.pairs} timed pairs the speedup comes from (their median pair's ratio; their "
-        f"range {spread.low:.2f}–{spread.high:.2f}×)"
-        if among and spread.pairs > 1
-        else "the one timed pair"
-        if among
-        else f"decoded together with other sessions' runs, so it is none of the {spread.pairs} pairs the speedup "
-        "comes from"
-    )
+    which = _which_pair(speedup.timed_pairs(trace, baseline)[0], spread)
     st.caption(f"{lengths}this chart's pair took {spec_ms:.0f} ms against {base_ms:.0f} ms. The chart shows {which}.")
     if words := sureness(spread):
         st.caption(":material/straighten: " + words)
+
+
+def _which_pair(first: dict, spread) -> str:
+    """Which pair the chart shows (the run's own: its first pair), said against `spread`, the reading
+    the numbers beside it come from, never a second reading of the pairs. Whether that pair is among
+    them is the figures' own rule (speedup.figure_pairs) applied to the pair's flags, set when it was
+    recorded: it counts, or none counts (`spread.timed` 0) and the figures fall back on every solo
+    pair. Only the pair's own `batched` flag makes it one decoded together with other sessions' runs."""
+    solo = not first.get("batched")
+    among = bool(speedup.counted_pairs([first])) or (solo and spread.timed == 0)
+    if among and spread.pairs > 1:
+        return (
+            f"the first of the {spread.pairs} timed pairs the speedup comes from (their median pair's ratio; their "
+            f"range {spread.low:.2f}–{spread.high:.2f}×)"
+        )
+    if among:
+        return "the one timed pair"
+    why = (
+        "decoded together with other sessions' runs"
+        if not solo
+        else "timed while a page was drawn in the same process, which slowed its two runs unevenly"
+    )
+    return f"the run's own pair, {why}, so it is none of the {spread.pairs} pairs the speedup comes from"
 
 
 timeline()
