@@ -12,10 +12,17 @@ from typing import Any
 from specviz.charts.words import words
 from specviz.trace import Trace
 
+# How a chart names a token that has no readable text of its own, in one place for every chart:
+# a byte-level token holding part of a character's UTF-8 bytes (an emoji, a Chinese character)
+# decodes alone to U+FFFD, "�"; a token whose text the trace did not record is known by its id.
+BYTE_PIECE = "⟨part of a character⟩"
+UNKNOWN_TOKEN = "⟨token {id}⟩"
+
 
 def display_token(text: str) -> str:
-    """Make invisible characters visible: newline as ↵, tab as →, an all-space token as ␣."""
-    shown = text.replace("\n", "↵").replace("\t", "→").replace("\r", "")
+    """Make invisible characters visible: newline as ↵, tab as →, an all-space token as ␣, and a piece
+    of a character's bytes (decoded alone: "�") as BYTE_PIECE."""
+    shown = text.replace("\n", "↵").replace("\t", "→").replace("\r", "").replace("\ufffd", BYTE_PIECE)
     if not shown.strip():
         return "␣" * max(1, len(shown))
     return shown
@@ -29,8 +36,9 @@ def label_token(text: str) -> str:
 
 
 def token_text(trace_extra: dict[str, Any], token_id: int) -> str:
-    """The text of a token id from the trace's `extra.token_text`, or <id> when it is unknown."""
-    return trace_extra.get("token_text", {}).get(str(token_id), f"<{token_id}>")
+    """The text of a token id from the trace's `extra.token_text`, or UNKNOWN_TOKEN (⟨token 3929⟩, not
+    a raw <3929> that reads like markup) when the trace did not record it."""
+    return trace_extra.get("token_text", {}).get(str(token_id), UNKNOWN_TOKEN.format(id=token_id))
 
 
 def iteration_tokens(it: dict[str, Any]) -> list[dict[str, Any]]:
