@@ -62,7 +62,8 @@ class IterationRecorder:
                 "residual_top": top_tokens(verdict.residual[None])[0] if verdict.residual is not None else None,
                 "p_top": p_top[n],
             }
-        for pairs in q_top + p_top:
+        residual_top = [corr["residual_top"]] if corr and corr["residual_top"] else []
+        for pairs in q_top + p_top + residual_top:  # every id a chart may label: the residual's too
             for token_id, _ in pairs:
                 self.text(token_id)
         record = {

@@ -165,3 +165,23 @@ def test_ngram_lookup_continues_latest_match():
     assert lookup_continuation(ids, 2, 3, 1) == [7, 8]  # latest earlier "1 2 3" is followed by 7 8
     assert lookup_continuation([4, 5, 6], 3, 3, 1) == []
     assert lookup_continuation([5, 6, 5], 4, 3, 1) == [6, 5]
+
+
+def test_every_token_a_chart_may_label_has_its_text_in_the_trace():
+    """extra.token_text holds every id the trace mentions, the residual's top tokens included (the
+    lesson's residual bars read '⟨token 3929⟩' where the recorder had left them out). A vocabulary
+    wide enough that the residual's top 10 are not all among p's and q's top 10."""
+    from specviz.toy import tiny_llama
+
+    target, draft = tiny_llama(vocab_size=300, seed=1), tiny_llama(vocab_size=300, seed=2, layers=1)
+    trace = speculative_generate(PROMPT, target=target, draft=draft, gamma=3, seed=5, max_new_tokens=40)
+    texts = {int(k) for k in trace.extra["token_text"]}
+    residual_ids = {
+        token_id
+        for it in trace.iterations
+        if it.get("correction") and it["correction"].get("residual_top")
+        for token_id, _ in it["correction"]["residual_top"]
+    }
+    assert residual_ids, "no resample with a residual in this run: pick another seed"
+    top_ids = {t for it in trace.iterations for d in it["drafts"] for key in ("q_top", "p_top") for t, _ in d[key]}
+    assert residual_ids | top_ids <= texts, sorted((residual_ids | top_ids) - texts)[:10]
