@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from specviz_app.replicas import free_port, healthy  # noqa: E402 - the app's own port and health checks
-from tests.browser.helpers import CHROMIUM, CHROMIUM_ARGS, RUN_TIMEOUT_MS, act, wait_idle  # noqa: E402
+from tests.browser.helpers import CHROMIUM, CHROMIUM_ARGS, RUN_TIMEOUT_MS, act, wait_idle, watch_server  # noqa: E402
 
 # The goals, each with why (docs/benchmarks.md has the figures measured against them).
 TARGETS = {
@@ -126,7 +126,7 @@ def wait_for_timing(page, timeout_s: float = 300) -> dict:
 
 def first_run(browser, url: str) -> dict:
     """A fresh app's first default Run: status, first tokens, text and speedup, then the timing."""
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    ctx = watch_server(browser.new_context(viewport={"width": 1400, "height": 1000}))
     page = ctx.new_page()
     page.goto(url)
     page.wait_for_selector('[data-testid="stMain"] h1', timeout=RUN_TIMEOUT_MS)
@@ -149,7 +149,7 @@ def first_run(browser, url: str) -> dict:
 
 def lesson_link(browser, url: str) -> dict:
     """A lesson link with run settings: seconds until its step is drawn, and whether anything was decoded."""
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    ctx = watch_server(browser.new_context(viewport={"width": 1400, "height": 1000}))
     page = ctx.new_page()
     started = time.perf_counter()
     page.goto(f"{url}/lesson?{LESSON_LINK}")
@@ -163,7 +163,7 @@ def lesson_link(browser, url: str) -> dict:
 
 def identical_runs(browser, url: str, runs: int) -> list[dict]:
     """`runs` default Runs with seeds 1..runs (greedy: the seed changes no token), each read after its timing."""
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    ctx = watch_server(browser.new_context(viewport={"width": 1400, "height": 1000}))
     page = ctx.new_page()
     page.goto(url)
     wait_idle(page)

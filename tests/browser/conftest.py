@@ -21,7 +21,16 @@ import pytest
 
 from specviz_app.replicas import free_port, healthy  # the app's own port and health checks
 
-from .helpers import APP_LOG, CHROMIUM, CHROMIUM_ARGS, RUN_TIMEOUT_MS, SCREENSHOTS, assert_no_traceback, wait_idle
+from .helpers import (
+    APP_LOG,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    RUN_TIMEOUT_MS,
+    SCREENSHOTS,
+    assert_no_traceback,
+    wait_idle,
+    watch_server,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -107,7 +116,9 @@ def new_page(browser, request):
         path: str = "",
         viewport: tuple[int, int] = (1400, 1000),
     ):
-        ctx = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]}, accept_downloads=True)
+        ctx = watch_server(
+            browser.new_context(viewport={"width": viewport[0], "height": viewport[1]}, accept_downloads=True)
+        )
         contexts.append(ctx)
         page = ctx.new_page()
         page.set_default_timeout(60_000)

@@ -49,6 +49,27 @@ def wait_idle(page, timeout_ms: int = RUN_TIMEOUT_MS) -> None:
         page.wait_for_timeout(200)
 
 
+# Every message the app's server sends a page, counted as it arrives: a context whose pages run this
+# first (`watch_server`) lets `act` see that the server answered an action, even when the script
+# run it started was too quick for the page ever to draw its "running" state.
+COUNT_SERVER_MESSAGES = """(() => {
+    const Native = window.WebSocket;
+    window.__svMessages = 0;
+    window.WebSocket = class extends Native {
+        constructor(...args) {
+            super(...args);
+            this.addEventListener('message', () => { window.__svMessages += 1; });
+        }
+    };
+})();"""
+
+
+def watch_server(context):
+    """Count the server's messages in every page of `context` (see COUNT_SERVER_MESSAGES); returns it."""
+    context.add_init_script(COUNT_SERVER_MESSAGES)
+    return context
+
+
 # Counts the script runs the page has seen start, from the moment it is installed: a MutationObserver
 # on the app's script-state attribute (Streamlit sets it to "running" while the script runs).
 _WATCH_RUNS = """() => {
@@ -68,7 +89,7 @@ _WATCH_RUNS = """() => {
             attributeFilter: ['data-test-script-state'],
         });
     }
-    return window.__svStarted;
+    return [window.__svStarted, window.__svMessages ?? 0];
 }"""
 RERUN_START_MS = 15_000  # an action that changes nothing starts no run: past this, stop waiting for one
 
@@ -76,13 +97,15 @@ RERUN_START_MS = 15_000  # an action that changes nothing starts no run: past th
 def act(page, action, timeout_ms: int = RUN_TIMEOUT_MS, start_ms: int = RERUN_START_MS) -> None:
     """Do `action()` (a click, a key, a filled field) and wait for the script run it starts to finish.
 
-    Waits for the run itself, not for luck: a run must have started after the action before the
-    calm state counts, so a slow server only makes the test slower, never red. An
-    action that starts no run (a value set to what it was) waits `start_ms`, then goes on."""
-    before = page.evaluate(_WATCH_RUNS)
+    Waits for the run itself, not for luck: a run must have started after the action (the page drew
+    the running state, or the server sent a message) before the calm state counts, so a slow server
+    only makes the test slower, never red. An action that starts no run (a value set to what it
+    was, the page already open) waits `start_ms`, then goes on: helpers avoid those."""
+    started, messages = page.evaluate(_WATCH_RUNS)
     action()
+    answered = f"() => window.__svStarted > {started} || (window.__svMessages ?? 0) > {messages}"
     try:
-        page.wait_for_function(f"() => window.__svStarted > {before}", timeout=start_ms, polling=50)
+        page.wait_for_function(answered, timeout=start_ms, polling=50)
     except Exception:  # noqa: BLE001 - playwright's TimeoutError: nothing ran, nothing to wait for
         pass
     wait_idle(page, timeout_ms)
@@ -113,7 +136,11 @@ def sidebar_text(page) -> str:
 
 def goto_page(page, title: str) -> None:
     """Open a page through the sidebar navigation (keeps the session, unlike loading its URL)."""
-    act(page, page.locator('[data-testid="stSidebarNav"] a', has_text=title).first.click)
+    link = page.locator('[data-testid="stSidebarNav"] a', has_text=title).first
+    if link.get_attribute("aria-current") == "page":  # already open: a click starts no run
+        wait_idle(page)
+    else:
+        act(page, link.click)
     assert_no_traceback(page)
 
 
@@ -184,8 +211,9 @@ def download(page, label: str) -> bytes:
     return data
 
 
-def upload(page, files: list[tuple[str, bytes]]) -> None:
-    """Put files into the Traces page's uploader and press 'Open the uploaded trace' if it appears."""
+def upload(page, files: list[tuple[str, bytes]], refused: bool = False) -> None:
+    """Put files into the Traces page's uploader and press 'Open the uploaded trace' if it appears.
+    refused=True: the browser itself refuses the files (too large), so no script run follows."""
     # From files on disk, as a user picks them: Chromium reads them itself (they stay until the page
     # has sent them). Handed over as buffers, each went base64-encoded through Playwright's driver,
     # which spent 11 CPU-s on the 25 MB file of the bad-upload test.
@@ -194,6 +222,10 @@ def upload(page, files: list[tuple[str, bytes]]) -> None:
         for path, (_, data) in zip(paths, files, strict=True):
             path.write_bytes(data)
         dropzone = page.locator('[data-testid="stFileUploaderDropzoneInput"]')
+        if refused:
+            dropzone.set_input_files(paths)
+            page.locator('[data-testid="stFileChipIconError"]').first.wait_for()  # the refused file's chip
+            return
         act(page, lambda: dropzone.set_input_files(paths), start_ms=60_000)  # large files take a while to send
     button = page.locator('[data-testid="stMain"] button', has_text="Open the uploaded trace")
     if button.count():
@@ -201,13 +233,21 @@ def upload(page, files: list[tuple[str, bytes]]) -> None:
     assert_no_traceback(page)
 
 
-def clear_uploads(page) -> None:
-    """Remove the files the uploader holds (each has a delete button)."""
+def clear_uploads(page, runs: bool = True) -> None:
+    """Remove the files the uploader holds (each has a delete button). runs=False: files the
+    browser refused, whose removal starts no script run."""
     for _ in range(10):
         buttons = page.locator('[data-testid="stFileChipDeleteBtn"] button')
         if not buttons.count():
             break
-        act(page, buttons.first.click)
+        if runs:
+            act(page, buttons.first.click)
+        else:
+            left = buttons.count()
+            buttons.first.click()
+            page.wait_for_function(  # the chip is gone: nothing else happens
+                f"() => document.querySelectorAll('[data-testid=\"stFileChipDeleteBtn\"] button').length < {left}"
+            )
 
 
 def errors(page) -> list[str]:

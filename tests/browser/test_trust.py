@@ -26,6 +26,7 @@ from .helpers import (
     run_button_in_sight,
     shot,
     wait_idle,
+    watch_server,
 )
 
 STATUS = re.compile(r"Loading the models|Decoding speculatively|Decoding with the target alone|Waiting for the model")
@@ -68,11 +69,11 @@ def wait_for_all_pairs(page, timeout_s: float = 180) -> tuple[float, str]:
 
 def test_a_fresh_app_answers_a_run_with_a_status_and_then_its_text_and_first_speedup(browser):
     """From a fresh server: the Run button in sight (1400×1000); after the click a status (the models
-    are still loading in the background), then the text and the first speedup with its range.
+    are still loading in the background), then the text and the first speedup.
     The other pages that run keep the button in sight too: tests/browser/test_journeys.py checks
     them after a run."""
     with serve_app(ARTIFACTS / "app-fresh.log") as url:
-        ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+        ctx = watch_server(browser.new_context(viewport={"width": 1400, "height": 1000}))
         page = ctx.new_page()
         page.goto(url)
         page.wait_for_selector('[data-testid="stMain"] h1', timeout=RUN_TIMEOUT_MS)
@@ -84,10 +85,7 @@ def test_a_fresh_app_answers_a_run_with_a_status_and_then_its_text_and_first_spe
         page.wait_for_function("() => document.body.innerText.includes('Showing: run here')", timeout=RUN_TIMEOUT_MS)
         assert page.evaluate("window.__svStatuses"), "no status was shown between the click and the text"
         page.locator('[data-testid="stMetric"]', has_text="Speedup").first.wait_for()
-        shot(page, "trust-first-run")
-        median, note = wait_for_all_pairs(page)
-        low, high = (float(x) for x in re.findall(r"\d+\.\d\d", note))
-        assert low <= median <= high, (median, note)
+        shot(page, "trust-first-run")  # its range and pairs: the next test, on the session's server
         wait_idle(page)
         assert_no_traceback(page)
         ctx.close()
