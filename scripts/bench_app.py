@@ -135,7 +135,11 @@ def first_run(browser, url: str) -> dict:
     status = timed_until(
         page, f"() => {STATUS.pattern!r}.split('|').some(s => document.body.innerText.includes(s))", started
     )
-    tokens = timed_until(page, "() => document.querySelector('.sv-stream .sv-tok') !== null", started)
+    # The run's own first tokens: its progress bar counts them (the page showed an example's tokens
+    # before), or, if the bar came and went between two looks, the finished run.
+    first_tokens = r"""() => /speculative decoding: [1-9]\d*\/\d+ tokens/.test(document.body.innerText)
+        || document.body.innerText.includes('Showing: run here')"""
+    tokens = timed_until(page, first_tokens, started)
     speedup = timed_until(
         page,
         """() => document.body.innerText.includes('Showing: run here') &&
