@@ -1,6 +1,6 @@
 """Probe: does stopping the draft head early when it is unsure pay? (not part of the product)
 
-On the bench's prompts (specviz.bench.PROMPTS: the set defaults are chosen on, never the held-out
+On the bench's prompts (specviz.labs.bench.PROMPTS: the set defaults are chosen on, never the held-out
 set), the default hybrid draft with HeadDrafter(min_confidence=c) at several gammas, each decode
 timed untraced beside the target alone, interleaved per prompt and repetition in one process.
 Prints tokens per iteration and the speedup over the target alone per (T, gamma, c).
@@ -17,12 +17,12 @@ import time
 
 import torch
 
-from specviz.bench import PROMPTS
-from specviz.decoder import autoregressive_generate, speculative_generate
+from specviz.decoding.decoder import autoregressive_generate, speculative_generate
+from specviz.decoding.prompting import prompt_token_ids
 from specviz.drafters import HeadDrafter, HybridDrafter, load_draft_head
-from specviz.models import HEAD_DRAFT, HYBRID_DRAFT, load_model
-from specviz.prompting import prompt_token_ids
-from specviz.recipe import cpu_name
+from specviz.engine.machine import cpu_name
+from specviz.engine.models import HEAD_DRAFT, HYBRID_DRAFT, load_model
+from specviz.labs.bench import PROMPTS
 
 
 def main() -> None:

@@ -3,7 +3,7 @@
 The lab's control is the target alone, tested against the target's own exact distribution: a
 correct sampler, so a calibrated test at level a rejects it in a fraction a of runs, and no more.
 This script runs what the page runs by default (the toy pair, the page's k, n, γ and temperature,
-specviz.charts.lab.DEFAULTS) for many seeds and counts the rejections at several levels.
+specviz.teaching.charts.lab.DEFAULTS) for many seeds and counts the rejections at several levels.
 
 Seeds: run j uses the page's seed j * 2 n, so no two runs share a sample (run_lab draws sample i
 of seed s with seeds s + 2 i and s + 2 i + 1); run 0 is the page's default seed 0.
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import time
 from pathlib import Path
 
@@ -30,23 +29,14 @@ import numpy as np
 import torch
 from scipy import stats
 
-from specviz import toy
-from specviz.charts.lab import DEFAULTS, SIGNIFICANCE
 from specviz.config import SamplingConfig
-from specviz.lab import draw_sample, exact_distribution, goodness_of_fit
-from specviz.sampling import draw, probabilities
+from specviz.engine import toy
+from specviz.engine.machine import cpu_name
+from specviz.engine.sampling import draw, probabilities
+from specviz.labs.lab import draw_sample, exact_distribution, goodness_of_fit
+from specviz.teaching.charts.lab import DEFAULTS, SIGNIFICANCE
 
 LEVELS = sorted({0.05, 0.01, 0.001, SIGNIFICANCE}, reverse=True)
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def rates(p_values: list[float]) -> dict[str, dict]:
@@ -62,7 +52,7 @@ def rates(p_values: list[float]) -> dict[str, dict]:
 
 class Replay:
     """The control's samples without the decoder: the target's next-token probabilities of every
-    prefix (specviz.sampling.probabilities, computed once), and the decoder's own generator and
+    prefix (specviz.engine.sampling.probabilities, computed once), and the decoder's own generator and
     draw(), seeded as run_lab seeds the target alone. main() checks it against the decoder's
     samples, seed by seed, before trusting it for more seeds than the decoder has time for."""
 
@@ -100,7 +90,7 @@ def main() -> None:
     parser.add_argument("--reuse-counts", type=Path, help="take the decoder's counts from an earlier --counts file")
     parser.add_argument("--replay", type=int, default=0, help="also this many runs replayed without the decoder")
     args = parser.parse_args()
-    torch.set_num_threads(1)  # as the page runs the toy pair (specviz.toy.one_thread)
+    torch.set_num_threads(1)  # as the page runs the toy pair (specviz.engine.toy.one_thread)
 
     d = DEFAULTS["toy"]
     k, gamma, n = d["k"], d["gamma"], args.n
@@ -136,7 +126,7 @@ def main() -> None:
     names = {"target": "control", "spec": f"speculative_{args.rule}"}
     for kind in kinds:
         # The same samples under both tests: the chi-square approximation's p-value (what the page
-        # used before) and the lab's test as it is now (simulated, specviz.lab.SIMULATIONS).
+        # used before) and the lab's test as it is now (simulated, specviz.labs.lab.SIMULATIONS).
         approx = [goodness_of_fit(row, cells, simulations=0).p_value for row in counts[kind]]
         lab = [goodness_of_fit(row, cells).p_value for row in counts[kind]]
         report[names[kind]] = {"chi2_approximation": rates(approx), "lab_test": rates(lab),
@@ -159,7 +149,7 @@ def main() -> None:
             print(f"The replay differs from the decoder in {checked - same} of {checked} runs: not used.")
             report["replayed_control"]["lab_test"] = None
     if args.simulate:
-        rng = np.random.default_rng(1)  # not specviz.lab.SIMULATION_SEED: these stand for fresh samples
+        rng = np.random.default_rng(1)  # not specviz.labs.lab.SIMULATION_SEED: these stand for fresh samples
         probs = np.asarray(cells) / sum(cells)
         draws = [rng.multinomial(n, probs).tolist() for _ in range(args.simulate)]
         report["simulated_control"] = {

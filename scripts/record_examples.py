@@ -24,8 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from specviz import models  # noqa: E402
-from specviz.decoder import autoregressive_generate, speculative_generate  # noqa: E402
+from specviz.decoding.decoder import autoregressive_generate, speculative_generate  # noqa: E402
+from specviz.engine import models  # noqa: E402
 from specviz.shipped import ASSETS  # noqa: E402
 from specviz_app.params import DEFAULTS, EXAMPLE_PROMPTS  # noqa: E402
 
@@ -84,7 +84,7 @@ EXAMPLES = [
 # The lesson: a free-text prompt none of the drafts was trained on, sampled, so that the iteration it
 # teaches shows the algorithm's random choices: a draft accepted against a drawn r with p/q below 1,
 # a rejection with r >= p/q, a residual spread over several tokens, and both routes to the output
-# (specviz.charts.lesson.sampled_lessons; greedy decoding showed none of them, issue 35). The main
+# (specviz.teaching.charts.lesson.sampled_lessons; greedy decoding showed none of them, issue 35). The main
 # example drafts as Algorithm 1 states it (config.PAPER_DRAFT: one chain of gamma drafts, no tree, no
 # early stop), the contrast with the distilled 3-layer draft on the same prompt and settings.
 # Temperature and seed were chosen by a search over 0.6-1.0 and seeds 0-5: at 0.7 every seed showed
@@ -97,7 +97,7 @@ RACE_PROMPT = "Write a short story about a fox who wants to fly."
 
 def check_teaches(spec) -> None:
     """Stop before writing a main example whose chosen iteration does not show what the lesson says."""
-    from specviz.charts import lesson as lesson_charts
+    from specviz.teaching.charts import lesson as lesson_charts
 
     index = lesson_charts.pick_iterations(spec.iterations)["resample"]
     shown = lesson_charts.sampled_lessons(spec.iterations[index]) if index is not None else {}
@@ -108,7 +108,7 @@ def check_teaches(spec) -> None:
 
 def record_lesson(target) -> None:
     from specviz.config import PAPER_DRAFT
-    from specviz.lesson import CONTRAST_TRACE, MAIN_TRACE, race_numbers
+    from specviz.teaching.lesson import CONTRAST_TRACE, MAIN_TRACE, race_numbers
 
     for path, draft, gamma in ((MAIN_TRACE, PAPER_DRAFT, 3), (CONTRAST_TRACE, models.TRAINED_DRAFT, CONTRAST_GAMMA)):
         settings = {**LESSON_SETTINGS, "gamma": gamma}
@@ -134,7 +134,7 @@ def record_lesson(target) -> None:
 def record_race(target) -> None:
     import json
 
-    from specviz.race import run_race
+    from specviz.labs.race import run_race
 
     result = run_race(RACE_PROMPT, target=target, gamma=DEFAULTS.gamma, temperature=0.0, max_new_tokens=48)
     (ASSETS / "race.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
@@ -144,8 +144,8 @@ def record_race(target) -> None:
 
 def time_pairs(spec, base, run_speculative, run_target_alone) -> None:
     """The recording and its baseline are the first timed pair; time the rest the app would
-    (specviz.speedup), so a shipped example shows its speedup with its spread like a fresh run."""
-    from specviz import speedup
+    (specviz.traces.speedup), so a shipped example shows its speedup with its spread like a fresh run."""
+    from specviz.traces import speedup
 
     timing = speedup.start_timing(spec, base)
     while len(timing["pairs"]) < timing["wanted"]:

@@ -1,7 +1,7 @@
 """Measurement probe: which draft TREE shapes pay at T=0? (It chose the shipped one.)
 
 The product drafts a tree of two branches at every temperature (specviz.drafters.TREE_BRANCHES,
-verified in specviz.decoder, kept by specviz.verify.choose_branch); this standalone loop compares
+verified in specviz.decoding.decoder, kept by specviz.decoding.verify.choose_branch); this standalone loop compares
 greedy shapes cheaply, outside the product; scripts/tree_vs_chain.py compares the product's tree
 with its chain at T > 0.
 
@@ -38,14 +38,14 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache
 
-from specviz.bench import PROMPTS
 from specviz.config import SamplingConfig
-from specviz.decoder import autoregressive_generate, speculative_generate
+from specviz.decoding.decoder import autoregressive_generate, speculative_generate
+from specviz.decoding.prompting import prompt_token_ids
 from specviz.drafters import HeadDrafter, load_draft_head, lookup_continuation
-from specviz.head import layer_outputs
-from specviz.models import HEAD_DRAFT, HYBRID_DRAFT, load_model
-from specviz.prompting import prompt_token_ids
-from specviz.target import select_cache_positions
+from specviz.engine.draft_head import layer_outputs
+from specviz.engine.models import HEAD_DRAFT, HYBRID_DRAFT, load_model
+from specviz.engine.target import select_cache_positions
+from specviz.labs.bench import PROMPTS
 
 
 @dataclass(frozen=True)

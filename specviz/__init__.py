@@ -1,8 +1,8 @@
 """specviz: speculative decoding, made visible.
 
-The public API is imported lazily so that `specviz.trace`, `specviz.theory` and
-`specviz.charts` can be used without torch installed or loaded. The package also tells traces
-where their notebook views are (specviz.notebook, loaded on a trace's first display), so that
+The public API is imported lazily so that `specviz.traces.trace`, `specviz.labs.theory` and
+`specviz.teaching.charts` can be used without torch installed or loaded. The package also tells traces
+where their notebook views are (specviz.teaching.notebook, loaded on a trace's first display), so that
 the trace, which the views are built on, never imports them.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from specviz import trace as _trace
+from specviz.traces import trace as _trace
 
 __all__ = [
     "DecodeConfig",
@@ -24,13 +24,13 @@ __all__ = [
 __version__ = "0.1.0"
 
 _LAZY = {
-    "speculative_generate": "specviz.decoder",
-    "autoregressive_generate": "specviz.decoder",
-    "Trace": "specviz.trace",
+    "speculative_generate": "specviz.decoding.decoder",
+    "autoregressive_generate": "specviz.decoding.decoder",
+    "Trace": "specviz.traces.trace",
     "DecodeConfig": "specviz.config",
     "SamplingConfig": "specviz.config",
-    "load_model": "specviz.models",
-    "compare_runs": "specviz.sameness",
+    "load_model": "specviz.engine.models",
+    "compare_runs": "specviz.traces.sameness",
 }
 
 
@@ -43,7 +43,7 @@ def __getattr__(name: str) -> Any:
 
 
 def _notebook_views():
-    from specviz import notebook  # plotly and the charts load when a trace is first shown, not here
+    from specviz.teaching import notebook  # plotly and the charts load when a trace is first shown, not here
 
     return notebook
 

@@ -3,9 +3,9 @@
     python -m specviz generate --prompt "..." [--target --draft --gamma --temperature --top-k
                                                 --top-p --seed --max-new-tokens] [--out trace.json]
     python -m specviz validate trace.json
-    python -m specviz bench ...          (specviz.bench)
-    python -m specviz train-draft ...    (specviz.train_draft)
-    python -m specviz train-head ...     (specviz.train_head)
+    python -m specviz bench ...          (specviz.labs.bench)
+    python -m specviz train-draft ...    (specviz.training.train_draft)
+    python -m specviz train-head ...     (specviz.training.train_head)
 
 Errors a user can fix print one clear line and exit with status 2; no traceback.
 """
@@ -17,12 +17,16 @@ import importlib
 import sys
 from pathlib import Path
 
-from specviz.charts.tokens import iteration_tokens
 from specviz.config import DEFAULT_GAMMA
 from specviz.errors import SpecvizError
+from specviz.teaching.charts.tokens import iteration_tokens
 
 # Subcommands that own their arguments live in their own modules, each with main(argv) -> int.
-DELEGATED = {"bench": "specviz.bench", "train-draft": "specviz.train_draft", "train-head": "specviz.train_head"}
+DELEGATED = {
+    "bench": "specviz.labs.bench",
+    "train-draft": "specviz.training.train_draft",
+    "train-head": "specviz.training.train_head",
+}
 
 # Terminal colours for the token statuses (the same meaning as in the app).
 ANSI = {
@@ -84,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _generate(args) -> int:
-    from specviz.decoder import speculative_generate
+    from specviz.decoding.decoder import speculative_generate
 
     trace = speculative_generate(
         args.prompt,
@@ -114,7 +118,7 @@ def _generate(args) -> int:
 
 def _validate(path: Path) -> int:
     from specviz.errors import TraceError
-    from specviz.trace import Trace
+    from specviz.traces.trace import Trace
 
     try:
         data = path.read_bytes()

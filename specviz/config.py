@@ -41,18 +41,18 @@ PAPER_DRAFT = "paper-head"
 
 def default_verify_rows() -> tuple[int, ...]:
     """The new rows of the verification passes the default drafts make at the default gamma: the
-    n-gram chain (1 + gamma) and the head's tree (1 + branches x gamma). specviz.kernels times them."""
+    n-gram chain (1 + gamma) and the head's tree (1 + branches x gamma). specviz.engine.kernels times them."""
     return (1 + DEFAULT_GAMMA, 1 + TREE_BRANCHES * DEFAULT_GAMMA)
 
 
-# A run's measured speedup is the median of interleaved pairs of timings (specviz.speedup): at
+# A run's measured speedup is the median of interleaved pairs of timings (specviz.traces.speedup): at
 # least SPEEDUP_MIN_PAIRS, and for short runs more, until about SPEEDUP_TIMED_SECONDS were timed
 # (at most SPEEDUP_MAX_PAIRS): a 14-token default run gets about 9, and five fresh ones agreed within
 # about 10% in the app on a 2-core AMD EPYC (see docs/benchmarks.md).
 SPEEDUP_MIN_PAIRS, SPEEDUP_MAX_PAIRS = 3, 12
 SPEEDUP_TIMED_SECONDS = 16.0
 
-# The queue of decodes waiting for one device (specviz.gate). The app refuses a new run at once when
+# The queue of decodes waiting for one device (specviz.engine.gate). The app refuses a new run at once when
 # MAX_QUEUED_RUNS decodes already hold or wait for the device: past that a student would wait
 # minutes, so it is better told to come back. Each app run queues one decode at a time (its
 # speculative run, then its baseline), so a class of 30 fits. The gate itself refuses any caller
@@ -61,7 +61,7 @@ MAX_QUEUED_RUNS = 40
 GATE_QUEUE_MAX = 2 * MAX_QUEUED_RUNS
 GATE_HISTORY = 20  # recent decode durations the gate keeps for a waiting caller's estimate
 
-# Batched decodes (specviz.batching): at most BATCH_MAX_SESSIONS hold the device together, their
+# Batched decodes (specviz.engine.batching): at most BATCH_MAX_SESSIONS hold the device together, their
 # target passes run as one forward. A pass waits for every seated decode's request, but no longer
 # than BATCH_WINDOW_S after the oldest one came once the compute lock is free, so a decode that is
 # slow to take its seat's lock (one just starting) never stalls the others long; a few ms is well
@@ -73,7 +73,7 @@ TEMPERATURE_MAX = 10.0  # beyond this every distribution is flat enough to teach
 MAX_NEW_TOKENS_MAX = 1024  # keeps one run (and its trace) bounded in time and memory
 SEED_MAX = 2**63 - 1
 
-# What a trace file may record (specviz.trace.validate). Its gamma, temperature and seed are bounded
+# What a trace file may record (specviz.traces.trace.validate). Its gamma, temperature and seed are bounded
 # as a run's are; the rest more widely, on purpose: max_new_tokens only bounds how long a run takes,
 # and the trace file's size cap (trace.MAX_TRACE_BYTES) already bounds what reading one costs, so
 # the trace of a longer run (recorded under an earlier limit, or by a script) still opens.

@@ -2,7 +2,7 @@
 
 - `ASSETS`: recordings and records the app and the notebook read (lesson text and traces,
   example traces, the race of drafters, the training records of the learned drafts, and the
-  paper's check tables that specviz.theory reproduces);
+  paper's check tables that specviz.labs.theory reproduces);
 - `WEIGHTS`: the trained drafts (safetensors), one folder per `offline:<name>`.
 """
 

@@ -1,7 +1,7 @@
 """Shared fixtures: tiny random Llama models (fast) and the offline default target (slow).
 
 Tests never reach the network: HF_HUB_OFFLINE is set before anything imports transformers.
-SPECVIZ_KERNELS=packed fixes the CPU kernels (specviz.kernels) for every test that does not set its own.
+SPECVIZ_KERNELS=packed fixes the CPU kernels (specviz.engine.kernels) for every test that does not set its own.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ os.environ.setdefault("SPECVIZ_KERNELS", "packed")
 
 import pytest  # noqa: E402
 
-from specviz.toy import PEAKY, tiny_llama  # noqa: E402
+from specviz.engine.toy import PEAKY, tiny_llama  # noqa: E402
 
 # Files that run before the rest, in this order:
 # - the fresh-app test first in the browser process, before the session's own app server is busy;
@@ -78,7 +78,7 @@ def tiny_pair():
 
 @pytest.fixture(scope="session")
 def offline_target():
-    from specviz.models import load_model
+    from specviz.engine.models import load_model
 
     return load_model()
 
@@ -87,7 +87,7 @@ def offline_target():
 def random_draft_for_offline(offline_target):
     """A random tiny draft sharing the offline target's tokenizer: it disagrees often, which
     exercises every rejection path of the decoder."""
-    from specviz.models import LoadedModel
+    from specviz.engine.models import LoadedModel
 
     tiny = tiny_llama(vocab_size=offline_target.logits_width, seed=3, layers=1, init_scale=1.0, hidden=32)
     return LoadedModel(

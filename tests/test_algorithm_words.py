@@ -12,16 +12,16 @@ import json
 import pytest
 from test_charts import make_baseline, make_trace
 
-from specviz import charts, glossary
-from specviz.charts.acceptance import counted_iterations, predicted_lengths, predicted_mean_length
-from specviz.charts.drafting import drafted_line, plural, run_summary, why_fewer
-from specviz.charts.step import step_view
-from specviz.charts.stream import token_stream_html
-from specviz.charts.tokens import decision_text, iteration_tokens
 from specviz.config import PAPER_DRAFT
 from specviz.errors import TraceError
-from specviz.theory import tokens_per_iteration_distribution
-from specviz.trace import Trace, validate
+from specviz.labs.theory import tokens_per_iteration_distribution
+from specviz.teaching import charts, glossary
+from specviz.teaching.charts.acceptance import counted_iterations, predicted_lengths, predicted_mean_length
+from specviz.teaching.charts.drafting import drafted_line, plural, run_summary, why_fewer
+from specviz.teaching.charts.step import step_view
+from specviz.teaching.charts.stream import token_stream_html
+from specviz.teaching.charts.tokens import decision_text, iteration_tokens
+from specviz.traces.trace import Trace, validate
 from specviz_app import params
 
 STOPPED = {"gamma": 3, "source": "head", "stop": "confidence", "confidence": 0.21, "threshold": 0.3}
@@ -266,8 +266,8 @@ def test_the_tree_words_count_the_configured_branches(monkeypatch):
 
 
 def test_a_draft_reads_features_only_when_it_runs_on_a_draft_head(tmp_path):
-    from specviz.charts.drafting import reads_features
-    from specviz.models import HEAD_DRAFT, HYBRID_DRAFT
+    from specviz.engine.models import HEAD_DRAFT, HYBRID_DRAFT
+    from specviz.teaching.charts.drafting import reads_features
 
     for draft in (HYBRID_DRAFT, PAPER_DRAFT, HEAD_DRAFT):
         assert reads_features({"draft": draft}), draft
@@ -305,7 +305,7 @@ def example(name: str) -> Trace:
 
 
 def test_the_tree_caption_says_each_comparison_as_the_numbers_have_it():
-    from specviz.charts.drafting import tree_effect
+    from specviz.teaching.charts.drafting import tree_effect
 
     assert tree_effect(make_trace()) is None  # no tree: nothing to say
     greedy = tree_effect(example("01-default"))  # 1 tree in 6 iterations, position 1 at its mean β, fewer tokens
@@ -323,7 +323,7 @@ def lesson_trace() -> Trace:
 
 
 def test_the_last_iteration_says_no_room_was_left_the_same_on_every_page():
-    from specviz import notebook
+    from specviz.teaching import notebook
 
     trace = lesson_trace()
     last = trace.iterations[-1]
@@ -380,7 +380,7 @@ def test_the_chinese_lesson_says_how_its_iteration_drafted_in_chinese():
 
 
 def test_every_drafting_word_has_its_chinese():
-    from specviz.charts.words import TEXT
+    from specviz.teaching.charts.words import TEXT
 
     keys = [
         k for k in TEXT["en"] if k.startswith(("why_", "drafted", "no_draft", "source_", "tree_line", "iteration_"))

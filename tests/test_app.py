@@ -2,7 +2,7 @@
 
 Fast tests use the example traces in assets/examples and hand-made traces (no model). Tests marked
 slow load the offline default target (SmolLM2-135M) and decode a few tokens; the model is loaded
-once per test process (st.cache_resource and specviz.models keep it).
+once per test process (st.cache_resource and specviz.engine.models keep it).
 """
 
 from __future__ import annotations
@@ -102,12 +102,12 @@ def test_every_gallery_example_opens_and_renders_every_page():
 
 
 def test_uploaded_trace_renders_every_page_without_a_model(monkeypatch):
-    import specviz.decoder
+    import specviz.decoding.decoder
 
     def refuse(*args, **kwargs):
         raise AssertionError("a model was run")
 
-    monkeypatch.setattr(specviz.decoder, "speculative_generate", refuse)
+    monkeypatch.setattr(specviz.decoding.decoder, "speculative_generate", refuse)
     at = upload(
         new_app(), [("mine.json", make_trace().to_json().encode()), ("base.json", make_baseline().to_json().encode())]
     )
@@ -177,9 +177,9 @@ def test_a_file_added_again_replaces_the_earlier_one_and_the_uploader_empties_af
 
 
 def test_iteration_slider_and_buttons_change_the_inspected_tokens(monkeypatch):
-    import specviz.decoder
+    import specviz.decoding.decoder
 
-    monkeypatch.setattr(specviz.decoder, "speculative_generate", None)  # any model run would fail loudly
+    monkeypatch.setattr(specviz.decoding.decoder, "speculative_generate", None)  # any model run would fail loudly
     at = upload(new_app(), [("mine.json", make_trace().to_json().encode())])
     goto(at, "app_pages/inspector.py")
 
@@ -265,9 +265,9 @@ def test_run_with_the_default_models_then_every_page(monkeypatch):
     for page in PAGES:
         goto(at, page)
     # moving the slider over the finished trace re-renders without any model
-    import specviz.decoder
+    import specviz.decoding.decoder
 
-    monkeypatch.setattr(specviz.decoder, "speculative_generate", None)
+    monkeypatch.setattr(specviz.decoding.decoder, "speculative_generate", None)
     goto(at, "app_pages/inspector.py")
     first = html_bodies(at)
     if at.slider(key="inspect_iter").max > 1:
@@ -340,7 +340,7 @@ def test_a_new_default_draft_still_opens_the_gallery(monkeypatch):
     """When models.DEFAULT_DRAFT changes, examples recorded with the previous default draft still
     open, with the sidebar naming that draft as a custom pair, until scripts/record_examples.py
     re-records them."""
-    from specviz import models
+    from specviz.engine import models
 
     monkeypatch.setattr(models, "DEFAULT_DRAFT", "offline:some-trained-draft")
     at = new_app()

@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz import glossary, sweep, toy
+from specviz.engine import toy
+from specviz.labs import sweep
 from specviz.shipped import ASSETS
+from specviz.teaching import glossary
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "specviz_app" / "app.py")
@@ -106,8 +108,9 @@ def test_theory_sets_every_slider_to_a_measured_v_below_1_and_c_above_1():
     the headline must equal the prediction with the measured v."""
     import copy
 
-    from specviz import speedup, theory
-    from specviz.trace import Trace
+    from specviz.labs import theory
+    from specviz.traces import speedup
+    from specviz.traces.trace import Trace
     from specviz_app.session import Loaded
 
     folder = ASSETS / "examples"
@@ -386,7 +389,7 @@ def test_draft_quality_bad_record_gets_an_error(tmp_path, monkeypatch):
 
 def test_race_page_shows_a_race_and_exports_it(monkeypatch):
     """A race (hand-made, in the shape run_race returns) is drawn, tabled and offered as JSON and CSV."""
-    from specviz import race
+    from specviz.labs import race
     from specviz_app import gallery
 
     rows = [
@@ -515,7 +518,7 @@ def test_a_lesson_link_opens_instantly_without_decoding():
 
 
 def test_a_lesson_link_with_run_settings_opens_at_once_and_never_decodes(monkeypatch):
-    import specviz.decoder
+    import specviz.decoding.decoder
 
     calls = []
 
@@ -523,8 +526,8 @@ def test_a_lesson_link_with_run_settings_opens_at_once_and_never_decodes(monkeyp
         calls.append(args)
         raise AssertionError("a lesson link started a decode")
 
-    monkeypatch.setattr(specviz.decoder, "speculative_generate", refuse)
-    monkeypatch.setattr(specviz.decoder, "autoregressive_generate", refuse)
+    monkeypatch.setattr(specviz.decoding.decoder, "speculative_generate", refuse)
+    monkeypatch.setattr(specviz.decoding.decoder, "autoregressive_generate", refuse)
     at = AppTest.from_file(APP, default_timeout=60)
     at.query_params.update(
         {"step": "4", "gamma": "2", "temperature": "0.7", "prompt": "Tell me a joke.", "presenter": "1"}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from specviz import models
+from specviz.engine import models
 from specviz_app import params
 from specviz_app.params import DEFAULTS, Settings
 

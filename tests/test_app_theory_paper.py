@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz.charts import theory as theory_charts
 from specviz.config import PAPER_DRAFT
 from specviz.shipped import ASSETS
-from specviz.trace import Trace
+from specviz.teaching.charts import theory as theory_charts
+from specviz.traces.trace import Trace
 from specviz_app import keys, running
 
 APP = str(Path(__file__).resolve().parent.parent / "specviz_app" / "app.py")

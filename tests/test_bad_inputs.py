@@ -8,10 +8,10 @@ import math
 import pytest
 
 from specviz.config import DecodeConfig, SamplingConfig, validate_prompt
-from specviz.decoder import speculative_generate
+from specviz.decoding.decoder import speculative_generate
+from specviz.engine.models import check_vocabulary, load_model
+from specviz.engine.toy import tiny_llama
 from specviz.errors import ConfigError, ModelUnavailableError, VocabularyMismatchError
-from specviz.models import check_vocabulary, load_model
-from specviz.toy import tiny_llama
 
 
 @pytest.mark.parametrize("prompt", ["", "   \n\t", []])
@@ -105,7 +105,7 @@ def test_strategy_names_are_not_models():
 
 def test_unknown_model_fails_fast_even_without_hf_hub_offline(monkeypatch):
     """On a machine with no route to the hub, the reachability probe answers within seconds."""
-    import specviz.models as models
+    import specviz.engine.models as models
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr(models, "_hub_checked", None)
@@ -121,7 +121,7 @@ def test_a_tokenizer_mismatch_is_refused_every_time_and_remembered_pairs_are_bou
     VOCABULARY_CHECKS_KEPT pairs the least recently used are forgotten."""
     import dataclasses
 
-    from specviz import models
+    from specviz.engine import models
 
     class Tokenizer:
         def __init__(self, vocab: dict[str, int]):

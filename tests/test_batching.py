@@ -1,4 +1,4 @@
-"""Batched decoding across sessions (specviz.batching): several decodes' target passes in one forward.
+"""Batched decoding across sessions (specviz.engine.batching): several decodes' target passes in one forward.
 
 - `LeanLlama.forward_many` gives every request what `forward` gives it alone (logits, features,
   the cache it leaves), for requests of different lengths, trees and feature layers;
@@ -16,7 +16,7 @@
 Tokens and decisions must be identical. Probabilities are compared within 1e-5 for a target
 with eager linears: a float32 matmul over several sessions' rows may round differently in the last
 bits than over one session's (it chooses its blocking by row count). With packed kernels
-(specviz.packing, what the offline target runs in the tests) a row's numbers do not depend on the
+(specviz.engine.packing, what the offline target runs in the tests) a row's numbers do not depend on the
 rows beside it, so there every number must be identical.
 """
 
@@ -30,17 +30,17 @@ import time
 import pytest
 import torch
 
-from specviz import speedup
-from specviz.batching import batcher_for
-from specviz.decoder import autoregressive_generate, speculative_generate
+from specviz.decoding.decoder import autoregressive_generate, speculative_generate
 from specviz.drafters import HeadDrafter
-from specviz.gate import DeviceGate
-from specviz.head import DraftHead, head_config_for, init_from_target
-from specviz.lean_llama import LeanLlama, LeanRequest
-from specviz.packing import PACKED, kernel_linears
-from specviz.target import tree_layout
-from specviz.toy import PEAKY, tiny_llama
-from specviz.trace import Trace, validate
+from specviz.engine.batching import batcher_for
+from specviz.engine.draft_head import DraftHead, head_config_for, init_from_target
+from specviz.engine.gate import DeviceGate
+from specviz.engine.lean_llama import LeanLlama, LeanRequest
+from specviz.engine.packing import PACKED, kernel_linears
+from specviz.engine.target import tree_layout
+from specviz.engine.toy import PEAKY, tiny_llama
+from specviz.traces import speedup
+from specviz.traces.trace import Trace, validate
 
 PROB_TOL = 1e-5  # see the module docstring: batched matmuls may round the last bits differently
 RAW_TOL = {"atol": 1e-4, "rtol": 1e-4}  # logits and features of these peaky models reach tens: float32's last bits
@@ -57,7 +57,7 @@ def _one_thread():
 
 def lean_pair(kernels: str):
     """(target with the lean forward, a one-layer draft): tiny random Llamas over 16 tokens; the
-    target's linears eager, or all packed (specviz.packing)."""
+    target's linears eager, or all packed (specviz.engine.packing)."""
     target = tiny_llama(seed=1, init_scale=PEAKY, name=f"batch-target-{kernels}")
     if kernels == "packed":
         linears, why_not = kernel_linears(target.model)
@@ -397,7 +397,7 @@ def test_a_batched_decode_that_met_no_other_is_timed_as_solo(pair):
 
 @pytest.mark.slow
 def test_offline_target_batched_greedy_decodes_equal_solo(offline_target):
-    from specviz.bench import PROMPTS
+    from specviz.labs.bench import PROMPTS
 
     assert offline_target.lean is not None
 
@@ -415,10 +415,10 @@ def test_offline_target_batched_greedy_decodes_equal_solo(offline_target):
 
 
 def test_the_labs_samples_decode_batched_and_count_as_one_at_a_time(packed_pair, monkeypatch):
-    """The distribution lab decodes its samples several at once, batched (specviz.lab.sample_workers):
+    """The distribution lab decodes its samples several at once, batched (specviz.labs.lab.sample_workers):
     the same counts as one at a time, since each sample's seed fixes its tokens; the passes were
     really shared; and a stop still ends the run with what was drawn."""
-    from specviz import lab
+    from specviz.labs import lab
 
     target, draft = packed_pair
     prompt = [1, 5, 9]

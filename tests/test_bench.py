@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from specviz.bench import expected_tokens, predicted_speedup
+from specviz.labs.bench import expected_tokens, predicted_speedup
 
 
 def test_formula_matches_the_paper():
@@ -21,9 +21,9 @@ def test_formula_matches_the_paper():
 def test_bench_tiny(tmp_path):
     from test_train_draft import tiny_target_folder
 
-    from specviz.bench import main
-    from specviz.models import LoadedModel, load_model
-    from specviz.train_draft import TrainConfig, make_draft
+    from specviz.engine.models import LoadedModel, load_model
+    from specviz.labs.bench import main
+    from specviz.training.train_draft import TrainConfig, make_draft
 
     target_dir = tiny_target_folder(tmp_path / "target")
     target = load_model(str(target_dir))
@@ -107,7 +107,7 @@ def test_bench_tiny(tmp_path):
 
 
 def test_bench_refuses_bad_prompt_count(capsys):
-    from specviz.bench import main
+    from specviz.labs.bench import main
 
     assert main(["--prompts", "0"]) == 2
     assert "--prompts" in capsys.readouterr().err
@@ -116,7 +116,7 @@ def test_bench_refuses_bad_prompt_count(capsys):
 def test_speedup_over_the_fastest_target_alone():
     """A speedup over a slower way of running the target alone is no gain: when transformers'
     generate() runs the target alone faster than specviz does, the second speedup is over it."""
-    from specviz.bench import _row
+    from specviz.labs.bench import _row
 
     class FakeTrace:
         def __init__(self):
@@ -141,9 +141,9 @@ def test_speedup_over_the_fastest_target_alone():
 
 def test_bench_and_held_out_prompts_are_in_no_training_pool():
     """The bench measures on text no recipe trains on, and the held-out set on text no choice was
-    made on either (specviz.bench); the two sets do not overlap."""
-    from specviz import prompt_pool as pool
-    from specviz.bench import HELD_OUT_PROMPTS, PROMPTS
+    made on either (specviz.labs.bench); the two sets do not overlap."""
+    from specviz.labs.bench import HELD_OUT_PROMPTS, PROMPTS
+    from specviz.training import prompt_pool as pool
 
     topics, formats = pool.TOPICS + pool.MORE_TOPICS, pool.FORMATS + pool.MORE_FORMATS
     pools = {f.format(t=t) for t in topics for f in formats} | set(pool.STANDALONE + pool.MORE_STANDALONE)

@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from specviz import lesson, theory
-from specviz.charts import residual_figure
-from specviz.charts import sweep as sweep_charts
-from specviz.charts import theory as theory_charts
-from specviz.charts.lesson import pick_iterations
+from specviz.labs import theory
+from specviz.labs.sweep import SweepResult
+from specviz.labs.theory import walltime_improvement
 from specviz.shipped import ASSETS
-from specviz.sweep import SweepResult
-from specviz.theory import walltime_improvement
-from specviz.trace import Trace
+from specviz.teaching import lesson
+from specviz.teaching.charts import residual_figure
+from specviz.teaching.charts import sweep as sweep_charts
+from specviz.teaching.charts import theory as theory_charts
+from specviz.teaching.charts.lesson import pick_iterations
+from specviz.traces.trace import Trace
 
 # ----- legends and titles ------------------------------------------------------------------------
 
@@ -103,7 +104,7 @@ def test_residual_legend_swatches_are_the_colour_of_their_bars():
 def test_alpha_label_is_never_under_a_draft_marker(example):
     """β along the text: the label of the α line sat at the line's left end, inside the plot, where
     the first drafts' markers start at about the same height. It is now a legend entry, out of the plot."""
-    from specviz.charts import beta_along_text_figure
+    from specviz.teaching.charts import beta_along_text_figure
 
     trace = Trace.from_json((ASSETS / "examples" / f"{example}.json").read_bytes())
     fig = beta_along_text_figure(trace)
@@ -131,8 +132,8 @@ def shipped_pairs():
 def test_a_run_prints_one_duration(name, trace, baseline):
     """The headline's "N tokens in X ms" and the timeline's "X ms for the first N tokens" are the same
     run's duration: they printed 2545 and 2547 ms when the timeline took the last iteration's end."""
-    from specviz.charts import timeline_figure
-    from specviz.charts.headline import headline_metrics
+    from specviz.teaching.charts import timeline_figure
+    from specviz.teaching.charts.headline import headline_metrics
 
     helps = " ".join(m.help for row in headline_metrics(trace, baseline) for m in row)
     notes = " ".join(a.text for a in timeline_figure(trace, baseline).layout.annotations)
@@ -174,8 +175,8 @@ def test_fewer_passes_that_lost_time_are_named_as_a_loss():
     """ "Target passes 7 vs 14" beside a speedup under 1 must not read as a gain: the headline says so."""
     import copy
 
-    from specviz.charts.headline import headline_metrics, passes_versus_time
-    from specviz.speedup import SPECULATIVE_FIRST, pair_record
+    from specviz.teaching.charts.headline import headline_metrics, passes_versus_time
+    from specviz.traces.speedup import SPECULATIVE_FIRST, pair_record
 
     _, trace, baseline = shipped_pairs()[2]  # the default example
     s = trace.summary

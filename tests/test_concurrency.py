@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from test_batching import at_once
 
-from specviz.decoder import speculative_generate
-from specviz.gate import DeviceGate
-from specviz.trace import validate
+from specviz.decoding.decoder import speculative_generate
+from specviz.engine.gate import DeviceGate
+from specviz.traces.trace import validate
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -102,7 +102,7 @@ def _through(gate: DeviceGate) -> None:
 
 
 def test_a_waiting_caller_is_told_its_place_and_an_estimate_from_recent_decodes():
-    from specviz.gate import place_words
+    from specviz.engine.gate import place_words
 
     gate = DeviceGate()
     assert gate.estimate_s(1) is None  # no decode has finished: no estimate yet
@@ -186,8 +186,8 @@ def test_a_cancelled_waiter_frees_its_place_for_the_ones_behind_it():
 
 
 def test_a_full_queue_refuses_at_once_with_a_message_that_says_what_to_do():
+    from specviz.engine.gate import QueueFullError
     from specviz.errors import SpecvizError
-    from specviz.gate import QueueFullError
 
     gate = DeviceGate(limit=2)
     release, th = _hold(gate)
@@ -233,13 +233,15 @@ def test_the_app_refuses_a_run_at_once_when_the_queue_is_full_and_keeps_the_trac
     """Past config.MAX_QUEUED_RUNS a Run gets the gate's message (what to do) and starts nothing."""
     from streamlit.testing.v1 import AppTest
 
-    import specviz.decoder
+    import specviz.decoding.decoder
     from specviz import config
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     started = []
     # Only a Run passes on_wait (the preload's warm-up decode does not, and may call this too).
-    monkeypatch.setattr(specviz.decoder, "speculative_generate", lambda *a, **k: "on_wait" in k and started.append(1))
+    monkeypatch.setattr(
+        specviz.decoding.decoder, "speculative_generate", lambda *a, **k: "on_wait" in k and started.append(1)
+    )
     monkeypatch.setattr(config, "MAX_QUEUED_RUNS", 0)  # every run finds the queue full
     at = AppTest.from_file(str(ROOT / "specviz_app" / "app.py"), default_timeout=120).run()
     before = next(c.value for c in at.caption if c.value.startswith("Showing"))
@@ -252,7 +254,7 @@ def test_the_app_refuses_a_run_at_once_when_the_queue_is_full_and_keeps_the_trac
     assert next(c.value for c in at.caption if c.value.startswith("Showing")) == before
 
 
-# ----- batched runs (specviz.batching) and the app's timing pairs --------------------------------
+# ----- batched runs (specviz.engine.batching) and the app's timing pairs --------------------------------
 
 
 class _Status:
@@ -270,8 +272,8 @@ def test_two_sessions_runs_in_the_app_path_are_batched_equal_solo_and_timed_solo
     """Two sessions press Run at once: the app's run path decodes them batched (their traces say
     most_sessions >= 2), each equal to its solo run on the same settings; the speedup is figured
     only from the solo pairs timed after, never from the batched run's own timing."""
-    from specviz import speedup
-    from specviz.decoder import autoregressive_generate
+    from specviz.decoding.decoder import autoregressive_generate
+    from specviz.traces import speedup
     from specviz_app import running
     from specviz_app.params import Settings
 
@@ -308,7 +310,7 @@ def test_two_sessions_runs_in_the_app_path_are_batched_equal_solo_and_timed_solo
 
 def _fake_run(mode: str, calls: list[str]):
     """A decode for speedup.time_pair that only says it ran: a solo run's trace of 10 tokens."""
-    from specviz.trace import Trace
+    from specviz.traces.trace import Trace
 
     def run():
         calls.append(mode)
@@ -321,8 +323,8 @@ def _fake_run(mode: str, calls: list[str]):
 def test_timing_pairs_wait_while_batched_runs_hold_the_gate_and_run_once_they_end(monkeypatch):
     """A run's further pairs are low priority: while a class's batched runs hold the gate together
     they wait, and once the last of them ends they run (and, batched first pair aside, all of them)."""
-    from specviz import speedup
-    from specviz.gate import device_gate
+    from specviz.engine.gate import device_gate
+    from specviz.traces import speedup
     from specviz_app import background
 
     monkeypatch.setattr(background, "SETTLE_S", 0.0)
@@ -414,7 +416,7 @@ def test_a_pair_a_page_was_drawn_beside_is_timed_again_and_a_busy_server_still_e
     """The timing worker waits for a script run in progress to end before a pair; a pair during
     which a page was drawn (a script run began) is marked disturbed and timed again, at most as many
     times as pairs are wanted, so a server whose pages never stop drawing still ends its timing."""
-    from specviz import speedup
+    from specviz.traces import speedup
     from specviz_app import background
 
     monkeypatch.setattr(background, "SETTLE_S", 0.0)

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from specviz.config import SamplingConfig
-from specviz.decoder import autoregressive_generate, speculative_generate
+from specviz.decoding.decoder import autoregressive_generate, speculative_generate
 from specviz.drafters import lookup_continuation
-from specviz.sampling import probabilities
-from specviz.trace import Trace, validate
+from specviz.engine.sampling import probabilities
+from specviz.traces.trace import Trace, validate
 
 PROMPT = [3, 1, 4, 1, 5, 9, 2, 6]
 
@@ -171,7 +171,7 @@ def test_every_token_a_chart_may_label_has_its_text_in_the_trace():
     """extra.token_text holds every id the trace mentions, the residual's top tokens included (the
     lesson's residual bars read '⟨token 3929⟩' where the recorder had left them out). A vocabulary
     wide enough that the residual's top 10 are not all among p's and q's top 10."""
-    from specviz.toy import tiny_llama
+    from specviz.engine.toy import tiny_llama
 
     target, draft = tiny_llama(vocab_size=300, seed=1), tiny_llama(vocab_size=300, seed=2, layers=1)
     trace = speculative_generate(PROMPT, target=target, draft=draft, gamma=3, seed=5, max_new_tokens=40)

@@ -10,20 +10,20 @@ import pytest
 import torch
 from test_head import ALPHA_LEVEL, PROMPT, TRAINED_SUBSET, VOCAB, RecordingHeadDrafter, random_head
 
-from specviz.charts.step import step_view
-from specviz.decoder import autoregressive_generate, speculative_generate
+from specviz.decoding.decoder import autoregressive_generate, speculative_generate
 from specviz.drafters import HeadDrafter
-from specviz.lean_llama import LeanLlama
-from specviz.target import TargetState
-from specviz.toy import tiny_llama
-from specviz.trace import validate
+from specviz.engine.lean_llama import LeanLlama
+from specviz.engine.target import TargetState
+from specviz.engine.toy import tiny_llama
+from specviz.teaching.charts.step import step_view
+from specviz.traces.trace import validate
 
 TOL = {"atol": 1e-4, "rtol": 1e-4}
 
 
 @pytest.fixture(scope="module", params=["transformers", "lean"])
 def target(request):
-    """The tiny target through transformers' forward, and through the lean one (specviz.lean_llama)."""
+    """The tiny target through transformers' forward, and through the lean one (specviz.engine.lean_llama)."""
     tiny = tiny_llama(vocab_size=VOCAB, seed=5, init_scale=20.0)
     if request.param == "transformers":
         return tiny
@@ -132,7 +132,7 @@ def test_branch_zero_is_the_chain_the_head_drafts(target):
 def test_sampled_tree_keeps_the_target_distribution_and_records_its_tests(target):
     """chi-square over the first three tokens with a two-branch tree at T=1: the first token comes
     from the prefill pass, the next two from the head's tree, chosen by recursive rejection."""
-    from specviz.lab import run_lab
+    from specviz.labs.lab import run_lab
 
     head = random_head(target, subset=TRAINED_SUBSET, scale=0.3)
     drafter = HeadDrafter(head, "head", branches=2)

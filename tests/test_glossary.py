@@ -1,4 +1,4 @@
-"""One vocabulary of acceptance: the labels live in specviz.glossary, and no page, chart or app
+"""One vocabulary of acceptance: the labels live in specviz.teaching.glossary, and no page, chart or app
 module spells an acceptance quantity on its own (where it would drift from the definition)."""
 
 from __future__ import annotations
@@ -6,13 +6,13 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from specviz import glossary
+from specviz.teaching import glossary
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = [
     *(ROOT / "specviz_app" / "app_pages").glob("*.py"),
     *(ROOT / "specviz_app").glob("*.py"),
-    *(ROOT / "specviz" / "charts").glob("*.py"),
+    *(ROOT / "specviz" / "teaching" / "charts").glob("*.py"),
 ]
 # Spellings of the glossary's quantities that pages used to write out themselves.
 OWN_SPELLINGS = ("acceptance rate", "α (mean β)", "tokens / iteration", "mean accepted length", "α (expected")

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from test_charts import EVIL, make_baseline, make_trace
 
-from specviz import config, models
+from specviz import config
+from specviz.engine import models
 from specviz.errors import ConfigError, ModelError, SpecvizError, TraceError
-from specviz.trace import MAX_TRACE_BYTES, Trace, parse_json, validate
+from specviz.traces.trace import MAX_TRACE_BYTES, Trace, parse_json, validate
 from specviz_app.launch import SERVER_SETTINGS, app_command
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -112,9 +113,11 @@ def test_wrong_fields_raise_trace_errors(path, value, words):
 def render_everything(trace: Trace, iteration: int) -> None:
     """Every view a user can open on a trace (the step view of iteration 1 and of `iteration`): the
     app's charts and HTML, the notebook views, the command line."""
-    from specviz import charts, cli, theory
-    from specviz.charts.headline import headline_metrics
-    from specviz.notebook import VIEWS
+    from specviz import cli
+    from specviz.labs import theory
+    from specviz.teaching import charts
+    from specviz.teaching.charts.headline import headline_metrics
+    from specviz.teaching.notebook import VIEWS
 
     trace.to_csv(), trace.accept_lengths(), trace.to_json()
     headline_metrics(trace, None), theory.measured_point(trace)
@@ -254,8 +257,8 @@ def test_a_prompt_longer_than_the_offline_targets_context_is_refused_before_deco
 def test_a_model_folder_with_another_vocabulary_is_refused(tmp_path):
     from browser.helpers import save_foreign_vocab_model
 
+    from specviz.engine.toy import tiny_llama
     from specviz.errors import VocabularyMismatchError
-    from specviz.toy import tiny_llama
 
     foreign = models.load_model(str(save_foreign_vocab_model(tmp_path / "foreign")), device="cpu")
     target = tiny_llama(vocab_size=16)
@@ -291,7 +294,7 @@ def test_traces_are_read_as_json_data_only():
 
 def test_recipes_load_their_caches_as_tensors_only():
     for name in RECIPES:
-        source = (ROOT / "specviz" / name).read_text(encoding="utf-8")
+        source = (ROOT / "specviz" / "training" / name).read_text(encoding="utf-8")
         loads = source.count("torch.load(")
         assert loads == source.count("weights_only=True)"), name
 
@@ -366,8 +369,8 @@ def test_uploads_are_size_limited_by_the_server_and_the_widget():
 
 def test_a_deeply_nested_sweep_file_gets_a_sweep_error():
     """The Sweep page shows SpecvizError messages; json's RecursionError used to escape as a traceback."""
-    from specviz import sweep
     from specviz.errors import SpecvizError
+    from specviz.labs import sweep
 
     with pytest.raises(SpecvizError, match="nested too deeply"):
         sweep.from_json(b"[" * 100_000)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz.trace import MAX_TRACE_BYTES
+from specviz.traces.trace import MAX_TRACE_BYTES
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "specviz_app" / "app.py")
@@ -112,24 +112,26 @@ def test_bad_uploads_get_clear_errors_and_keep_the_trace(name, content, words):
 
 def test_runs_are_told_when_they_wait_for_another_sessions_decode(monkeypatch):
     """state.run hands the decoder an on_wait callback; what it shows is the queue position."""
-    import specviz.decoder
+    import specviz.decoding.decoder
     from specviz.errors import ConfigError
 
     seen = []
 
     def fake(*args, on_wait=None, **kwargs):
         seen.append(on_wait)
-        on_wait(2)  # what specviz.gate does while two runs are ahead
+        on_wait(2)  # what specviz.engine.gate does while two runs are ahead
         raise ConfigError("stop here")
 
-    monkeypatch.setattr(specviz.decoder, "speculative_generate", fake)
+    monkeypatch.setattr(specviz.decoding.decoder, "speculative_generate", fake)
     at = new_app()
     at.button(key="run_sidebar").click().run()
     ok(at)
     assert seen and callable(seen[0])
     assert "stop here" in errors(at)[0]
     source = (ROOT / "specviz_app" / "running.py").read_text(encoding="utf-8")
-    assert 'f"Waiting for the model: {words}' in source  # words: specviz.gate.place_words ("3rd in line, about 8 s")
+    assert (
+        'f"Waiting for the model: {words}' in source
+    )  # words: specviz.engine.gate.place_words ("3rd in line, about 8 s")
 
 
 @pytest.mark.slow

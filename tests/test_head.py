@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specviz.decoder import autoregressive_generate, speculative_generate
+from specviz.decoding.decoder import autoregressive_generate, speculative_generate
 from specviz.drafters import HeadDrafter
-from specviz.head import DraftHead, HeadCache, head_config_for, init_from_target, load_head
-from specviz.lab import run_lab
-from specviz.toy import tiny_llama
-from specviz.train_head import unrolled
+from specviz.engine.draft_head import DraftHead, HeadCache, head_config_for, init_from_target, load_head
+from specviz.engine.toy import tiny_llama
+from specviz.labs.lab import run_lab
+from specviz.training.train_head import unrolled
 
 ALPHA_LEVEL = 0.001  # see tests/test_lab.py
 
@@ -42,8 +42,8 @@ def target():
 def trained_head(target):
     """A head trained for 150 steps with the recipe's own loss on text the tiny target wrote.
     Training must raise alpha well above the untrained head's, or the loss is wrong."""
-    from specviz.head_data import Sequence
-    from specviz.train_head import HeadTrainConfig, HeldOutText, head_loss, pad_batch
+    from specviz.training.head_data import Sequence
+    from specviz.training.train_head import HeadTrainConfig, HeldOutText, head_loss, pad_batch
 
     def written(seed: int) -> Sequence:
         prompt = torch.randint(0, VOCAB, (6,), generator=torch.Generator().manual_seed(seed)).tolist()

@@ -3,7 +3,7 @@
 - packing: with packed kernels forced (the suite's choice), the float32 target's linears give
   each row the same bits alone or among others, and a verification pass agrees with one-token steps within 1e-4;
 - bfloat16: greedy speculative output may differ from the bf16 target alone only at a numerical
-  near-tie (float32 top-2 logit gap under specviz.sameness.NEAR_TIE_TOLERANCE);
+  near-tie (float32 top-2 logit gap under specviz.traces.sameness.NEAR_TIE_TOLERANCE);
 - the recipe: `python -m specviz train-head` runs end to end on a tiny setting and its head loads.
 """
 
@@ -14,11 +14,11 @@ import json
 import pytest
 import torch
 
-from specviz.bench import PROMPTS as BENCH_PROMPTS
-from specviz.decoder import autoregressive_generate, speculative_generate
-from specviz.head_data import load_shard
-from specviz.models import HEAD_DRAFT, load_model
-from specviz.sameness import NEAR_TIE_TOLERANCE, compare_runs
+from specviz.decoding.decoder import autoregressive_generate, speculative_generate
+from specviz.engine.models import HEAD_DRAFT, load_model
+from specviz.labs.bench import PROMPTS as BENCH_PROMPTS
+from specviz.traces.sameness import NEAR_TIE_TOLERANCE, compare_runs
+from specviz.training.head_data import load_shard
 
 pytestmark = pytest.mark.slow
 
@@ -98,8 +98,8 @@ def test_a_real_greedy_mismatch_is_called_one(offline_target):
 
 def test_train_head_recipe_smoke(tmp_path):
     from specviz.drafters import HeadDrafter
-    from specviz.head import load_head
-    from specviz.train_head import main
+    from specviz.engine.draft_head import load_head
+    from specviz.training.train_head import main
 
     argv = ["--data", str(tmp_path / "data"), "--out", str(tmp_path / "head"), "--history", str(tmp_path / "h.json")]
     # Small everywhere (the recipe's logic, not its scale, is under test): 4 pool and 4 own prompts

@@ -107,20 +107,69 @@ def test_pages_call_no_private_function_of_another_module():
     assert private_calls_across_modules("specviz_app/app_pages") == []
 
 
-# The modules design.md says import without torch; every module of specviz/charts is added to them.
-TORCH_FREE = (
-    "specviz.theory",
-    "specviz.speedup",
-    "specviz.trace",
-    "specviz.trace_store",
-    "specviz.sameness",
-    "specviz.notebook",
-)
+# The library's floors, bottom up (docs/design.md, section 2): what each subpackage may import from
+# specviz. The basics are config.py, errors.py and shipped.py; the entry points (__init__, __main__,
+# cli) sit on top and may import anything.
+BASICS = ("config", "errors", "shipped")
+MAY_IMPORT = {
+    "engine": {*BASICS},
+    "traces": {*BASICS},
+    "drafters": {*BASICS, "engine"},
+    "decoding": {*BASICS, "engine", "drafters", "traces"},
+    "labs": {*BASICS, "engine", "drafters", "decoding", "traces"},
+    "training": {*BASICS, "engine", "drafters", "decoding", "traces", "labs"},
+    "teaching": {*BASICS, "engine", "traces", "labs"},
+}
+ENTRY_POINTS = ("__init__", "__main__", "cli")
+
+
+def room(module: str) -> str:
+    """specviz.engine.models -> "engine"; specviz.config -> "config"; specviz -> "__init__"."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def upward_imports(package: str = "specviz") -> list[str]:
+    """Imports of one subpackage from another it may not import: an arrow that runs back up the floors
+    (deferred imports count). A basic may import only another basic."""
+    graph = import_graph(package)
+    bad = []
+    for module, imported in sorted(graph.items()):
+        here = room(module)
+        if here in ENTRY_POINTS:
+            continue
+        allowed = set(BASICS) if here in BASICS else MAY_IMPORT.get(here)
+        if allowed is None:
+            bad.append(f"{module}: in no floor of MAY_IMPORT")
+            continue
+        bad += [f"{module} -> {m}" for m in sorted(imported) if room(m) != here and room(m) not in allowed]
+    return bad
+
+
+def test_no_import_runs_back_up_the_floors():
+    assert upward_imports() == []
+
+
+def test_the_library_is_folders_by_job():
+    """Only the basics and the entry points stand directly in specviz/; every subpackage says its job."""
+    loose = sorted(p.stem for p in (ROOT / "specviz").glob("*.py"))
+    assert set(loose) <= {*BASICS, *ENTRY_POINTS}, loose
+    folders = sorted(p.parent.name for p in (ROOT / "specviz").glob("*/__init__.py"))
+    assert set(folders) == set(MAY_IMPORT), folders
+    for folder in folders:
+        doc = ast.get_docstring(ast.parse((ROOT / "specviz" / folder / "__init__.py").read_text(encoding="utf-8")))
+        assert doc and len(doc) > 80, f"specviz/{folder}/__init__.py says nothing of its job"
+
+
+# What imports without torch: the traces and everything a learner sees (so the app, the notebook and
+# the charts read a trace without loading torch), the paper's formulas, and the app's settings.
+TORCH_FREE_FOLDERS = ("traces", "teaching")
+TORCH_FREE = ("specviz.labs.theory", "specviz_app.params")
 
 
 def torch_free_modules() -> list[str]:
-    charts = sorted(module_name(p) for p in (ROOT / "specviz" / "charts").glob("*.py"))
-    return [*TORCH_FREE, *charts]
+    found = [module_name(p) for folder in TORCH_FREE_FOLDERS for p in sorted((ROOT / "specviz" / folder).rglob("*.py"))]
+    return [*found, *TORCH_FREE]
 
 
 def modules_needing_torch(modules: list[str]) -> list[str]:
@@ -140,16 +189,17 @@ def modules_needing_torch(modules: list[str]) -> list[str]:
     return result.stdout.split()
 
 
-def test_charts_theory_and_trace_import_without_torch():
+def test_traces_teaching_and_theory_import_without_torch():
     modules = torch_free_modules()
-    assert "specviz.charts.headline" in modules  # every chart module, not only the package's __init__
+    assert "specviz.teaching.charts.headline" in modules  # every chart module, not only the package's __init__
     assert modules_needing_torch(modules) == []
 
 
 def test_the_checks_catch_what_they_look_for(tmp_path, monkeypatch):
     """Each rule fails on a planted violation: a circle (one import of it deferred into a function,
     one through a package's __init__), a streamlit import, a private call, an import of torch
-    (directly or through another module)."""
+    (directly or through another module), an import that runs back up the floors (a deferred one
+    too) and a module in no floor."""
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
     planted = tmp_path / "pkg"
@@ -174,6 +224,21 @@ def test_the_checks_catch_what_they_look_for(tmp_path, monkeypatch):
     assert private_calls_across_modules("pkg") == ["pkg/x.py: other._hidden"]
     assert cycles(import_graph("pkg")) == [["pkg.a", "pkg.b", "pkg.a"]]
     assert import_graph("pkg")["pkg.y"] == {"pkg"}
+    floors = tmp_path / "lib"
+    for folder in ("engine", "decoding", "traces"):
+        (floors / folder).mkdir(parents=True)
+        (floors / folder / "__init__.py").write_text("")
+    (floors / "config.py").write_text("from lib.errors import E\n")
+    (floors / "errors.py").write_text("")
+    (floors / "engine" / "models.py").write_text("from lib import config\ndef f():\n    from lib.decoding import run\n")
+    (floors / "decoding" / "run.py").write_text("from lib.engine import models\nfrom lib.traces import trace\n")
+    (floors / "traces" / "trace.py").write_text("from lib.engine.models import f\n")
+    (floors / "config2.py").write_text("")
+    assert upward_imports("lib") == [
+        "lib.config2: in no floor of MAY_IMPORT",
+        "lib.engine.models -> lib.decoding.run",
+        "lib.traces.trace -> lib.engine.models",
+    ]
 
 
 def literal_session_keys(folder: str) -> list[str]:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from specviz import models
+from specviz.engine import models
 
 ROOT = Path(__file__).resolve().parents[1]
 GGUF_PACKAGE = next(

@@ -1,4 +1,4 @@
-"""Kernels chosen by measurement (specviz.kernels, specviz.packing).
+"""Kernels chosen by measurement (specviz.engine.kernels, specviz.engine.packing).
 
 - each kernel computes the linear, and a call runs the kernel set for its row count;
 - the choice is the fastest candidate of each group and shape as measured (a fake pass whose
@@ -17,8 +17,8 @@ import pytest
 import torch
 from torch import nn
 
-from specviz import kernels
-from specviz.packing import EAGER, PACKED, PACKED_ONE_ROW, KernelLinear, kernel_linears
+from specviz.engine import kernels
+from specviz.engine.packing import EAGER, PACKED, PACKED_ONE_ROW, KernelLinear, kernel_linears
 
 
 def _mlp() -> nn.Sequential:
@@ -134,10 +134,10 @@ def test_describe_reads_old_and_new_records():
 def test_mixed_kernels_differ_from_the_target_alone_only_at_float32_near_ties(monkeypatch):
     """One row eager (the target alone's steps) and several rows packed (verification): the two round
     differently, so greedy output may differ only where the target's top-2 logits are < 1e-3 apart."""
-    from specviz.bench import PROMPTS
-    from specviz.decoder import autoregressive_generate, speculative_generate
-    from specviz.models import load_model
-    from specviz.sameness import FLOAT32_NEAR_TIE_TOLERANCE, compare_runs
+    from specviz.decoding.decoder import autoregressive_generate, speculative_generate
+    from specviz.engine.models import load_model
+    from specviz.labs.bench import PROMPTS
+    from specviz.traces.sameness import FLOAT32_NEAR_TIE_TOLERANCE, compare_runs
 
     monkeypatch.setenv("SPECVIZ_KERNELS", "eager/packed")
     mixed = load_model()

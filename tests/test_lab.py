@@ -19,12 +19,13 @@ from dataclasses import asdict
 import pytest
 import torch
 
-from specviz import lab, toy
 from specviz.config import SamplingConfig
-from specviz.decoder import speculative_generate
-from specviz.lab import exact_distribution, goodness_of_fit, marginal, run_lab
-from specviz.toy import PEAKY
-from specviz.verify import RULE_NAMES, WRONG_RULES
+from specviz.decoding.decoder import speculative_generate
+from specviz.decoding.verify import RULE_NAMES, WRONG_RULES
+from specviz.engine import toy
+from specviz.engine.toy import PEAKY
+from specviz.labs import lab
+from specviz.labs.lab import exact_distribution, goodness_of_fit, marginal, run_lab
 
 PROMPT = [3, 1, 4, 1, 5]
 K, GAMMA, N = 2, 1, 500
@@ -98,7 +99,7 @@ def test_exact_rule_and_target_alone_are_not_rejected(pair, exact):
 
 @pytest.mark.parametrize("rule", ["accept_if_equal", "resample_from_p"])
 def test_wrong_rules_are_rejected(pair, exact, rule):
-    from specviz.charts.lab import SIGNIFICANCE, rules_figure
+    from specviz.teaching.charts.lab import SIGNIFICANCE, rules_figure
 
     target, draft = pair
     result = run_lab(
@@ -230,8 +231,8 @@ def test_bad_arguments(pair):
 def test_a_rejected_control_is_called_a_false_alarm_not_denied():
     """The page's control (the target alone) got p = 0.0084 at the 0.01 level and the page still said
     sampling from p "should not be rejected". It must say plainly that this run was rejected by chance."""
-    from specviz.charts.lab import SIGNIFICANCE
-    from specviz.lab import control_verdict
+    from specviz.labs.lab import control_verdict
+    from specviz.teaching.charts.lab import SIGNIFICANCE
 
     rejected = goodness_of_fit([70, 30, 0], [0.5, 0.3, 0.2])
     assert rejected.p_value < SIGNIFICANCE
@@ -271,7 +272,7 @@ def test_the_test_rejects_a_correct_sampler_at_most_at_its_level():
     probability: the false-alarm rate of the test, exactly. The chi-square curve alone rejects such
     correct samples far more often than its level says (cells that expect few counts); the lab's
     simulated p-value must not (scripts/lab_false_alarms.py measures the page's own test)."""
-    from specviz.charts.lab import SIGNIFICANCE
+    from specviz.teaching.charts.lab import SIGNIFICANCE
 
     n, probs = 100, [0.06, 0.06, 0.88]
     rates = {"lab": {}, "curve": {}}

@@ -1,4 +1,4 @@
-"""The lean Llama forward (specviz.lean_llama) against transformers' own.
+"""The lean Llama forward (specviz.engine.lean_llama) against transformers' own.
 
 - logits and features equal transformers' within float32 rounding: a prefill, one-token steps,
   several rows at once and a draft tree's mask, on a tiny random Llama with grouped-query attention;
@@ -14,9 +14,9 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from specviz.lean_llama import LeanCache, LeanLlama, lean_unavailable
-from specviz.target import target_forward, tree_layout
-from specviz.toy import tiny_llama
+from specviz.engine.lean_llama import LeanCache, LeanLlama, lean_unavailable
+from specviz.engine.target import target_forward, tree_layout
+from specviz.engine.toy import tiny_llama
 
 TOL = {"atol": 2e-5, "rtol": 1e-5}
 
@@ -86,10 +86,10 @@ def test_models_it_was_not_checked_on_keep_transformers_forward(tiny):
 
 @pytest.mark.slow
 def test_offline_target_runs_lean_and_decodes_as_transformers_forward(offline_target):
-    from specviz.bench import PROMPTS
-    from specviz.decoder import autoregressive_generate, speculative_generate
-    from specviz.models import load_model
-    from specviz.sameness import FLOAT32_NEAR_TIE_TOLERANCE, compare_runs
+    from specviz.decoding.decoder import autoregressive_generate, speculative_generate
+    from specviz.engine.models import load_model
+    from specviz.labs.bench import PROMPTS
+    from specviz.traces.sameness import FLOAT32_NEAR_TIE_TOLERANCE, compare_runs
 
     assert offline_target.forward == "lean" and offline_target.lean is not None
     plain = load_model(lean=False)

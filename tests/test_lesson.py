@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from specviz import lesson
-from specviz.speedup import speedup_spread
-from specviz.trace import validate
+from specviz.teaching import lesson
+from specviz.traces.speedup import speedup_spread
+from specviz.traces.trace import validate
 
 REC = lesson.load_recordings()
 
@@ -69,7 +69,7 @@ def test_printed_race_numbers_agree_with_the_traces(kind):
 
 def taught() -> dict:
     """The iteration steps 3-8 show, read from the trace without the library's own checks."""
-    from specviz.charts import lesson as lesson_charts
+    from specviz.teaching.charts import lesson as lesson_charts
 
     it = REC.trace.iterations[lesson_charts.pick_iterations(REC.trace.iterations)["resample"]]
     k = it["accepted_count"]
@@ -101,7 +101,7 @@ def test_the_example_rejects_a_draft_by_its_r():
 def test_the_examples_residual_spreads_over_several_tokens_with_both_routes_visible():
     """Step 6's residual: at least three tokens of visible mass; step 8's two routes (accepted
     directly: β; via the residual: 1 − β) both visible, on the chart the step draws."""
-    from specviz.charts import lesson as lesson_charts
+    from specviz.teaching.charts import lesson as lesson_charts
 
     shown = taught()
     residual = [prob for _, prob in shown["correction"]["residual_top"]]
@@ -117,7 +117,7 @@ def test_the_examples_residual_spreads_over_several_tokens_with_both_routes_visi
 @pytest.mark.parametrize("language", list(lesson.LANGUAGES))
 def test_steps_3_to_8_never_say_r_is_none(language):
     """Every note and figure word of the iteration steps: no "r = none (greedy)" in either language."""
-    from specviz.charts.words import words
+    from specviz.teaching.charts.words import words
 
     greedy = [words(language)["r_greedy"], words("en")["r_greedy"], "greedy", "贪心"]
     for kind in ("draft", "verify", "decide", "resample", "bonus", "unchanged"):
@@ -183,8 +183,8 @@ def test_english_lesson_figures_stay_english():
 
 
 def test_shared_builders_keep_their_english_default():
-    from specviz.charts import theory as theory_charts
-    from specviz.charts import timeline_figure
+    from specviz.teaching.charts import theory as theory_charts
+    from specviz.teaching.charts import timeline_figure
 
     assert timeline_figure(REC.trace, REC.baseline).layout.title.text == "Timeline: where the time goes"
     fig = theory_charts.walltime_curve_figure(0.8, 0.05, 4)
@@ -192,8 +192,8 @@ def test_shared_builders_keep_their_english_default():
 
 
 def test_the_token_legend_follows_the_lesson_language():
-    from specviz.charts.stream import MAIN_STATUSES, legend_html
-    from specviz.charts.style import STATUS_LABELS
+    from specviz.teaching.charts.stream import MAIN_STATUSES, legend_html
+    from specviz.teaching.charts.style import STATUS_LABELS
 
     english, chinese = legend_html(), legend_html(lang="zh")
     assert all(STATUS_LABELS[s] in english for s in MAIN_STATUSES)
@@ -265,7 +265,7 @@ def test_numbers_in_the_text_are_the_examples_own(language, step_id, pattern, tr
 
 
 def best_speedup(alpha: float, c: float) -> float:
-    from specviz import theory
+    from specviz.labs import theory
 
     return theory.walltime_improvement(alpha, theory.best_gamma(alpha, c, 16), c)
 
@@ -293,7 +293,7 @@ def luminance(color: str) -> float:
 def test_presenter_figures_use_large_dark_type(language):
     """Presenter view: every figure's text is at least 20 px in dark ink, and a y-axis title is
     wrapped short enough to stay beside the plot, clear of the chart's title."""
-    from specviz.charts import lesson as lesson_charts
+    from specviz.teaching.charts import lesson as lesson_charts
 
     for step in lesson.load_lesson(language)["steps"]:
         fig = lesson.shown_for(step["figure"], REC, language, projector=True).figure

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-import specviz.models as models
+import specviz.engine.models as models
 
 
 def test_callers_that_start_on_a_cold_cache_together_convert_once(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""The notebook views (specviz.notebook): what each view holds, its escaping, and the worked
+"""The notebook views (specviz.teaching.notebook): what each view holds, its escaping, and the worked
 notebook examples/specviz_tour.ipynb executed headlessly from top to bottom (slow: it decodes)."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from test_charts import EVIL, make_baseline, make_trace
 
-from specviz.charts.tokens import token_rows
 from specviz.errors import TraceError
-from specviz.notebook import VIEWS, View
 from specviz.shipped import ASSETS
-from specviz.speedup import speedup, speedup_spread
-from specviz.trace import Trace
+from specviz.teaching.charts.tokens import token_rows
+from specviz.teaching.notebook import VIEWS, View
+from specviz.traces.speedup import speedup, speedup_spread
+from specviz.traces.trace import Trace
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "examples" / "specviz_tour.ipynb"
@@ -101,7 +101,7 @@ def test_the_worked_notebook_runs_offline_top_to_bottom(tmp_path, monkeypatch):
     # Two cells the test adds at the end: the kernel's own numbers, and a token with HTML in it.
     nb.cells.append(
         nbformat.v4.new_code_cell(
-            "import json\nfrom collections import Counter\nfrom specviz.charts.tokens import token_rows\n"
+            "import json\nfrom collections import Counter\nfrom specviz.teaching.charts.tokens import token_rows\n"
             "print('FACTS', json.dumps({'summary': trace.summary, 'baseline': baseline.summary, "
             "'statuses': Counter(r['status'] for r in token_rows(trace))}))"
         )

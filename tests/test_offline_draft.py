@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.decoder import autoregressive_generate, speculative_generate
-from specviz.models import TRAINED_DRAFT, check_vocabulary, load_model, offline_path
+from specviz.decoding.decoder import autoregressive_generate, speculative_generate
+from specviz.engine.models import TRAINED_DRAFT, check_vocabulary, load_model, offline_path
 
 pytestmark = pytest.mark.slow
 

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from specviz.config import SamplingConfig
-from specviz.decoder import speculative_generate
-from specviz.trace import validate
+from specviz.decoding.decoder import speculative_generate
+from specviz.traces.trace import validate
 
 pytestmark = pytest.mark.slow
 
@@ -73,7 +73,7 @@ def test_sampled_first_tokens_follow_the_targets_exact_distribution(offline_targ
     target's model-based drafters as it loads (its kernels, the lean forward, the head's tree and
     early stop in the hybrid): a wrong rule or a q that is not the one a token was drawn from is
     caught here (the lab's tests show such rules fail this test)."""
-    from specviz.lab import exact_distribution, run_lab
+    from specviz.labs.lab import exact_distribution, run_lab
 
     # The user's turn without the template's default system turn: 13 tokens instead of 34, which
     # every one of the 80 samples feeds the target first (most of a short sample's cost).

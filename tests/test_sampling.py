@@ -1,4 +1,4 @@
-"""specviz.sampling.probabilities: greedy, temperature, top-k, top-p, and equal treatment of rows."""
+"""specviz.engine.sampling.probabilities: greedy, temperature, top-k, top-p, and equal treatment of rows."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from specviz.config import SamplingConfig
-from specviz.sampling import probabilities
+from specviz.engine.sampling import probabilities
 
 SETTINGS = [
     SamplingConfig(0.0),

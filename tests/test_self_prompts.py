@@ -1,4 +1,4 @@
-"""Prompts the target writes itself (specviz.self_prompts): whole user turns, distinct, never a
+"""Prompts the target writes itself (specviz.training.self_prompts): whole user turns, distinct, never a
 benchmark prompt, the same for the same seed, and cached so a resumed recipe reuses them."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from specviz.errors import SpecvizError
-from specviz.self_prompts import user_turn_prefix, write_self_prompts
+from specviz.training.self_prompts import user_turn_prefix, write_self_prompts
 
 pytestmark = pytest.mark.slow
 

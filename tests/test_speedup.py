@@ -1,4 +1,4 @@
-"""specviz.speedup: the speedup as the median of timed pairs with its range, c and v defined once and
+"""specviz.traces.speedup: the speedup as the median of timed pairs with its range, c and v defined once and
 read the same through every page's path, and Theory's prediction beside a measurement."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ import io
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specviz import race, speedup, sweep, theory
 from specviz.config import SPEEDUP_MAX_PAIRS, SPEEDUP_MIN_PAIRS
+from specviz.labs import race, sweep, theory
 from specviz.shipped import ASSETS
-from specviz.trace import Trace
+from specviz.traces import speedup
+from specviz.traces.trace import Trace
 
 APP = str(ASSETS.parent.parent / "specviz_app" / "app.py")
 
@@ -233,7 +234,7 @@ def test_a_batched_run_shows_no_speedup_until_solo_pairs_then_only_theirs():
     """The page never shows the batched run's own timing: "n/a" with the library's words and the
     pairs still to come, the words that say it was batched, then the solo pairs' median as they come
     in (a batched pair takes no place among the three wanted)."""
-    from specviz.charts.headline import batch_words
+    from specviz.teaching.charts.headline import batch_words
     from specviz_app import keys
     from specviz_app.session import Loaded
 
@@ -270,7 +271,7 @@ def test_a_batched_run_shows_no_speedup_until_solo_pairs_then_only_theirs():
 
 
 def test_batch_words_come_from_the_trace_and_only_when_a_pass_was_shared():
-    from specviz.charts.headline import batch_words
+    from specviz.teaching.charts.headline import batch_words
 
     trace, base = example()
     assert batch_words(trace, base) is None  # decoded alone
@@ -283,7 +284,7 @@ def test_batch_words_come_from_the_trace_and_only_when_a_pass_was_shared():
 
 def test_a_stored_batched_run_keeps_its_count_of_solo_pairs(tmp_path):
     """The trace store writes what is in as the run's timing: the solo pairs, the batched one aside."""
-    from specviz.trace_store import TraceStore, run_id
+    from specviz.traces.trace_store import TraceStore, run_id
 
     trace, base = batched_run()
     trace.extra["timing"]["pairs"].append(pair(50.0, 100.0))
@@ -367,7 +368,7 @@ def test_the_headline_numbers_divide_to_the_speedup_and_words_use_the_same_figur
     """The Playground's headline as the charts build it: speedup ≈ speculative tok/s ÷ target tok/s
     as printed (within 3%), a wide range named in words, and the loss sentence never printed under
     a speedup that reads 1.00× or more."""
-    from specviz.charts.headline import headline_metrics, passes_versus_time, sureness
+    from specviz.teaching.charts.headline import headline_metrics, passes_versus_time, sureness
 
     trace, base = example()
     s = trace.summary

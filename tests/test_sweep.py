@@ -1,4 +1,4 @@
-"""specviz.sweep on the toy pair: the grid, the stop flag, progress, and the JSON/CSV round trip
+"""specviz.labs.sweep on the toy pair: the grid, the stop flag, progress, and the JSON/CSV round trip
 with validation of bad files. No model beyond two tiny random Llamas; a full 2 x 2 grid takes
 well under a second on one thread."""
 
@@ -8,9 +8,10 @@ import json
 
 import pytest
 
-from specviz import sweep, toy
+from specviz.engine import toy
 from specviz.errors import SpecvizError
-from specviz.theory import expected_tokens_per_iteration
+from specviz.labs import sweep
+from specviz.labs.theory import expected_tokens_per_iteration
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -49,7 +50,7 @@ def test_cells_hold_measurements_and_the_formulas(small):
         assert cell["predicted_tokens_per_iteration"] == pytest.approx(
             expected_tokens_per_iteration(cell["alpha"], cell["gamma"])
         )
-        assert cell["verify_cost"] > 0  # v: the verify pass over the target alone's step (specviz.speedup)
+        assert cell["verify_cost"] > 0  # v: the verify pass over the target alone's step (specviz.traces.speedup)
         assert cell["predicted_speedup"] == pytest.approx(
             cell["predicted_tokens_per_iteration"] / (cell["gamma"] * cell["c"] + cell["verify_cost"])
         )

@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from test_speedup import APP, example, pair
 
-from specviz import speedup
+from specviz.traces import speedup
 from specviz_app import keys
 from specviz_app.session import Loaded
 

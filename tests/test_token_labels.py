@@ -1,4 +1,4 @@
-"""Token labels on every chart come from one home (specviz.charts.tokens): a token with no readable
+"""Token labels on every chart come from one home (specviz.teaching.charts.tokens): a token with no readable
 text of its own is named readably, never as a raw <3929> (the lesson's step 6 residual bar showed one:
 an id whose text the recording did not keep) nor as a bare "�" (a byte-level piece of a character)."""
 
@@ -8,11 +8,11 @@ import re
 
 import pytest
 
-from specviz.charts import inspector
-from specviz.charts.lesson import composition_figure
-from specviz.charts.tokens import BYTE_PIECE, hover_card, label_token, token_rows, token_text
 from specviz.shipped import ASSETS
-from specviz.trace import Trace
+from specviz.teaching.charts import inspector
+from specviz.teaching.charts.lesson import composition_figure
+from specviz.teaching.charts.tokens import BYTE_PIECE, hover_card, label_token, token_rows, token_text
+from specviz.traces.trace import Trace
 
 RAW = re.compile(r"(<|&lt;)\d+(>|&gt;)")  # how an unknown id used to read, as text or HTML-escaped
 

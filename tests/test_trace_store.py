@@ -1,4 +1,4 @@
-"""The replicas' shared trace store (specviz/trace_store.py) and the `?trace=<id>` link that opens
+"""The replicas' shared trace store (specviz/traces/trace_store.py) and the `?trace=<id>` link that opens
 a stored run (specviz_app/opening.py): by id, validated, bounded, every bad id a clear message."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from specviz.errors import TraceError
-from specviz.trace import Trace
-from specviz.trace_store import ENV, TraceStore, check_id, run_id
+from specviz.traces.trace import Trace
+from specviz.traces.trace_store import ENV, TraceStore, check_id, run_id
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "specviz" / "assets" / "examples" / "01-default.json"

@@ -8,14 +8,14 @@ import json
 import pytest
 import torch
 
-from specviz.train_draft import distill_loss
+from specviz.training.train_draft import distill_loss
 
 
 def tiny_target_folder(path, hidden: int = 64):
     """A random 1-layer Llama over the offline target's tokenizer, saved as a transformers folder."""
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from specviz.models import prepare_offline_target
+    from specviz.engine.models import prepare_offline_target
 
     tokenizer = AutoTokenizer.from_pretrained(prepare_offline_target())
     torch.manual_seed(0)
@@ -63,9 +63,9 @@ def test_distill_loss_other_bucket():
 def test_train_draft_tiny_end_to_end(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from specviz.decoder import autoregressive_generate, speculative_generate
-    from specviz.models import load_model
-    from specviz.train_draft import main
+    from specviz.decoding.decoder import autoregressive_generate, speculative_generate
+    from specviz.engine.models import load_model
+    from specviz.training.train_draft import main
 
     target_dir = tiny_target_folder(tmp_path / "target")
     out, history = tmp_path / "draft", tmp_path / "history.json"
@@ -98,7 +98,7 @@ def test_train_draft_tiny_end_to_end(tmp_path):
 
 @pytest.mark.parametrize("n", [10, 984])
 def test_prompts_are_distinct(n):
-    from specviz.train_draft import build_prompts
+    from specviz.training.train_draft import build_prompts
 
     prompts = build_prompts(n, seed=0)
     assert len(prompts) == len(set(prompts)) == n

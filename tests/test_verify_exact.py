@@ -1,7 +1,7 @@
 """The verification maths, checked exactly: the output of one step is distributed as p.
 
 For gamma = 1 the output distribution of one verification step has a closed form built from the
-functions in specviz.verify:
+functions in specviz.decoding.verify:
 
     P(out = x) = q(x) a(x) + (sum_y q(y) (1 - a(y))) res(x),   a = min(1, p/q), res = norm(max(0, p - q))
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specviz.verify import accept_probability, residual_distribution, verify
+from specviz.decoding.verify import accept_probability, residual_distribution, verify
 
 V = 6  # small vocabulary: every case can be enumerated
 DTYPES = [torch.float64, torch.float32]
@@ -64,7 +64,7 @@ CASES = cases()
 
 
 def step_output(p, q, rule="exact"):
-    """Exact distribution of the token one gamma = 1 verification emits first, from specviz.verify.
+    """Exact distribution of the token one gamma = 1 verification emits first, from specviz.decoding.verify.
 
     Drafts only come from where q > 0, so a(x) is only needed there (0/0 elsewhere is masked).
     """
@@ -166,7 +166,7 @@ def test_no_bonus_keeps_the_distribution_of_the_first_two_tokens():
 
 
 def _sample_first_tokens(p, q, rule, n, seed):
-    """Draw n first emitted tokens from specviz.verify.verify with gamma = 1 (p has the bonus row)."""
+    """Draw n first emitted tokens from specviz.decoding.verify.verify with gamma = 1 (p has the bonus row)."""
     gen = torch.Generator().manual_seed(seed)
     p_rows = torch.stack([p, p]).float()  # row 1 (bonus) is irrelevant to the first token
     counts = torch.zeros(V)
@@ -197,7 +197,7 @@ def test_verify_function_samples_its_exact_distribution(rule):
         assert p_value_vs_p < 1e-6
 
 
-# ----- draft trees: two first candidates, recursive rejection sampling (specviz.verify.choose_branch)
+# ----- draft trees: two first candidates, recursive rejection sampling (specviz.decoding.verify.choose_branch)
 
 
 def without(q, x):
@@ -248,8 +248,8 @@ def test_choose_branch_and_verify_sample_the_exact_distribution():
     """The real functions, sampled: two candidates drawn without replacement, choose_branch, then
     verify on the kept one-draft branch; the first emitted token must be distributed as p."""
     scipy_stats = pytest.importorskip("scipy.stats")
-    from specviz.sampling import draw
-    from specviz.verify import choose_branch
+    from specviz.decoding.verify import choose_branch
+    from specviz.engine.sampling import draw
 
     p = torch.tensor([0.50, 0.25, 0.15, 0.06, 0.03, 0.01])
     q = torch.tensor([0.05, 0.10, 0.15, 0.20, 0.25, 0.25])

@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from specviz.config import DEFAULT_GAMMA
-from specviz.trace import MAX_TRACE_BYTES
+from specviz.traces.trace import MAX_TRACE_BYTES
 
 from .helpers import (
     choose,

@@ -1,7 +1,7 @@
 """Several browser sessions decode at once against the one app process and its shared cached models.
 
 Each session opens a link with its own settings, so all runs start together. The app's runs decode
-batched (specviz.batching): specviz.gate lets the sessions' decodes of the one target hold it
+batched (specviz.engine.batching): specviz.engine.gate lets the sessions' decodes of the one target hold it
 together, their target passes run as one forward; a session that finds the device held by a decode
 it cannot join is told it waits. Afterwards every session's trace is downloaded and checked: its
 invariants hold, it is the session's own (prompt, seed, γ), greedy output equals the target's own
@@ -18,7 +18,7 @@ import urllib.parse
 
 import pytest
 
-from specviz.trace import validate
+from specviz.traces.trace import validate
 
 from .helpers import (
     ARTIFACTS,
@@ -153,7 +153,7 @@ def test_the_queue_shows_places_a_closed_tab_frees_its_place_and_cancel_keeps_th
     # itself (every draft a full target step) and its baseline, 256 tokens each, about 25 s here;
     # the default pair's 128 tokens once finished before the queue had formed (1st and 1st in line).
     # In bfloat16: another target than the short runs' float32 one, so they cannot join its batch
-    # (specviz.batching) and must queue behind it.
+    # (specviz.engine.batching) and must queue behind it.
     long_run = {"prompt": "Write a long story about a lighthouse keeper.", "max_new": "256", "temperature": "0"}
     holder = new_page(dict(long_run, baseline="1", pair="offline-self", seed="1", dtype="bfloat16"), wait=False)
     _wait_for_status = time.monotonic()

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from specviz.trace import STATUSES
+from specviz.traces.trace import STATUSES
 
 from .helpers import act, download, goto_page, shot
 

@@ -11,9 +11,9 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from specviz.charts.style import STATUS_COLORS
 from specviz.config import DEFAULT_GAMMA
-from specviz.trace import validate
+from specviz.teaching.charts.style import STATUS_COLORS
+from specviz.traces.trace import validate
 
 from .helpers import (
     RUN_PAGES,

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from specviz.charts.lab import SIGNIFICANCE
+from specviz.teaching.charts.lab import SIGNIFICANCE
 
 from .helpers import act, assert_no_traceback, main_text, shot, wait_idle
 

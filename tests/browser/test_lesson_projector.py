@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from specviz.lesson import load_lesson
+from specviz.teaching.lesson import load_lesson
 
 from .helpers import assert_no_traceback, shot
 

@@ -1,0 +1,484 @@
+"""Speculative decoding and the target-only baseline, both recording a Trace.
+
+`speculative_iteration` is Algorithm 1 of Leviathan et al. (2023), one iteration, numbered as
+in the trace:
+    (1) draft gamma tokens with the drafter (it catches its own cache up first)
+    (2) verify: one target forward over only the positions it has not seen, drafts included
+    (3) accept/reject each draft with min(1, p/q) against a uniform draw r
+    (4) resample from the residual at the first rejection, or draw a bonus token
+    (5) roll the target's KV cache back to the accepted prefix (the drafter rolls its own back
+        at its next proposal)
+
+A drafter may propose a tree (specviz.drafters.draft_tree): k branches of g drafts that start
+with different first tokens; a chain is the tree of one branch. Step (2) then verifies every
+branch in the same single pass (a tree attention mask: a draft sees the text and its own branch's
+earlier drafts), and `keep_branch` keeps one by recursive rejection sampling over the first
+tokens (specviz.decoding.verify.choose_branch): the first candidate that passes its test, each test made
+against what the earlier rejections left of p. At T=0 that is the branch starting with the
+target's own choice. From there it is the chain algorithm on that branch, with p from the same
+pass (its first row the p its first token was tested against), so steps (3)-(5) and every
+recorded number keep their meaning; the rejected first tokens and the other branches are recorded
+in `tree`. The wrong-rule variants of the lab run chains.
+
+End of sequence: nothing follows it. A drafted end of sequence ends its branch (`_until_eos`: a
+chain before the pass, a tree's kept branch after it, since a tree's branches share one
+rectangular pass), and `_end_of_text` alone decides whether the text ended, and on which token.
+
+The baseline (`target_step`) is one target step per iteration: with no drafts, verification is a
+single draw from p (verify's bonus), with the same sampling, the same cache handling and the same
+random generator. Its one-token steps run the kernels measured fastest for one row on this machine
+(specviz.engine.kernels), so it is the fastest target alone specviz knows, not a handicapped one.
+
+`_decode_loop` owns everything around the iteration: timing, stopping, progress and recording.
+With batched=True a decode's target passes run in one forward with other batched decodes'
+(specviz.engine.batching): the same tokens and decisions as alone, its trace marked config.batched.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from specviz.config import DEFAULT_GAMMA, DecodeConfig, SamplingConfig, validate_prompt
+from specviz.decoding.prompting import prompt_token_ids
+from specviz.decoding.recorder import IterationRecorder
+from specviz.decoding.verify import RULES, FirstTest, Verdict, choose_branch, verify
+from specviz.drafters import Drafter, DraftReport, TreeDrafter, draft_tree, resolve_drafter
+from specviz.engine.batching import batcher_for
+from specviz.engine.gate import device_gate
+from specviz.engine.models import DEFAULT_TARGET, LoadedModel, load_model
+from specviz.engine.sampling import probabilities
+from specviz.engine.target import TargetState
+from specviz.errors import ConfigError
+from specviz.traces.trace import Trace, reached_betas, summarize
+
+
+@dataclass
+class Progress:
+    """Handed to `on_iteration` after each iteration, so a page can stream tokens as they come."""
+
+    iteration: int
+    new_tokens: int
+    max_new_tokens: int
+    record: dict | None  # the iteration as recorded in the trace (None when tracing is off)
+    token_text: dict[str, str]
+
+
+def speculative_generate(
+    prompt: str | list[int],
+    *,
+    target: str | LoadedModel | None = None,
+    draft: str | LoadedModel | Drafter | None = None,
+    gamma: int = DEFAULT_GAMMA,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int = 0,
+    max_new_tokens: int = 64,
+    trace: bool = True,
+    rule: str = "exact",
+    chat_template: bool = True,
+    device: str | None = None,
+    dtype: str | None = None,
+    on_iteration: Callable[[Progress], None] | None = None,
+    on_wait: Callable[[int], None] | None = None,
+    batched: bool = False,
+) -> Trace:
+    """Decode with speculative sampling and return its Trace (summary only when trace=False).
+    batched: share the device with other batched decodes of this target, their target passes run
+    as one (specviz.engine.batching); the same tokens and decisions, but timings that are not a solo run's."""
+    if rule not in RULES:
+        raise ConfigError(f"rule must be one of {', '.join(RULES)}; got {rule!r}.")
+    sampling = SamplingConfig(temperature, top_k, top_p)
+    cfg = DecodeConfig(_name(target), _name(draft), gamma, sampling, seed, max_new_tokens, chat_template)
+    target_model = _target_for(prompt, target, device, dtype)
+    drafter = resolve_drafter(draft, target_model, device, dtype)
+    return _decode(prompt, target_model, drafter, cfg, trace, rule, on_iteration, on_wait, batched)
+
+
+def autoregressive_generate(
+    prompt: str | list[int],
+    *,
+    target: str | LoadedModel | None = None,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int = 0,
+    max_new_tokens: int = 64,
+    trace: bool = True,
+    chat_template: bool = True,
+    device: str | None = None,
+    dtype: str | None = None,
+    on_iteration: Callable[[Progress], None] | None = None,
+    on_wait: Callable[[int], None] | None = None,
+    batched: bool = False,
+) -> Trace:
+    """The target alone, one token per step: the baseline every speedup is measured against.
+    batched: as speculative_generate's."""
+    sampling = SamplingConfig(temperature, top_k, top_p)
+    cfg = DecodeConfig(_name(target), None, 1, sampling, seed, max_new_tokens, chat_template)
+    target_model = _target_for(prompt, target, device, dtype)
+    return _decode(prompt, target_model, None, cfg, trace, "exact", on_iteration, on_wait, batched)
+
+
+def _name(model: str | LoadedModel | Drafter | None) -> str | None:
+    """What the config records of a model given by name or as an object."""
+    return model if model is None or isinstance(model, str) else model.name
+
+
+def _target_for(prompt, target: str | LoadedModel | None, device, dtype) -> LoadedModel:
+    """The set-up both entry points share once the settings are valid: the prompt, then the target."""
+    validate_prompt(prompt)
+    if isinstance(target, LoadedModel):
+        return target
+    return load_model(target or DEFAULT_TARGET, device=device, dtype=dtype)
+
+
+# ----- Algorithm 1 ------------------------------------------------------------------------------
+
+
+@dataclass
+class Step:
+    """What one iteration of Algorithm 1 produced."""
+
+    drafts: torch.Tensor  # [g] proposed tokens (g <= gamma; 0 for the baseline): the kept branch
+    q: torch.Tensor  # [g, V] the distributions they were drawn from
+    p: torch.Tensor  # [g + 1, V] the target's distributions at the same positions and one more
+    verdict: Verdict
+    correction: int | None  # resampled or bonus token; None when the text ended inside the drafts
+    emitted: torch.Tensor  # [n + 1] (or [n]) tokens this iteration added to the text
+    ended: bool  # the text reached end of sequence
+    kept_branch: int = 0  # which of a draft tree's branches `drafts` is (0: the drafter's first choice)
+    other_branches: torch.Tensor | None = None  # [k - 1, g] a draft tree's branches not kept
+    rejected_first: list[FirstTest] | None = None  # a draft tree's first tokens rejected before the kept one
+    gamma: int = 0  # the most drafts this iteration could make (the run's gamma, less near max_new_tokens)
+    report: DraftReport | None = None  # the drafter's account of its proposal (None: a drafter without one)
+
+
+def speculative_iteration(
+    state: TargetState, drafter: Drafter, gamma: int, sampling: SamplingConfig, generator, rule: str, eos, lap
+) -> Step:
+    """Algorithm 1, one iteration. `lap(phase)` marks the end of the draft and verify phases."""
+    # (1) draft gamma tokens: a tree of k branches (a chain is k = 1; the lab's variants draft chains).
+    tree, q_tree = _draft(state, drafter, gamma, rule == "exact", eos)  # [k, g], [k, g, V]
+    lap("draft")
+
+    # (2) verify: one target pass gives p at every draft of every branch and at the position after;
+    # keep one branch, scored from here on as a chain.
+    feature_layers = drafter.feature_layers if drafter.reads_features else None
+    logits, features = state.forward(tree, feature_layers)  # [1 + k*g, V], [T, (n+1)D] or None
+    kept = keep_branch(tree, q_tree, probabilities(logits, sampling), generator, sampling.greedy, eos)
+
+    # (3) accept with min(1, p/q) against r; (4) resample from the residual, or the bonus.
+    verdict = verify(kept.drafts, kept.q, kept.p, generator, sampling.greedy, rule, kept.first_r)
+    correction, ended = _end_of_text(verdict, kept.drafts, eos)
+    lap("verify")
+
+    # (5) keep the accepted prefix plus the correction; roll the target's cache back.
+    n = verdict.accepted_count
+    emitted = _emitted(kept.drafts[:n], correction)
+    first_fed, unseen = state.seen, state.seq.shape[0] - state.seen
+    state.accept(emitted, kept.rows[:n], tree.shape[0])
+    if drafter.reads_features:  # features of the positions still on the text: the context and accepted drafts
+        on_text = torch.cat([torch.arange(unseen, device=state.device), unseen + kept.rows[:n]])
+        drafter.observe(features[on_text], first_fed)
+    return Step(
+        kept.drafts, kept.q, kept.p, verdict, correction, emitted, ended, kept.index, kept.others, kept.rejected,
+        gamma, getattr(drafter, "report", None),
+    )  # fmt: skip
+
+
+def target_step(state: TargetState, sampling: SamplingConfig, generator, eos, lap) -> Step:
+    """The baseline's iteration: one target step. With no drafts, verify is one draw from p (its
+    bonus), so the baseline samples exactly as a speculative run's corrections do."""
+    none, q = _no_drafts(state)  # [1, 0], [1, 0, V]
+    lap("draft")  # nothing is drafted: the draft phase stays empty
+    logits, _ = state.forward(none, None)  # [1, V]: the next position only
+    p = probabilities(logits, sampling)  # [1, V]
+    verdict = verify(none[0], q[0], p, generator, sampling.greedy)
+    correction, ended = _end_of_text(verdict, none[0], eos)
+    lap("verify")
+    emitted = _emitted(none[0], correction)
+    state.accept(emitted, none[0], 1)
+    return Step(none[0], q[0], p, verdict, correction, emitted, ended)
+
+
+def _draft(
+    state: TargetState, drafter: Drafter, gamma: int, allow_tree: bool, eos
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(1) The drafter's proposal on the target's device: tokens [k, g], q [k, g, V]. A chain ends
+    at its end of sequence before the pass, so the pass feeds nothing that follows it."""
+    if gamma <= 0:
+        return _no_drafts(state)
+    tree, q_tree = draft_tree(drafter, state.seq, gamma, allow_tree)
+    tree, q_tree = tree.to(state.device), q_tree.to(state.device)
+    if tree.shape[0] == 1:
+        drafts, q = _until_eos(tree[0], q_tree[0], eos)
+        tree, q_tree = drafts[None], q[None]
+    return tree, q_tree
+
+
+def _no_drafts(state: TargetState) -> tuple[torch.Tensor, torch.Tensor]:
+    """An empty chain: tokens [1, 0], q [1, 0, V]."""
+    device = state.device
+    return torch.empty(1, 0, dtype=torch.long, device=device), torch.empty(1, 0, state.target.vocab_size, device=device)
+
+
+@dataclass
+class KeptBranch:
+    """The branch of a draft tree that the iteration goes on with, as a chain (a chain keeps itself)."""
+
+    index: int  # which branch (0: the drafter's first choice)
+    drafts: torch.Tensor  # [g] its drafts, up to an end of sequence
+    q: torch.Tensor  # [g, V] the distributions they were drawn from
+    p: torch.Tensor  # [g + 1, V] row 0: what the first draft is tested against (what earlier rejections left)
+    rows: torch.Tensor  # [g] its drafts' indices among the k*g drafts fed (level by level)
+    first_r: torch.Tensor | None  # [1] the first draft's draw, made while choosing (None: verify draws it)
+    others: torch.Tensor | None  # [k - 1, g] the branches not kept (None for a chain)
+    rejected: list[FirstTest] | None  # the first tokens rejected before the kept one (None for a chain)
+
+
+def keep_branch(tree, q_tree, p_fed, generator, greedy: bool, eos) -> KeptBranch:
+    """Of tree [k, g] with q_tree [k, g, V] and the pass's p_fed [1 + k*g, V] (row 0: the position
+    before the drafts, then the drafts level by level), keep one branch by recursive rejection
+    sampling over the first drafts (specviz.decoding.verify.choose_branch; at T=0 the target's own choice)."""
+    k, g = tree.shape
+    if k == 1 or g == 0:
+        index, p_first, first_r, rejected = 0, p_fed[0], None, []
+    else:
+        index, p_first, first_r, rejected = choose_branch(tree[:, 0], q_tree[:, 0], p_fed[0], generator, greedy)
+    drafts, q = _until_eos(tree[index], q_tree[index], eos)
+    rows = (torch.arange(g, device=tree.device) * k + index)[: drafts.shape[0]]
+    p = torch.cat([p_first[None], p_fed[1 + rows]])  # [g + 1, V]
+    if k == 1:
+        return KeptBranch(index, drafts, q, p, rows, first_r, None, None)
+    others = tree[[b for b in range(k) if b != index]]
+    return KeptBranch(index, drafts, q, p, rows, first_r, others, rejected)
+
+
+def _until_eos(drafts: torch.Tensor, q: torch.Tensor, eos: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """drafts [g], q [g, V] up to and including the first end of sequence: nothing follows it."""
+    if eos is None:
+        return drafts, q
+    hits = (drafts == eos).nonzero()
+    if hits.numel():
+        end = int(hits[0, 0]) + 1
+        return drafts[:end], q[:end]
+    return drafts, q
+
+
+def _end_of_text(verdict: Verdict, drafts: torch.Tensor, eos: int | None) -> tuple[int | None, bool]:
+    """(the correction, whether the text ended). It ends at an end-of-sequence correction, or at an
+    accepted end-of-sequence draft: then nothing follows it, and verify's bonus is dropped."""
+    correction = verdict.correction_token
+    if eos is None:
+        return correction, False
+    if verdict.accepted_count == drafts.shape[0] > 0 and int(drafts[-1]) == eos:
+        return None, True
+    return correction, correction == eos
+
+
+def _emitted(accepted: torch.Tensor, correction: int | None) -> torch.Tensor:
+    """The tokens an iteration adds to the text: accepted [n] and the correction -> [n + 1] (or [n])."""
+    if correction is None:
+        return accepted
+    return torch.cat([accepted, torch.tensor([correction], device=accepted.device)])
+
+
+# ----- the loop around it -----------------------------------------------------------------------
+
+
+def _decode(
+    prompt, target: LoadedModel, drafter, cfg: DecodeConfig, traced: bool, rule: str, on_iteration, on_wait, batched
+) -> Trace:
+    # One decode per device at a time (see specviz.engine.gate); on_wait(ahead) reports the queue. A batched
+    # decode of a lean target shares its turn with that target's other batched decodes, each seated at
+    # its batcher for the whole run (specviz.engine.batching); any other target decodes alone.
+    batcher = batcher_for(target) if batched else None
+    with device_gate(target.device).turn(on_wait, share=batcher), torch.inference_mode():
+        if batcher is None:
+            return _decode_loop(prompt, target, drafter, cfg, traced, rule, on_iteration)
+        with batcher.seat() as seat:
+            return _decode_loop(prompt, target, drafter, cfg, traced, rule, on_iteration, seat)
+
+
+class _Clock:
+    """Phase timings of one iteration; synchronises the GPU only when the trace needs them."""
+
+    def __init__(self, device: torch.device, traced: bool):
+        self.device, self.traced = device, traced
+        self.marks: dict[str, float] = {}
+
+    def start(self) -> float:
+        self.marks = {"start": time.perf_counter()}
+        return self.marks["start"]
+
+    def lap(self, phase: str) -> None:
+        if self.traced:
+            sync_device(self.device)
+        self.marks[phase] = time.perf_counter()
+
+    def phase_ms(self) -> tuple[float, float]:
+        m = self.marks
+        return (m["draft"] - m["start"]) * 1e3, (m["verify"] - m["draft"]) * 1e3
+
+
+@dataclass
+class _Tally:
+    """What a run adds up iteration by iteration: the summary's counts and the trace's records."""
+
+    records: list[dict] = field(default_factory=list)
+    iterations: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    new_tokens: int = 0
+    draft_ms: float = 0.0
+    verify_ms: float = 0.0
+    wall_ms: float = 0.0
+    stop_reason: str = "max_new_tokens"
+
+    def add(self, step: Step, draft_ms: float, verify_ms: float) -> None:
+        self.iterations += 1
+        self.drafted += step.drafts.shape[0]
+        self.accepted += step.verdict.accepted_count
+        self.new_tokens += step.emitted.shape[0]
+        self.draft_ms += draft_ms
+        self.verify_ms += verify_ms
+
+    def summary(self, new_tokens: int, traced: bool) -> dict:
+        return summarize(
+            iterations=self.iterations,
+            drafted=self.drafted,
+            accepted=self.accepted,
+            new_tokens=new_tokens,
+            wall_ms=self.wall_ms,
+            draft_ms=self.draft_ms,
+            verify_ms=self.verify_ms,
+            betas=reached_betas(self.records) if traced else None,
+        )
+
+
+def _decode_loop(
+    prompt, target: LoadedModel, drafter, cfg: DecodeConfig, traced, rule, on_iteration, seat=None
+) -> Trace:
+    prompt_ids = _prompt_ids(prompt, target, cfg)
+    generator = torch.Generator(device=target.device).manual_seed(cfg.seed)
+    if drafter is not None:
+        drafter.start(cfg.sampling, generator, target.vocab_size)
+    state = TargetState(target, prompt_ids, seat)
+    recorder = IterationRecorder(target.tokenizer, speculative=drafter is not None)
+    tally = _iterate(state, drafter, cfg, generator, rule, recorder, traced, on_iteration)
+    output_ids = state.seq[len(prompt_ids) :].tolist()
+    return Trace(
+        mode="speculative" if drafter is not None else "autoregressive",
+        config=_config_dict(target, drafter, cfg, state.device, traced, rule, batched=seat is not None),
+        prompt=prompt if isinstance(prompt, str) else "",
+        prompt_token_ids=prompt_ids,
+        output_token_ids=output_ids,
+        output_text=_decode_text(target.tokenizer, output_ids),
+        stop_reason=tally.stop_reason,
+        iterations=tally.records,
+        summary=tally.summary(len(output_ids), traced),
+        extra=_extra(recorder, traced, seat),
+    )
+
+
+def _extra(recorder: IterationRecorder, traced: bool, seat) -> dict:
+    """The trace's extra: its token texts, and for a batched run how many decodes shared its passes
+    at most (its timings include waiting for theirs, so specviz.traces.speedup figures nothing from them)."""
+    extra = {"token_text": recorder.token_text} if traced else {}
+    if seat is not None:
+        extra["batch"] = {"most_sessions": seat.most_sessions}
+    return extra
+
+
+def _iterate(state: TargetState, drafter, cfg: DecodeConfig, generator, rule, recorder, traced, on_iteration) -> _Tally:
+    """Iterations until max_new_tokens or end of sequence, each timed, recorded and reported."""
+    clock, tally, eos = _Clock(state.device, traced), _Tally(), state.target.eos_token_id
+    sync_device(state.device)
+    t_start = time.perf_counter()
+    while tally.new_tokens < cfg.max_new_tokens:
+        position0, t0 = tally.new_tokens, clock.start()
+        if drafter is None:
+            step = target_step(state, cfg.sampling, generator, eos, clock.lap)
+        else:  # leave room for the correction, so the run never overshoots max_new_tokens
+            gamma = min(cfg.gamma, cfg.max_new_tokens - position0 - 1)
+            step = speculative_iteration(state, drafter, gamma, cfg.sampling, generator, rule, eos, clock.lap)
+        draft_ms, verify_ms = clock.phase_ms()
+        tally.add(step, draft_ms, verify_ms)
+        record = None
+        if traced:
+            record = recorder.record(tally.iterations - 1, (t0 - t_start) * 1e3, draft_ms, verify_ms, step, position0)
+            tally.records.append(record)
+        if on_iteration is not None:
+            on_iteration(Progress(tally.iterations, tally.new_tokens, cfg.max_new_tokens, record, recorder.token_text))
+        if step.ended:
+            tally.stop_reason = "eos"
+            break
+    sync_device(state.device)
+    tally.wall_ms = (time.perf_counter() - t_start) * 1e3
+    return tally
+
+
+def _prompt_ids(prompt, target: LoadedModel, cfg: DecodeConfig) -> list[int]:
+    if not isinstance(prompt, str):
+        ids = list(prompt)
+    elif target.tokenizer is None:
+        raise ConfigError("This target has no tokenizer; give the prompt as a list of token ids.")
+    else:
+        ids = prompt_token_ids(target.tokenizer, prompt, cfg.chat_template)
+    if not ids:
+        raise ConfigError("The prompt produced no tokens: type some text for the model to continue.")
+    if max(ids) >= target.vocab_size:
+        raise ConfigError(f"Prompt token id {max(ids)} is outside the target's vocabulary of {target.vocab_size}.")
+    limit = target.max_positions
+    if limit is not None and len(ids) + cfg.max_new_tokens > limit:
+        raise ConfigError(
+            f"The prompt is {len(ids)} tokens and {cfg.max_new_tokens} more are asked for, but the "
+            f"model reads at most {limit} tokens. Shorten the prompt or lower max new tokens."
+        )
+    return ids
+
+
+def _decode_text(tokenizer, ids: list[int]) -> str:
+    if tokenizer is None:
+        return " ".join(f"<{i}>" for i in ids)
+    return tokenizer.decode(ids, skip_special_tokens=False)
+
+
+def _config_dict(
+    target: LoadedModel, drafter, cfg: DecodeConfig, device, traced: bool, rule: str, batched: bool = False
+) -> dict:
+    s = cfg.sampling
+    return {
+        "target": target.name,
+        "draft": drafter.name if drafter is not None else None,
+        "gamma": cfg.gamma if drafter is not None else 0,
+        # branches of the draft tree at the first draft position (1: a chain; the lab's variants run chains)
+        "draft_tree": drafter.branches if isinstance(drafter, TreeDrafter) and rule == "exact" else 1,
+        "temperature": s.temperature,
+        "top_k": s.top_k,
+        "top_p": s.top_p,
+        "seed": cfg.seed,
+        "max_new_tokens": cfg.max_new_tokens,
+        "device": str(device),
+        "dtype": target.dtype,
+        "forward": target.forward,  # "lean" (specviz.engine.lean_llama) or transformers' own, and why
+        "kernels": target.kernels,  # specviz.engine.kernels: the choice per group and shape, and its timings
+        "draft_kernels": getattr(drafter, "kernels", None),
+        "rule": rule,
+        "traced": traced,
+        # decoded batched (specviz.engine.batching): its passes ran with any other batched decode's; with
+        # extra.batch.most_sessions above 1 they did, and its timings are not a solo run's
+        "batched": batched,
+        "chat_template": cfg.chat_template,
+    }
+
+
+def sync_device(device) -> None:
+    """Wait for queued GPU work so a timestamp means what it says (a no-op on the CPU)."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)

@@ -1,0 +1,134 @@
+"""Turns one iteration's tensors into the plain numbers a trace stores (once per iteration).
+
+The decoder hands over what Algorithm 1 produced (drafts, q, p, the verdict, the correction);
+this module reads the numbers out, the top-10 lists and the token texts, and nothing else. Field
+meanings are those of specviz.traces.trace.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specviz.decoding.verify import beta
+from specviz.traces.trace import TOP_N
+
+
+class IterationRecorder:
+    """Records iterations of one run; keeps the text of every token id it mentions."""
+
+    def __init__(self, tokenizer, speculative: bool):
+        self.tokenizer = tokenizer
+        self.speculative = speculative
+        self.token_text: dict[str, str] = {}
+
+    def record(self, index: int, start_ms: float, draft_ms: float, verify_ms: float, step, position0: int) -> dict:
+        """step: a specviz.decoding.decoder.Step. position0: index in the generated text of its first draft."""
+        drafts, q, p, verdict, correction = step.drafts, step.q, step.p, step.verdict, step.correction
+        g, n = drafts.shape[0], verdict.accepted_count
+        rows = torch.arange(g, device=drafts.device)
+        q_x, p_x = q[rows, drafts].tolist(), p[rows, drafts].tolist()
+        accept_prob = verdict.accept_prob.tolist()
+        # Only the drafts up to the first rejection were judged; later ones never met their r.
+        r = verdict.r.tolist() if verdict.r is not None else [None] * g
+        betas = beta(p[:g], q).clamp(max=1.0).tolist()  # float32 sums can overshoot 1 by ~1e-5
+        q_top, p_top = top_tokens(q), top_tokens(p)
+        ids = drafts.tolist()
+        draft_records = [
+            {
+                "position": position0 + j,
+                "token_id": ids[j],
+                "token": self.text(ids[j]),
+                "q": q_x[j],
+                "p": p_x[j],
+                "accept_prob": accept_prob[j],
+                "r": r[j],
+                "accepted": j < n,
+                "q_top": q_top[j],
+                "p_top": p_top[j],
+                "beta": betas[j],
+            }
+            for j in range(g)
+        ]
+        corr = None
+        if correction is not None:
+            kind = verdict.correction_kind if self.speculative else "target"
+            dist = verdict.residual if verdict.residual is not None else p[n]
+            corr = {
+                "kind": kind,
+                "position": position0 + n,
+                "token_id": correction,
+                "token": self.text(correction),
+                "p": float(dist[correction]),
+                "residual_top": top_tokens(verdict.residual[None])[0] if verdict.residual is not None else None,
+                "p_top": p_top[n],
+            }
+        residual_top = [corr["residual_top"]] if corr and corr["residual_top"] else []
+        for pairs in q_top + p_top + residual_top:  # every id a chart may label: the residual's too
+            for token_id, _ in pairs:
+                self.text(token_id)
+        record = {
+            "index": index,
+            "start_ms": start_ms,
+            "draft_ms": draft_ms,
+            "verify_ms": verify_ms,
+            "accepted_count": n,
+            "drafts": draft_records,
+            "correction": corr,
+        }
+        if self.speculative:  # how many of gamma were drafted, by which drafter, and why it stopped
+            record["drafting"] = self.drafting(step)
+        if step.other_branches is not None:  # a draft tree: which branch was kept, and the others
+            record["tree"] = {
+                "kept_branch": step.kept_branch,
+                "other_branches": [
+                    [{"token_id": t, "token": self.text(t)} for t in branch] for branch in step.other_branches.tolist()
+                ],
+                "rejected_first": [
+                    {
+                        "branch": t.branch,
+                        "token_id": t.token,
+                        "token": self.text(t.token),
+                        "p": t.p,
+                        "q": t.q,
+                        "accept_prob": t.accept_prob,
+                        "r": t.r,
+                    }
+                    for t in step.rejected_first or []
+                ],
+            }
+        return record
+
+    def drafting(self, step) -> dict:
+        """The iteration's `drafting` (specviz.traces.trace): gamma, source, stop, confidence, threshold."""
+        report = step.report if step.gamma > 0 else None  # asked for nothing: the drafter was not called
+        g = step.drafts.shape[0]
+        stop = None if report is None else report.stop
+        eos = getattr(self.tokenizer, "eos_token_id", None)
+        if stop is None and g < step.gamma and g and eos is not None and int(step.drafts[-1]) == eos:
+            stop = "eos"  # nothing is drafted past an end of sequence
+        return {
+            "gamma": step.gamma,
+            "source": None if report is None else report.source,
+            "stop": stop,
+            "confidence": None if report is None or stop != "confidence" else report.confidence,
+            "threshold": None if report is None or stop != "confidence" else report.threshold,
+        }
+
+    def text(self, token_id: int) -> str:
+        key = str(token_id)
+        if key not in self.token_text:
+            tok = self.tokenizer
+            self.token_text[key] = tok.decode([token_id]) if tok is not None else f"<{token_id}>"
+        return self.token_text[key]
+
+
+def top_tokens(probs: torch.Tensor) -> list[list[list]]:
+    """probs [rows, V] -> per row, [token_id, prob] for the TOP_N most likely tokens with prob > 0."""
+    if probs.shape[0] == 0:
+        return []
+    k = min(TOP_N, probs.shape[-1])
+    values, indices = torch.topk(probs, k, dim=-1)
+    return [
+        [[i, v] for i, v in zip(ix, vs, strict=True) if v > 0]
+        for ix, vs in zip(indices.tolist(), values.tolist(), strict=True)
+    ]

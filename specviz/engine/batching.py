@@ -1,0 +1,178 @@
+"""Batched verification across sessions: several decodes' target passes run as one forward.
+
+On the CPU a target pass is memory-bound: each linear streams its weights for one row or for
+twenty at nearly the same cost. So when several sessions decode the same target at once, their
+passes run together, as vLLM's continuous batching does: one `LeanLlama.forward_many` over every
+waiting decode's new tokens, each with its own KV cache, draft length and tree mask.
+
+Who runs what. Each decode runs in its own thread and joins the target's `VerifyBatcher` for its
+run (`seat`). It drafts, verifies and records as a solo run does, with its own generator, caches
+and drafter, so its random draws are a solo run's draws. Only its target pass goes through the
+batcher (`Seat.forward`): it submits the request and waits; the pass runs as soon as every
+joined decode has submitted, or once config.BATCH_WINDOW_S has passed since the oldest pending
+request. The waiting decode that finds the pass due runs it, holding the compute lock, over every
+request pending by then (no driver thread to start and stop), and hands each its results. Since a
+decode holds the compute lock while it drafts, the window never cuts a pass short of a decode
+that is drafting: it bounds the wait for one that holds no lock yet (just seated, or just woken).
+
+One compute lock per batcher: torch runs in one decode's thread at a time. On a small CPU,
+several threads each running torch's intra-op threads only fight over the cores (OpenMP
+oversubscription), so a decode holds the lock for all its work and lets go of it only while it
+waits for a pass.
+
+What stays exact. A decode's tokens and every recorded decision (drafts, r, accept/reject,
+corrections) are what its solo run with the same seed gives: the same draws in the same order
+from its own generator, on p that differs from the solo p at most in the last bits a linear's
+kernel rounds differently for another number of rows (none with specviz.engine.packing's packed
+kernels; eager float32 matmuls may, and so may a measured choice of packed1 for one row beside
+packed for several, specviz.engine.kernels: at a float32 near-tie a greedy token could then differ, as
+between any two kernels). Its timings are not a solo run's: a verify phase includes
+waiting for the others. A batched trace says so (config.batched, extra.batch) and
+specviz.traces.speedup never figures a speedup from it.
+
+Only targets with the lean forward (a Llama-family target on the CPU: `LoadedModel.lean`) batch;
+`batcher_for` gives None for any other, and its decodes take the device gate one at a time.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+
+from specviz import config
+from specviz.engine.lean_llama import LeanLlama, LeanRequest
+
+_batchers: weakref.WeakKeyDictionary[LeanLlama, VerifyBatcher] = weakref.WeakKeyDictionary()
+_batchers_lock = threading.Lock()
+
+
+def batcher_for(target) -> VerifyBatcher | None:
+    """The one batcher of a loaded target (specviz.engine.models.LoadedModel), or None when it has no
+    lean forward to batch."""
+    if target.lean is None:
+        return None
+    with _batchers_lock:
+        if target.lean not in _batchers:
+            _batchers[target.lean] = VerifyBatcher(target.lean)
+        return _batchers[target.lean]
+
+
+@dataclass
+class _Slot:
+    """One submitted request and, once its pass ran, its result."""
+
+    request: LeanRequest
+    submitted: float  # time.monotonic() when submitted
+    result: tuple[torch.Tensor, torch.Tensor | None] | None = None
+    error: BaseException | None = None
+    sessions: int = 0  # requests in the pass that served it
+    done: bool = False
+
+
+class VerifyBatcher:
+    """Runs the target passes of the decodes joined to it, several in one forward."""
+
+    def __init__(
+        self, lean: LeanLlama, window_s: float = config.BATCH_WINDOW_S, max_sessions: int = config.BATCH_MAX_SESSIONS
+    ):
+        self.lean = lean
+        self.window_s, self.max_sessions = window_s, max_sessions
+        self.compute = threading.Lock()  # held by the one thread running torch (see the module docstring)
+        self._cond = threading.Condition()
+        self._joined = 0  # decodes seated
+        self._pending: list[_Slot] = []  # submitted, not yet in a pass (oldest first)
+        self._in_flight = 0  # requests in the pass now running
+        self.pass_sizes: list[int] = []  # requests per pass, for the tests and the curious
+
+    @contextmanager
+    def seat(self) -> Iterator[Seat]:
+        """Join for one decode: the body holds the compute lock, except while it waits for a pass."""
+        with self._cond:
+            if self._joined >= self.max_sessions:
+                raise RuntimeError(f"a batcher seats at most {self.max_sessions} decodes (the gate bounds them)")
+            self._joined += 1
+        self.compute.acquire()
+        try:
+            yield Seat(self)
+        finally:
+            self.compute.release()
+            with self._cond:
+                self._joined -= 1
+                self._cond.notify_all()  # the others may now all have submitted
+
+    def run(self, request: LeanRequest) -> _Slot:
+        """Submit one request (holding the compute lock) and return once a pass has served it,
+        holding the lock again."""
+        slot = _Slot(request, time.monotonic())
+        with self._cond:
+            self._pending.append(slot)
+            self._cond.notify_all()
+        while not slot.done:
+            if self._due():
+                self._run_pass()
+                continue
+            self.compute.release()  # let the others draft while this one waits
+            try:
+                with self._cond:
+                    self._cond.wait_for(lambda: slot.done or self._due(), timeout=self._time_left())
+            finally:
+                self.compute.acquire()
+        if slot.error is not None:
+            raise slot.error
+        return slot
+
+    def _due(self) -> bool:
+        """Whether the pending requests should run now: every seated decode has submitted (or is in
+        the pass running), the batch is full, or the oldest has waited the window out."""
+        with self._cond:
+            if not self._pending:
+                return False
+            waiting = len(self._pending) + self._in_flight
+            full = len(self._pending) >= self.max_sessions
+            late = time.monotonic() - self._pending[0].submitted >= self.window_s
+            return waiting >= self._joined or full or late
+
+    def _time_left(self) -> float:
+        """Seconds until the oldest pending request's window ends (a poll when none is pending)."""
+        with self._cond:
+            if not self._pending:
+                return 0.1
+            return max(0.0, self._pending[0].submitted + self.window_s - time.monotonic())
+
+    def _run_pass(self) -> None:
+        """One forward over the oldest pending requests; called holding the compute lock."""
+        with self._cond:
+            batch, self._pending = self._pending[: self.max_sessions], self._pending[self.max_sessions :]
+            self._in_flight += len(batch)
+        try:
+            results = self.lean.forward_many([slot.request for slot in batch])
+        except BaseException as exc:  # every decode of the pass sees the failure, not only this one
+            results, error = [None] * len(batch), exc
+        else:
+            error = None
+        with self._cond:
+            for slot, result in zip(batch, results, strict=True):
+                slot.result, slot.error, slot.sessions, slot.done = result, error, len(batch), True
+            self._in_flight -= len(batch)
+            self.pass_sizes.append(len(batch))
+            self._cond.notify_all()
+
+
+class Seat:
+    """One decode's place at a batcher: its target passes, and the most sessions any of them shared."""
+
+    def __init__(self, batcher: VerifyBatcher):
+        self.batcher = batcher
+        self.most_sessions = 0
+
+    def forward(self, request: LeanRequest) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """What LeanLlama.forward gives for this request, from a pass shared with the others."""
+        slot = self.batcher.run(request)
+        self.most_sessions = max(self.most_sessions, slot.sessions)
+        return slot.result

@@ -1,0 +1,172 @@
+"""One decode at a time per device, first come first served, with the queue visible and bounded.
+
+The app serves several browser sessions from one process and one set of cached models. Runs
+never share caches or generators, but two decodes at once on one device only halve each
+other's speed (and make timings meaningless), and tokenizers are not safe to use from two
+threads at once. So each decode takes its device's gate.
+
+Batched decodes are the exception (specviz.engine.batching): decodes of one target that ask to share
+(`turn(share=batcher)`) hold the gate together, up to config.BATCH_MAX_SESSIONS, their target
+passes run as one forward and their other work in turn under the batcher's compute lock (the
+tokenizer included). A decode that does not ask still gets the device to itself.
+
+A waiting caller is told how many decodes are ahead of it (`on_wait(ahead)`, called again every
+poll while it waits), and can ask the gate for an estimate of its wait (`estimate_s`), made from
+the durations of the last decodes it let through. A caller leaves the queue by raising from
+`on_wait` (Streamlit does that to a session whose tab closed or whose user pressed Cancel): its
+place is freed at once. The queue is bounded: past `config.GATE_QUEUE_MAX` a new caller is
+refused with `QueueFullError` at once instead of waiting for ever; the app refuses new runs
+earlier, at `config.MAX_QUEUED_RUNS` (`check_room`).
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from specviz import config
+from specviz.errors import SpecvizError
+
+_gates: dict[str, DeviceGate] = {}
+_gates_lock = threading.Lock()
+
+
+class QueueFullError(SpecvizError):
+    """Too many decodes already wait for the device; the caller was refused rather than queued."""
+
+
+class DeviceGate:
+    def __init__(self, limit: int = config.GATE_QUEUE_MAX, history: int = config.GATE_HISTORY) -> None:
+        if limit < 1:
+            raise ValueError(f"a gate must let at least one decode queue; got limit={limit!r}")
+        self.limit = limit
+        self._cond = threading.Condition()
+        self._queue: deque[_Ticket] = deque()  # the holders first, then the waiting, in arrival order
+        self._durations: deque[float] = deque(maxlen=history)  # seconds each recent turn was held
+
+    def waiting(self) -> int:
+        """Decodes holding or waiting for this gate."""
+        with self._cond:
+            return len(self._queue)
+
+    def check_room(self, limit: int) -> None:
+        """Refuse at once (QueueFullError) when `limit` decodes already hold or wait for the gate."""
+        queued = self.waiting()
+        if queued >= limit:
+            raise QueueFullError(
+                f"The model is busy: {queued} runs are already queued, the most this server takes at once. "
+                "Nothing was started. Try Run again in a minute, or open an example on the Traces page "
+                "(examples need no model)."
+            )
+
+    def typical_s(self) -> float | None:
+        """The median duration of the recent turns, in seconds (None before the first one ended)."""
+        with self._cond:
+            return statistics.median(self._durations) if self._durations else None
+
+    def estimate_s(self, ahead: int) -> float | None:
+        """About how long a caller with `ahead` decodes before it waits: what the longest-held
+        holder likely still needs, plus a typical turn for each round of the others. None without
+        a history.
+
+        A round is as wide as the holders now: one for a solo decode, several when batched decodes
+        hold the gate together (a place frees as each of them ends, and the next in line takes
+        it), so a queue behind a full batch moves that many at a time, not one. A typical turn is
+        one decode's, measured as it ran (batched ones share the device, so theirs are longer)."""
+        typical = self.typical_s()
+        if typical is None or ahead <= 0:
+            return None if typical is None else 0.0
+        with self._cond:
+            starts = [t.started for t in self._queue if t.started is not None]
+        held = time.monotonic() - min(starts) if starts else 0.0
+        width = max(1, len(starts))
+        return max(0.0, typical - held) + ((ahead - 1) // width) * typical
+
+    @contextmanager
+    def turn(
+        self, on_wait: Callable[[int], None] | None = None, poll_s: float = 0.5, share: object | None = None
+    ) -> Iterator[None]:
+        """Hold the gate for the body. on_wait(ahead) is called (outside the lock) while queued,
+        at least every poll_s seconds, so a caller that wants to leave gets a chance to raise.
+        share: None holds the gate alone; callers passing the same object (a batcher,
+        specviz.engine.batching) may hold it together, up to config.BATCH_MAX_SESSIONS, still first come
+        first served (a caller never passes one queued before it)."""
+        ticket = _Ticket(share)
+        with self._cond:
+            if len(self._queue) >= self.limit:
+                raise QueueFullError(
+                    f"The model is busy: {len(self._queue)} decodes are already queued for it, the most it "
+                    "takes. Nothing was started; try again in a minute."
+                )
+            self._queue.append(ticket)
+        try:
+            while True:
+                with self._cond:
+                    ahead = self._ahead(ticket)
+                    if ahead == 0:
+                        ticket.started = time.monotonic()
+                        # A sharer queued behind this ticket may now join it: wake it now rather
+                        # than at its next poll (half a second in the app, longer than a short run).
+                        self._cond.notify_all()
+                        break
+                if on_wait is not None:
+                    on_wait(ahead)
+                with self._cond:
+                    if self._ahead(ticket):
+                        self._cond.wait(timeout=poll_s)
+            yield
+        finally:
+            # Also runs when a waiting caller is interrupted (a closed tab, Cancel): its place is freed.
+            with self._cond:
+                self._queue.remove(ticket)
+                if ticket.started is not None:
+                    self._durations.append(time.monotonic() - ticket.started)
+                self._cond.notify_all()
+
+    def _ahead(self, ticket: _Ticket) -> int:
+        """0 when `ticket` may hold the gate now; else how many decodes are before it, the holders
+        counting as one (so "1st in line" means next). Holders are always the front of the queue."""
+        index = self._queue.index(ticket)
+        holders = [t for t in list(self._queue)[:index] if t.started is not None]
+        waiting_before = index - len(holders)
+        if waiting_before == 0 and (
+            not holders
+            or (
+                ticket.share is not None
+                and all(t.share is ticket.share for t in holders)
+                and len(holders) < config.BATCH_MAX_SESSIONS
+            )
+        ):
+            return 0
+        return waiting_before + (1 if holders else 0)
+
+
+class _Ticket:
+    """A place in a gate's queue."""
+
+    def __init__(self, share: object | None):
+        self.share = share  # None: holds the gate alone
+        self.started: float | None = None  # when it got the gate
+
+
+def device_gate(device: str) -> DeviceGate:
+    with _gates_lock:
+        return _gates.setdefault(str(device), DeviceGate())
+
+
+def ordinal(n: int) -> str:
+    """1 -> "1st", 2 -> "2nd", 3 -> "3rd", 11 -> "11th", 22 -> "22nd"."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def place_words(ahead: int, estimate_s: float | None) -> str:
+    """What a waiting caller is told: "3rd in line, about 8 s" (ahead = decodes before it, the
+    running one included, so "1st in line" means next)."""
+    if estimate_s is None:
+        return f"{ordinal(ahead)} in line (no estimate yet: no run has finished here)"
+    return f"{ordinal(ahead)} in line, about {max(1, round(estimate_s))} s"

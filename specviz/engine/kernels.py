@@ -1,0 +1,253 @@
+"""Which kernel runs each model's linears on this CPU, chosen by measuring them here.
+
+No single choice is fastest on every CPU this project meets (specviz.engine.packing, docs/benchmarks.md),
+so when a model loads on the CPU in float32 its linears are timed in place, in two groups and
+for two shapes:
+
+    groups  "head": the output projection (the LM head: the largest single weight, 49152 x 576 for
+            the offline target); "body": every other linear
+    shapes  "one_row": one new token (every step of the target alone, a chain's draft step);
+            "many_rows": the verification passes of the default drafts (1 + 2 x gamma rows for the
+            head's two-branch tree at the default gamma, 1 + gamma for the n-gram chain)
+
+For each shape, each group's candidates (specviz.engine.packing: eager, packed, and for one row packed1)
+are timed through the whole model, one group at a time with the other on its best so far, the
+candidates interleaved over MEASURE_REPS repetitions; the median wins. The choice and every timing
+are recorded (LoadedModel.kernels, the trace's config.kernels) and cached per machine, torch
+version, thread count and model in <cache>/kernels.json (specviz.engine.models.cache_dir), so a later
+load takes no measurement.
+
+SPECVIZ_KERNELS forces one choice for every group: "eager", "packed", or "ONE_ROW/MANY_ROWS" such
+as "eager/packed"; "measure" measures again and replaces the cached choice.
+
+Exactness: with one kernel for every shape a row's numbers do not depend on how many rows share
+the call (packed), so greedy output is bit-identical to the target alone. Where the two shapes
+use different kernels, a verification pass and a one-token step round differently (about 1e-5
+in a logit), so a greedy token may differ only where the target's two best logits are that close:
+specviz.traces.sameness names such a near-tie with its gap.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from specviz.config import TREE_BRANCHES, default_verify_rows
+from specviz.engine.packing import MANY_ROWS_KERNELS, ONE_ROW_KERNELS, PACKED, kernel_linears
+from specviz.errors import ConfigError
+
+MEASURE_REPS = 5  # per candidate and shape: enough for a stable median, under ~5 s for the offline target
+CONTEXT_TOKENS = 48  # the context a measured pass attends to (a short chat prompt)
+GROUPS = ("body", "head")
+SHAPES = ("one_row", "many_rows")
+CANDIDATES = {"one_row": ONE_ROW_KERNELS, "many_rows": MANY_ROWS_KERNELS}
+CACHE_SCHEMA = 1
+
+
+def forced_choice() -> dict[str, str] | None:
+    """The choice SPECVIZ_KERNELS forces, {"one_row": k, "many_rows": k}, or None to measure."""
+    value = os.environ.get("SPECVIZ_KERNELS", "").strip().lower()
+    if value in ("", "measure"):
+        return None
+    one, _, many = value.partition("/")
+    many = many or one
+    if one not in ONE_ROW_KERNELS or many not in MANY_ROWS_KERNELS:
+        raise ConfigError(
+            f"SPECVIZ_KERNELS={value!r} is not a kernel choice: use eager, packed, ONE_ROW/MANY_ROWS "
+            f"(one row: {', '.join(ONE_ROW_KERNELS)}; several rows: {', '.join(MANY_ROWS_KERNELS)}), or measure."
+        )
+    return {"one_row": one, "many_rows": many}
+
+
+def describe(kernels) -> str:
+    """A one-line name for a kernels record (or the plain string older traces stored)."""
+    if isinstance(kernels, str):
+        return kernels
+    if not isinstance(kernels, dict):
+        return "unknown"
+    if kernels.get("reason"):
+        return f"eager: {kernels['reason']}"
+    chosen = {shape: kernels.get(shape, {}) for shape in SHAPES}
+    kinds = {k for per_group in chosen.values() for k in per_group.values()}
+    if len(kinds) == 1:
+        return kinds.pop()
+    parts = []
+    for shape, words in (("one_row", "one row"), ("many_rows", "several rows")):
+        per_group = chosen[shape]
+        if len(set(per_group.values())) == 1:
+            parts.append(f"{words} {next(iter(per_group.values()))}")
+        else:
+            parts.append(f"{words} " + ", ".join(f"{g} {k}" for g, k in per_group.items()))
+    return "; ".join(parts)
+
+
+def choose(
+    key: str,
+    cache_file: Path,
+    module,
+    output_projection,
+    run: Callable[[int], None],
+    many_rows: tuple[int, ...],
+    prepare: Callable[[], None] | None = None,
+) -> dict:
+    """Set the kernels of `module`'s linears and return the record of the choice.
+
+    output_projection(): the module's LM head (its own group), looked up once the linears are
+    swapped. run(rows): one representative pass of `rows` new rows, leaving the module's state as
+    it found it. many_rows: the row counts of the verification passes to time. prepare(): sets up
+    the state run() needs (a prefilled cache)."""
+    linears, reason = kernel_linears(module)
+    if reason is not None:
+        return {"reason": reason}
+    head = output_projection()
+    groups = {"head": [m for m in linears if m is head], "body": [m for m in linears if m is not head]}
+    forced = forced_choice()
+    if forced is not None:
+        choice = {shape: {g: forced[shape] for g in GROUPS} for shape in SHAPES}
+        _apply(groups, choice)
+        return {**choice, "source": f"forced (SPECVIZ_KERNELS={os.environ['SPECVIZ_KERNELS']})"}
+    cached = _read_cache(cache_file).get(key)
+    if cached is not None and not os.environ.get("SPECVIZ_KERNELS", "").strip().lower() == "measure":
+        try:
+            _apply(groups, cached)
+            return {**cached, "source": "cached (measured earlier on this machine)"}
+        except (KeyError, ValueError):
+            pass  # a stale or hand-edited entry: measure again
+    record = _measure(groups, run, many_rows, prepare)
+    _write_cache(cache_file, key, record)
+    return {**record, "source": "measured at load"}
+
+
+def _apply(groups: dict, choice: dict, free: bool = True) -> None:
+    for group, members in groups.items():
+        for linear in members:
+            linear.use(choice["one_row"][group], choice["many_rows"][group], free)
+
+
+def _measure(groups: dict, run, many_rows: tuple[int, ...], prepare) -> dict:
+    """Coordinate search: per shape, per group, the fastest candidate with the rest held fixed."""
+    import torch
+
+    choice = {shape: {g: PACKED for g in GROUPS} for shape in SHAPES}
+    timings: dict[str, dict[str, float]] = {shape: {} for shape in SHAPES}
+    rows_of = {"one_row": (1,), "many_rows": many_rows}
+    with torch.inference_mode():
+        _apply(groups, choice)
+        if prepare is not None:
+            prepare()
+        for shape in SHAPES:
+            for group in GROUPS:
+                if not groups[group]:
+                    continue
+                samples: dict[str, list[float]] = {k: [] for k in CANDIDATES[shape]}
+                for rep in range(MEASURE_REPS + 1):  # the first round warms each layout up, untimed
+                    order = list(samples)
+                    order = order[rep % len(order) :] + order[: rep % len(order)]
+                    for kernel in order:
+                        choice[shape][group] = kernel
+                        _apply(groups, choice, free=False)  # keep every layout until the choice is made
+                        start = time.perf_counter()
+                        for rows in rows_of[shape]:
+                            run(rows)
+                        if rep:
+                            samples[kernel].append((time.perf_counter() - start) * 1e3)
+                medians = {k: statistics.median(v) for k, v in samples.items()}
+                choice[shape][group] = min(medians, key=medians.get)
+                for kernel, ms in medians.items():
+                    timings[shape][f"{group}={kernel}"] = round(ms, 3)
+    _apply(groups, choice)  # frees the layouts the choice does not use
+    return {**choice, "timings_ms": timings, "rows": {"one_row": [1], "many_rows": list(many_rows)}}
+
+
+# ----- the choices of the models this machine has measured --------------------------------------
+
+
+def machine_key(model_name: str) -> str:
+    """What a choice depends on: the CPU, its cores, torch's threads and version, and the model."""
+    import torch
+
+    from specviz.engine.machine import cpu_name
+
+    threads = torch.get_num_threads()
+    return f"{cpu_name()} | {os.cpu_count()} cores | {threads} threads | torch {torch.__version__} | {model_name}"
+
+
+def _read_cache(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("schema") != CACHE_SCHEMA or not isinstance(data.get("choices"), dict):
+        return {}
+    return data["choices"]
+
+
+def _write_cache(path: Path, key: str, record: dict) -> None:
+    choices = {**_read_cache(path), key: record}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp", encoding="utf-8") as f:
+            json.dump({"schema": CACHE_SCHEMA, "choices": choices}, f, indent=1)
+        os.replace(f.name, path)  # atomic: two processes never leave a half-written file
+    except OSError:
+        pass  # a read-only cache only costs a measurement next time
+
+
+# ----- the two kinds of model specviz runs ------------------------------------------------------
+
+
+def choose_for_target(model, name: str, cache_file: Path, lean=None) -> dict:
+    """Kernels for a transformers causal LM: passes of `rows` new tokens over a cached context
+    (logits of every new row, as a verification pass needs them), through the lean forward
+    (specviz.engine.lean_llama) when it serves the model, else through transformers' own."""
+    import torch
+    from transformers import DynamicCache
+
+    vocab = model.get_output_embeddings().weight.shape[0]
+    context = (torch.arange(CONTEXT_TOKENS) * 7919) % vocab  # [C] a fixed stand-in for a prompt
+    cache = lean.new_cache() if lean is not None else DynamicCache(config=model.config)
+
+    def forward(ids: torch.Tensor) -> None:
+        if lean is not None:
+            lean.forward(ids, cache, keep=ids.shape[0])
+        else:
+            model(ids[None], past_key_values=cache, use_cache=True)
+
+    def prepare() -> None:
+        forward(context)
+
+    def run(rows: int) -> None:
+        forward(context[:rows])
+        cache.crop(CONTEXT_TOKENS)
+
+    return choose(
+        machine_key(name), cache_file, model, model.get_output_embeddings, run, default_verify_rows(), prepare
+    )
+
+
+def choose_for_head(head, name: str, cache_file: Path) -> dict:
+    """Kernels for a draft head (specviz.engine.draft_head): head steps of `rows` entries over a cached context:
+    the tree's branches at once, and a catch-up on the accepted drafts."""
+    import torch
+
+    from specviz.engine.draft_head import HeadCache
+
+    device = head.embed.device
+    cache = HeadCache()
+    features = torch.randn(CONTEXT_TOKENS, head.cfg.hidden, generator=torch.Generator().manual_seed(0)).to(device)
+    tokens = head.subset[:CONTEXT_TOKENS].to(device)
+
+    def prepare() -> None:
+        head.step(features, tokens, 1, cache)
+
+    def run(rows: int) -> None:
+        head.step(features[:rows], tokens[:rows], CONTEXT_TOKENS + 1, cache)
+        cache.crop(CONTEXT_TOKENS)
+
+    rows = (TREE_BRANCHES, default_verify_rows()[0])
+    return choose(machine_key(f"head {name}"), cache_file, head, lambda: head.lm_head, run, rows, prepare)

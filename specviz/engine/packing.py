@@ -1,0 +1,116 @@
+"""CPU linears that can run each call with one of several kernels, picked by row count.
+
+A target step multiplies one row by every weight; a verification pass multiplies a few rows. On
+a CPU in float32 the fastest kernel for each differs by machine (docs/benchmarks.md): on AMD EPYC
+oneDNN's pre-packed weights win at every row count; on an Intel Xeon with AMX torch's eager
+linear wins for one row and the packed one for five. So every nn.Linear becomes a KernelLinear
+that keeps the eager weight and, on demand, pre-packed copies of it, and runs a call with the
+kernel set for its shape: `one_row` for one row, `many_rows` for more. specviz.engine.kernels measures
+which kernel to set; this module only provides them.
+
+The kernels (names stored in traces):
+    eager     torch.nn.functional.linear on the weight as loaded
+    packed    oneDNN's blocked layout, laid out once (`mkldnn._reorder_linear_weight`), run with
+              `mkldnn._linear_pointwise`; a row's numbers are the same whether it is computed alone
+              or among others, so with packed everywhere greedy output is bit-identical
+    packed1   the same, laid out with a batch-size hint of 1: a candidate for one-row calls only
+              (it makes a 5-row pass about 1.7x slower than one row, measured on AMD EPYC)
+
+These ops are internal to torch, so a module is checked once against its eager self before any
+packed kernel is offered; on any failure it stays eager and the reason is recorded.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+EAGER = "eager"
+PACKED = "packed"
+PACKED_ONE_ROW = "packed1"
+ONE_ROW_KERNELS = (EAGER, PACKED, PACKED_ONE_ROW)
+MANY_ROWS_KERNELS = (EAGER, PACKED)
+
+
+class KernelLinear(nn.Module):
+    """An nn.Linear (inference only) that runs one-row calls with `one_row` and others with `many_rows`."""
+
+    def __init__(self, linear: nn.Linear):
+        super().__init__()
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.weight = linear.weight  # [out, in] the eager kernel's weight (and a tied embedding's)
+        self.bias = linear.bias
+        self.one_row, self.many_rows = EAGER, EAGER
+        self.layouts: dict[str, torch.Tensor] = {}  # packed kernel name -> its laid-out weight
+
+    def use(self, one_row: str, many_rows: str, free: bool = True) -> None:
+        """Run one-row calls with `one_row` and the others with `many_rows`; lay out what they need
+        and (unless free=False, while measuring) free the layouts neither uses."""
+        if one_row not in ONE_ROW_KERNELS or many_rows not in MANY_ROWS_KERNELS:
+            raise ValueError(f"unknown kernels {one_row!r} / {many_rows!r}")
+        for kernel in {one_row, many_rows} - {EAGER} - set(self.layouts):
+            with torch.no_grad():
+                hint = [1] if kernel == PACKED_ONE_ROW else []
+                self.layouts[kernel] = torch.ops.mkldnn._reorder_linear_weight(self.weight.detach(), *hint)
+        for kernel in set(self.layouts) - {one_row, many_rows} if free else ():
+            del self.layouts[kernel]
+        self.one_row, self.many_rows = one_row, many_rows
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x [..., in] -> [..., out]
+        kernel = self.one_row if x.numel() == self.in_features else self.many_rows
+        if kernel == EAGER:
+            return nn.functional.linear(x, self.weight, self.bias)
+        return torch.ops.mkldnn._linear_pointwise(x, self.layouts[kernel], self.bias, "none", [], "")
+
+
+def packing_unavailable(module: nn.Module) -> str | None:
+    """Why `module`'s linears cannot be packed here, or None when they can."""
+    params = list(module.parameters())
+    if not params:
+        return "no weights"
+    if params[0].device.type != "cpu":
+        return f"weights on {params[0].device.type} (packing is for the CPU)"
+    if params[0].dtype != torch.float32:
+        return f"{params[0].dtype} weights (packing is used for float32 only)"
+    if not torch.backends.mkldnn.is_available() or not hasattr(torch.ops.mkldnn, "_linear_pointwise"):
+        return "this torch build has no oneDNN linear ops"
+    return None
+
+
+def kernel_linears(module: nn.Module) -> tuple[list[KernelLinear], str | None]:
+    """Swap every nn.Linear of `module` (in place) for a KernelLinear running eager, once the
+    packed kernels are checked against eager on one of them. Returns the KernelLinears (those
+    already swapped included) and None, or ([], the reason) with the module left as it was."""
+    existing = [m for m in module.modules() if isinstance(m, KernelLinear)]
+    if existing:
+        return existing, None
+    reason = packing_unavailable(module)
+    if reason is not None:
+        return [], reason
+    swaps = [
+        (parent, name, child)
+        for parent in module.modules()
+        for name, child in parent.named_children()
+        if type(child) is nn.Linear
+    ]
+    if not swaps:
+        return [], "no linear layers"
+    try:
+        probe = KernelLinear(swaps[0][2])
+        x = torch.randn(3, probe.in_features, generator=torch.Generator().manual_seed(0))
+        with torch.no_grad():
+            expected = swaps[0][2](x)
+            for kernel in (PACKED, PACKED_ONE_ROW):
+                probe.use(kernel, PACKED)
+                if not torch.allclose(probe(x[:1]), expected[:1], rtol=1e-4, atol=1e-4) or not torch.allclose(
+                    probe(x), expected, rtol=1e-4, atol=1e-4
+                ):
+                    return [], f"the {kernel} result differs from eager"
+    except Exception as exc:  # internal ops: any failure means "stay eager", never a crash
+        return [], f"{type(exc).__name__}: {exc}"
+    swapped = []
+    for parent, name, child in swaps:
+        new = KernelLinear(child)
+        setattr(parent, name, new)
+        swapped.append(new)
+    return swapped, None

@@ -1,0 +1,141 @@
+"""The target's side of a run: its text, its KV cache and its forward passes.
+
+`TargetState` holds what the target has seen of the text and runs each verification pass:
+over the positions it has not seen and every draft of a tree (`tree_layout`: positions and the
+tree attention mask), then keeps in its cache the text and the accepted drafts only
+(`select_cache_positions`, `crop_cache`). A Llama-family target on the CPU runs the lean forward
+(specviz.engine.lean_llama, `LoadedModel.lean`), on its own or, for a batched decode, in one pass with
+other decodes' (specviz.engine.batching); any other runs transformers' own forward (`target_forward`),
+which the model drafter also uses (`forward_logits`).
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+
+from specviz.engine.lean_llama import LeanCache, LeanRequest
+from specviz.engine.models import LoadedModel
+
+
+class TargetState:
+    """The target's side of a run: the text so far, its KV cache, and how much of it is cached."""
+
+    def __init__(self, target: LoadedModel, prompt_ids: list[int], seat=None):
+        """seat: a specviz.engine.batching.Seat when this decode's passes run batched with other decodes'
+        (a lean target only), else None: each pass runs on its own."""
+        from transformers import DynamicCache
+
+        self.target = target
+        self.seat = seat
+        self.device = torch.device(target.device)
+        self.lean = target.lean  # specviz.engine.lean_llama.LeanLlama, or None: transformers' forward
+        self.cache = self.lean.new_cache() if self.lean is not None else DynamicCache(config=target.model.config)
+        self.seq = torch.tensor(prompt_ids, dtype=torch.long, device=self.device)  # [L] prompt + output
+        self.seen = 0  # positions of seq the cache holds
+
+    def forward(self, tree: torch.Tensor, feature_layers: tuple[int, ...] | None):
+        """One pass over the unseen tokens and every draft of tree [k, g] (k branches of g drafts)
+        -> logits [1 + k*g, V] (the last unseen position, then the drafts level by level: draft j
+        of branch b is row 1 + j*k + b), and (unless feature_layers is None) the features
+        [T, (n+1)D] of every position fed: the outputs of those decoder layers, then the final-norm
+        feature."""
+        k, g = tree.shape
+        unseen = self.seq[self.seen :]  # [u]
+        feed = torch.cat([unseen, tree.T.reshape(-1)])  # [T = u + k*g]
+        layout = None if k == 1 else tree_layout(self.seen, unseen.shape[0], k, g, self.device, self.target.model.dtype)
+        if self.seat is not None:  # one pass shared with the other batched decodes (specviz.engine.batching)
+            logits, features = self.seat.forward(LeanRequest(feed, self.cache, k * g + 1, feature_layers, layout))
+        elif self.lean is not None:
+            logits, features = self.lean.forward(feed, self.cache, k * g + 1, feature_layers, layout)
+        else:
+            logits, features = target_forward(self.target.model, feed, self.cache, k * g + 1, feature_layers, layout)
+        return logits[:, : self.target.vocab_size], features
+
+    def accept(self, emitted: torch.Tensor, kept_drafts: torch.Tensor, k: int) -> None:
+        """Append the emitted tokens; keep in the cache the text and the accepted drafts, given as
+        their indices kept_drafts [n] among the k*g drafts fed (level by level, k per level)."""
+        old_len, n = self.seq.shape[0], kept_drafts.shape[0]
+        self.seq = torch.cat([self.seq, emitted])
+        if k > 1 and n > 0:  # a tree: close the gaps the other branches leave in the cache
+            keep = torch.cat([torch.arange(old_len, device=self.device), old_len + kept_drafts])
+            select_cache_positions(self.cache, keep)
+        self.seen = min(old_len + n, self.seq.shape[0] - 1)  # the newest token is fed next time
+        crop_cache(self.cache, self.seen)
+
+
+def tree_layout(seen: int, unseen: int, k: int, g: int, device, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Positions [T] and attention mask [1, 1, T, seen + T] (0 where allowed, the dtype's minimum
+    elsewhere) for a pass over `unseen` text tokens and a tree of k branches x g drafts, level by
+    level. Text tokens attend causally; a draft sees the text and its own branch's drafts up to
+    itself; the k drafts of one level share a position."""
+    t = unseen + k * g
+    level = torch.arange(g, device=device).repeat_interleave(k)  # [k*g]
+    branch = torch.arange(k, device=device).repeat(g)
+    positions = torch.cat([torch.arange(seen, seen + unseen, device=device), seen + unseen + level])
+    allowed = torch.zeros(t, seen + t, dtype=torch.bool, device=device)
+    allowed[:, : seen + unseen] = True
+    allowed[:unseen, seen : seen + unseen] = torch.ones(unseen, unseen, dtype=torch.bool, device=device).tril()
+    same_branch_before = (branch[:, None] == branch[None, :]) & (level[None, :] <= level[:, None])
+    allowed[unseen:, seen + unseen :] = same_branch_before
+    mask = torch.zeros(1, 1, t, seen + t, dtype=dtype, device=device)
+    return positions, mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+
+
+def select_cache_positions(cache, keep: torch.Tensor) -> None:
+    """Keep only the cached positions `keep` [N] (in that order) in every layer of a LeanCache or a
+    transformers DynamicCache (transformers 5 keeps them per layer; 4 in key_cache/value_cache lists)."""
+    if isinstance(cache, LeanCache):
+        cache.select(keep)
+    elif hasattr(cache, "layers"):
+        for layer in cache.layers:
+            layer.keys = layer.keys.index_select(-2, keep)
+            layer.values = layer.values.index_select(-2, keep)
+    else:
+        cache.key_cache = [k.index_select(-2, keep) for k in cache.key_cache]
+        cache.value_cache = [v.index_select(-2, keep) for v in cache.value_cache]
+
+
+def target_forward(model, input_ids: torch.Tensor, cache, keep: int, feature_layers: tuple[int, ...] | None, tree=None):
+    """One cached target forward. input_ids [T] -> (logits [keep, V_model] for the last `keep`
+    positions, features [T, (n+1)D] or None). feature_layers None: no features; otherwise the
+    outputs of those decoder layers and the final-norm feature, concatenated. With features, the
+    body and the LM head run as the CausalLM's own forward runs them, so the logits are the same
+    numbers either way. tree: None (causal) or (position_ids [T], attention mask [1, 1, T, N]) for a
+    draft tree (tree_layout)."""
+    extra = {} if tree is None else {"position_ids": tree[0][None], "attention_mask": tree[1]}
+    if feature_layers is None:
+        return forward_logits(model, input_ids, cache, keep, **extra), None
+    from specviz.engine.draft_head import layer_outputs
+
+    with layer_outputs(model, feature_layers) as earlier:
+        out = model.model(input_ids=input_ids[None], past_key_values=cache, use_cache=True, **extra)
+    hidden = out.last_hidden_state[0]
+    features = torch.cat([*(earlier[i][0][0] for i in feature_layers), hidden], dim=-1)  # [T, (n+1)D]
+    return model.lm_head(hidden[-keep:]), features  # [keep, V]
+
+
+def forward_logits(model, input_ids: torch.Tensor, cache, keep: int, **extra) -> torch.Tensor:
+    """One cached forward. input_ids [T] -> logits [keep, V_model] for the last `keep` positions."""
+    kwargs = {"past_key_values": cache, "use_cache": True, **extra}
+    if _accepts_logits_to_keep(model):
+        kwargs["logits_to_keep"] = keep  # skip the vocabulary projection for the prompt positions
+    return model(input_ids[None], **kwargs).logits[0, -keep:]
+
+
+_logits_to_keep_support: dict[type, bool] = {}
+
+
+def _accepts_logits_to_keep(model) -> bool:
+    kind = type(model)
+    if kind not in _logits_to_keep_support:
+        _logits_to_keep_support[kind] = "logits_to_keep" in inspect.signature(model.forward).parameters
+    return _logits_to_keep_support[kind]
+
+
+def crop_cache(cache, keep: int) -> None:
+    """Drop cached positions beyond the first `keep` (transformers 5 crop takes a negative count)."""
+    extra = cache.get_seq_length() - keep
+    if extra > 0:
+        cache.crop(-extra)

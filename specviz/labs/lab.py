@@ -1,0 +1,565 @@
+"""The distribution-equivalence lab: does speculative decoding really sample from the target?
+
+For one prompt (token ids) and one pair, the lab
+
+1. samples the first k generated tokens n times with speculative decoding under a chosen rule
+   (the exact rule, or one of the wrong variants in specviz.decoding.verify.RULES), and n times with the
+   target alone;
+2. computes the target's EXACT distribution over those k-token outcomes by forward passes through
+   the target with the same sampling transform (specviz.engine.sampling.probabilities), expanding every
+   prefix whose probability reaches `min_prob` and pooling the rest into one "other" cell;
+3. compares each empirical distribution with the exact one by a chi-square (or G) test,
+   after merging cells whose expected count is too small for the test to be valid, with a
+   p-value simulated from the exact distribution (SIMULATIONS says why).
+
+Everything it returns is plain data (ints, floats, lists), so the app can plot it and keep it in
+session state. Sample i uses seed `seed + 2 i` for speculative decoding and `seed + 2 i + 1` for
+the target alone: the two samplers are independent, and raising n keeps the earlier samples.
+Samples are independent decodes, so on a target whose passes batch (specviz.engine.batching) up to
+config.BATCH_MAX_SESSIONS of them decode at once, one thread each, every target pass serving all
+of them (a CPU pass streams the weights once for all their rows): the same tokens as one at a time,
+since the seeds fix them.
+
+An outcome is the tuple of the first k output tokens; it is shorter when the text ends at an
+end-of-sequence token before k tokens (the decoder stops there, and so does the enumeration).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass, field
+from typing import Any, TypeVar
+
+import numpy as np
+import torch
+
+from specviz import config
+from specviz.config import SamplingConfig
+from specviz.decoding.decoder import autoregressive_generate, speculative_generate
+from specviz.decoding.verify import RULE_LABELS, RULE_NAMES, RULES
+from specviz.engine.models import LoadedModel
+from specviz.engine.sampling import probabilities
+
+MIN_EXPECTED = 5.0  # Cochran's rule: every cell of a chi-square test should expect >= 5 counts
+# Even with every cell at 5 or more, the chi-square curve's tail is a little too thin for a test of
+# a few hundred samples over ten cells: on the lab's default toy test (n 500) it rejected correct
+# samples 1.05% of the time at 0.01 and 0.123% at 0.001 (10^6 simulated runs,
+# scripts/lab_false_alarms.py). So the p-value is simulated instead: the share of SIMULATIONS
+# samples of n drawn from p itself whose statistic reaches the observed one, which rejects a correct
+# sampler at level a at most a fraction a of the time, by construction. Its resolution is
+# 1 / (SIMULATIONS + 1), about 5e-6; a statistic beyond every simulated one gets the chi-square
+# approximation's p-value, far below any level the page uses, so a wrong rule still shows how far.
+SIMULATIONS = 200_000
+SIMULATION_SEED = 20_230_211  # fixed: the same counts always get the same p-value
+SIMULATION_CHUNK = 50_000  # simulated samples per numpy call (bounds memory: 50 000 x cells counts)
+FORWARD_BATCH = 64  # prefixes per target forward pass when enumerating the exact distribution
+
+Outcome = tuple[int, ...]
+Job = TypeVar("Job")
+Sample = TypeVar("Sample")
+
+
+@dataclass
+class ExactDistribution:
+    """The target's probability of every k-token outcome above `min_prob`, plus the rest pooled."""
+
+    k: int
+    outcomes: list[Outcome]  # most likely first
+    probs: list[float]  # probs[i] = P_target(outcomes[i])
+    other_prob: float  # total probability of every outcome not listed (pruned below min_prob)
+    min_prob: float
+    forward_passes: int  # target forward passes (of batched prefixes) the enumeration took
+
+    def index(self) -> dict[Outcome, int]:
+        return {o: i for i, o in enumerate(self.outcomes)}
+
+
+@dataclass
+class FitResult:
+    """A goodness-of-fit test of observed counts against n times the exact probabilities."""
+
+    method: str  # "chi2" (Pearson) or "g" (log-likelihood ratio)
+    statistic: float | None  # None when there is nothing to test, or an impossible sample decided it
+    dof: int  # cells after merging, minus one
+    p_value: float | None  # None when fewer than two cells remain (nothing to test) or n = 0
+    cells: int  # cells after merging
+    n: int  # samples tested
+    impossible: int = 0  # samples in cells of probability 0: any one of them refutes the hypothesis
+    simulated: int = 0  # null samples behind the p-value (SIMULATIONS); 0: the chi-square approximation's
+
+
+@dataclass
+class LabResult:
+    """Counts per outcome for both samplers, the exact probabilities, and both tests.
+
+    The cells are `outcomes` followed by one "other" cell (index len(outcomes)): parallel lists
+    `exact`, `spec_counts` and `target_counts` have len(outcomes) + 1 entries.
+    """
+
+    rule: str
+    rule_label: str  # what the rule does (specviz.decoding.verify.RULE_LABELS)
+    k: int
+    gamma: int
+    sampling: dict[str, Any]  # temperature, top_k, top_p
+    seed: int
+    n_requested: int
+    outcomes: list[list[int]]
+    exact: list[float]
+    spec_counts: list[int]
+    target_counts: list[int]
+    n_spec: int  # samples actually drawn (fewer than n_requested when stopped early)
+    n_target: int
+    spec_test: FitResult
+    target_test: FitResult | None  # None when the target-alone sampler was not run
+    stopped: bool
+    impossible_spec: int  # speculative samples whose outcome has exact probability 0 (a sure sign of a bug)
+    impossible_target: int
+    min_prob: float
+    rule_name: str = ""  # the rule in a few words, as the page's dropdown names it (specviz.decoding.verify.RULE_NAMES)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ----- the exact distribution ------------------------------------------------------------------
+
+
+def exact_distribution(
+    target: LoadedModel,
+    prompt_ids: Sequence[int],
+    k: int,
+    sampling: SamplingConfig,
+    min_prob: float = 1e-4,
+) -> ExactDistribution:
+    """P_target over the first k generated tokens, by expanding prefixes breadth first.
+
+    At each depth every live prefix is fed through the target (batched, no cache: these are short
+    one-off passes) and its next-token probabilities come from the same `probabilities` the
+    decoder uses. A prefix whose probability falls below `min_prob` is not expanded: its mass goes
+    to `other_prob`, so the listed probabilities stay exact and the cells still sum to one.
+    At most 1 / min_prob prefixes are alive at any depth, which bounds the cost on a real vocabulary.
+    """
+    if k < 1:
+        raise ValueError(f"k must be at least 1; got {k!r}.")
+    if not 0 <= min_prob < 1:
+        raise ValueError(f"min_prob must be in [0, 1); got {min_prob!r}.")
+    eos = target.eos_token_id
+    device = torch.device(target.device)
+    prompt = torch.tensor(list(prompt_ids), dtype=torch.long, device=device)
+    # Only the last position's logits are needed; on a real vocabulary the full [B, L, V] would
+    # cost hundreds of MB per batch.
+    only_last = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(target.model.forward).parameters else {}
+    frontier: list[tuple[Outcome, float]] = [((), 1.0)]
+    finished: dict[Outcome, float] = {}
+    other = 0.0
+    passes = 0
+    with torch.inference_mode():
+        for depth in range(k):
+            next_frontier: list[tuple[Outcome, float]] = []
+            for start in range(0, len(frontier), FORWARD_BATCH):
+                chunk = frontier[start : start + FORWARD_BATCH]
+                rows = [
+                    torch.cat([prompt, torch.tensor(prefix, dtype=torch.long, device=device)]) for prefix, _ in chunk
+                ]
+                logits = target.model(torch.stack(rows), **only_last).logits[:, -1, : target.vocab_size]  # [B, V]
+                passes += 1
+                next_probs = probabilities(logits, sampling).double().cpu()  # [B, V]
+                for (prefix, prefix_prob), row in zip(chunk, next_probs, strict=True):
+                    joint = prefix_prob * row  # [V] P(prefix + x)
+                    keep = joint >= max(min_prob, 1e-300)  # never list zero-probability outcomes
+                    other += float(joint[~keep].sum())
+                    for x in keep.nonzero()[:, 0].tolist():
+                        outcome = prefix + (x,)
+                        if depth == k - 1 or x == eos:  # the decoder stops at end of sequence
+                            finished[outcome] = float(joint[x])
+                        else:
+                            next_frontier.append((outcome, float(joint[x])))
+            frontier = next_frontier
+    ordered = sorted(finished.items(), key=lambda item: -item[1])
+    return ExactDistribution(
+        k=k,
+        outcomes=[o for o, _ in ordered],
+        probs=[p for _, p in ordered],
+        other_prob=max(0.0, other),
+        min_prob=min_prob,
+        forward_passes=passes,
+    )
+
+
+# ----- the test --------------------------------------------------------------------------------
+
+
+def goodness_of_fit(
+    counts: Sequence[int], probs: Sequence[float], method: str = "chi2", simulations: int = SIMULATIONS
+) -> FitResult:
+    """Test observed counts against probabilities (renormalised in float64), merging small cells.
+
+    Why merging: the chi-square approximation needs every expected count to be at least about 5.
+    Cells are taken from the most to the least expected; those below MIN_EXPECTED are pooled into
+    one cell, and if that pool still expects too little it is folded into the smallest kept cell.
+    The p-value is simulated from `simulations` multinomial samples of the merged cells (see
+    SIMULATIONS for why); simulations=0 gives the chi-square approximation's.
+    A sample in a cell of probability 0 is impossible under the hypothesis, so it decides the test
+    on its own: p-value 0, statistic None (it would be infinite; None keeps the result strict JSON),
+    and `impossible` counts those samples. Merging them into other cells would only dilute them.
+    """
+    from scipy import stats
+
+    if method not in ("chi2", "g"):
+        raise ValueError(f"method must be 'chi2' or 'g'; got {method!r}.")
+    if isinstance(simulations, bool) or not isinstance(simulations, int) or simulations < 0:
+        raise ValueError(f"simulations must be a whole number >= 0; got {simulations!r}.")
+    n = int(sum(counts))
+    total = math.fsum(probs)
+    if n == 0 or total <= 0:
+        return FitResult(method, None, 0, None, 0, n)
+    impossible = sum(c for c, p in zip(counts, probs, strict=True) if p <= 0 and c > 0)
+    if impossible:
+        return FitResult(method, None, max(0, len(counts) - 1), 0.0, len(counts), n, impossible)
+    expected = [n * p / total for p in probs]
+    order = sorted(range(len(expected)), key=lambda i: -expected[i])
+    kept_obs, kept_exp = [], []
+    pool_obs, pool_exp = 0, 0.0
+    for i in order:
+        if expected[i] >= MIN_EXPECTED:
+            kept_obs.append(counts[i])
+            kept_exp.append(expected[i])
+        else:
+            pool_obs += counts[i]
+            pool_exp += expected[i]
+    if pool_exp >= MIN_EXPECTED or (pool_exp > 0 and not kept_exp):
+        kept_obs.append(pool_obs)
+        kept_exp.append(pool_exp)
+    elif kept_exp:  # fold a too-small pool into the smallest kept cell
+        kept_obs[-1] += pool_obs
+        kept_exp[-1] += pool_exp
+    cells = len(kept_exp)
+    if cells < 2:
+        return FitResult(method, None, 0, None, cells, n)
+    lambda_ = "pearson" if method == "chi2" else "log-likelihood"
+    result = stats.power_divergence(kept_obs, kept_exp, lambda_=lambda_)
+    statistic, p_value = float(result.statistic), float(result.pvalue)
+    if simulations:
+        null = _null_statistics(tuple(kept_exp), n, lambda_, simulations)
+        # Ties count as reaching the statistic: a hair of tolerance for float sums in another order.
+        reached = len(null) - int(np.searchsorted(null, statistic * (1 - 1e-12) - 1e-12, side="left"))
+        if reached:
+            p_value = (1 + reached) / (simulations + 1)
+        else:  # beyond every simulated statistic: the approximation says how far beyond
+            p_value = min(p_value, 1 / (simulations + 1))
+    return FitResult(method, statistic, cells - 1, p_value, cells, n, simulated=simulations)
+
+
+@functools.lru_cache(maxsize=32)
+def _null_statistics(expected: tuple[float, ...], n: int, lambda_: str, simulations: int) -> np.ndarray:
+    """The statistic of `simulations` samples of n drawn from the cells' own probabilities, sorted.
+    Cached: a lab run tests every rule and the control against the same merged cells."""
+    rng = np.random.default_rng(SIMULATION_SEED)
+    probs = np.asarray(expected, dtype=np.float64) / n
+    probs /= probs.sum()
+    exp = np.asarray(expected, dtype=np.float64)
+    parts = []
+    for start in range(0, simulations, SIMULATION_CHUNK):
+        draws = rng.multinomial(n, probs, size=min(SIMULATION_CHUNK, simulations - start)).astype(np.float64)
+        if lambda_ == "pearson":  # scipy's power_divergence, written out: its generic path is ten times slower
+            parts.append(((draws - exp) ** 2 / exp).sum(axis=1))
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                parts.append(2 * np.where(draws > 0, draws * np.log(draws / exp), 0.0).sum(axis=1))
+    return np.sort(np.concatenate(parts))
+
+
+# ----- the experiment --------------------------------------------------------------------------
+
+
+def run_lab(
+    prompt_ids: Sequence[int],
+    *,
+    target: LoadedModel,
+    draft: Any,
+    rule: str = "exact",
+    k: int = 2,
+    n: int = 1000,
+    gamma: int = 2,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int = 0,
+    min_prob: float = 1e-4,
+    method: str = "chi2",
+    with_target: bool = True,
+    exact: ExactDistribution | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> LabResult:
+    """Sample the first k tokens n times each way and test both samplers against the exact p.
+
+    `draft` is what speculative_generate accepts: a LoadedModel, a Drafter, or a name.
+    Speculative runs ask for max(k, gamma + 2) tokens and only the first k are counted. Why: the
+    decoder drafts at most (tokens still to go) - 1 per iteration, so gamma + 1 lets the first
+    iteration draft a full gamma, and one more lets the token after gamma accepted drafts be a
+    real draft-and-verify step under the no-bonus variant (rather than a plain target step, which
+    would make it sample-for-sample identical to the exact rule). Choose k > gamma so that the
+    bonus position is among the counted tokens.
+    on_progress(done, total) is called after every sample; should_stop() is checked before each
+    one, and a stopped run returns what it has.
+    Pass `exact` (from exact_distribution) to reuse one enumeration across rules.
+    """
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {', '.join(RULES)}; got {rule!r}.")
+    if n < 1:
+        raise ValueError(f"n must be at least 1; got {n!r}.")
+    sampling = SamplingConfig(temperature, top_k, top_p)
+    prompt_ids = list(prompt_ids)
+    if exact is None:
+        exact = exact_distribution(target, prompt_ids, k, sampling, min_prob)
+    elif exact.k != k:
+        raise ValueError(f"The exact distribution is over {exact.k} tokens but k is {k}.")
+    index = exact.index()
+    other_cell = len(exact.outcomes)
+    cell_probs = exact.probs + [exact.other_prob]
+    counts = {"spec": [0] * (other_cell + 1), "target": [0] * (other_cell + 1)}
+    drawn = {"spec": 0, "target": 0}
+    impossible = {"spec": 0, "target": 0}
+    workers = sample_workers(target, draft)
+
+    def draw(job: tuple[str, int]) -> tuple[str, list[int]]:
+        """One sample: job ("spec" or "target", i) -> (the same kind, its output token ids)."""
+        which, i = job
+        return which, draw_sample(
+            which, i, prompt_ids, target=target, draft=draft, rule=rule, k=k, gamma=gamma, sampling=sampling,
+            seed=seed, batched=workers > 1,
+        )  # fmt: skip
+
+    def record(sample: tuple[str, list[int]]) -> None:
+        which, output = sample
+        cell = index.get(tuple(output[:k]), other_cell)
+        counts[which][cell] += 1
+        drawn[which] += 1
+        if cell_probs[cell] == 0:
+            impossible[which] += 1
+        if on_progress is not None:
+            on_progress(drawn["spec"] + drawn["target"], total)
+
+    kinds = ("spec", "target") if with_target else ("spec",)
+    jobs = [(which, i) for i in range(n) for which in kinds]
+    total = len(jobs)
+    stopped = draw_in_parallel(jobs, draw, workers, should_stop, record)
+    spec_counts, target_counts = counts["spec"], counts["target"]
+    n_spec, n_target = drawn["spec"], drawn["target"]
+
+    return LabResult(
+        rule=rule,
+        rule_label=RULE_LABELS[rule],
+        rule_name=RULE_NAMES[rule],
+        k=k,
+        gamma=gamma,
+        sampling={"temperature": temperature, "top_k": top_k, "top_p": top_p},
+        seed=seed,
+        n_requested=n,
+        outcomes=[list(o) for o in exact.outcomes],
+        exact=cell_probs,
+        spec_counts=spec_counts,
+        target_counts=target_counts,
+        n_spec=n_spec,
+        n_target=n_target,
+        spec_test=goodness_of_fit(spec_counts, cell_probs, method),
+        target_test=goodness_of_fit(target_counts, cell_probs, method) if with_target else None,
+        stopped=stopped,
+        impossible_spec=impossible["spec"],
+        impossible_target=impossible["target"],
+        min_prob=exact.min_prob,
+        extra={"forward_passes": exact.forward_passes},
+    )
+
+
+def draw_sample(
+    which: str,
+    i: int,
+    prompt_ids: list[int],
+    *,
+    target: LoadedModel,
+    draft: Any,
+    rule: str,
+    k: int,
+    gamma: int,
+    sampling: SamplingConfig,
+    seed: int,
+    batched: bool = False,
+) -> list[int]:
+    """The output token ids of a lab run's sample i: "spec" (speculative decoding under `rule`, seed
+    seed + 2 i) or "target" (the target alone, the control, seed seed + 2 i + 1). One home for the
+    seeds, so that scripts/lab_false_alarms.py draws exactly the samples the page draws."""
+    common = dict(
+        target=target, temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p, trace=False,
+        batched=batched,
+    )  # fmt: skip
+    if which == "spec":
+        run = speculative_generate(
+            prompt_ids, draft=draft, gamma=gamma, seed=seed + 2 * i, max_new_tokens=max(k, gamma + 2), rule=rule,
+            **common,
+        )  # fmt: skip
+    elif which == "target":
+        run = autoregressive_generate(prompt_ids, seed=seed + 2 * i + 1, max_new_tokens=k, **common)
+    else:
+        raise ValueError(f"which must be 'spec' or 'target'; got {which!r}.")
+    return run.output_token_ids
+
+
+def sample_workers(target: LoadedModel, draft: Any) -> int:
+    """How many of the lab's samples decode at once: config.BATCH_MAX_SESSIONS when the target's
+    passes can batch (a lean target, specviz.engine.batching), so that every pass serves that many
+    samples; 1 otherwise, and for a ready-made Drafter, whose state belongs to one decode."""
+    from specviz.drafters import resolve_drafter
+    from specviz.engine.batching import batcher_for
+
+    if batcher_for(target) is None or not (draft is None or isinstance(draft, str | LoadedModel)):
+        return 1
+    resolve_drafter(draft, target)  # load a named draft once, here, rather than in every thread at once
+    return config.BATCH_MAX_SESSIONS
+
+
+def draw_in_parallel(
+    jobs: list[Job],
+    draw: Callable[[Job], Sample],
+    workers: int,
+    should_stop: Callable[[], bool] | None,
+    record: Callable[[Sample], None],
+) -> bool:
+    """draw(job) for every job, up to `workers` at a time, each in a thread of its own (batched
+    decodes share their target passes); record(sample) runs in the calling thread as each
+    finishes, in whatever order they finish (the lab only counts). should_stop() is checked before
+    each job starts; the started ones finish and are recorded. True when it stopped early."""
+    stopped, started = False, 0
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="specviz-lab") as pool:
+        running: set[Future] = set()
+        while True:
+            while not stopped and started < len(jobs) and len(running) < workers:
+                stopped = should_stop is not None and should_stop()
+                if not stopped:
+                    running.add(pool.submit(draw, jobs[started]))
+                    started += 1
+            if not running:
+                return stopped
+            finished, running = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                record(future.result())
+
+
+def control_verdict(test: dict[str, Any] | None, n: int, level: float) -> tuple[str, str] | None:
+    """What the page says of the control, the target alone tested against its own exact distribution,
+    as (level, markdown): "caption" when the test does not reject at `level`, "warning" when it does.
+
+    A correct sampler is rejected at level a with probability a, so at 0.01 about one run in 100
+    rejects the control by chance: the page must say that plainly, never that p itself "should not be
+    rejected" beside a p-value that just was. None when there is nothing to test."""
+    if not test or test.get("p_value") is None:
+        return None
+    p = test["p_value"]
+    in_runs = round(1 / level) if level > 0 else None
+    chance = f"about 1 time in {in_runs}" if in_runs else "by chance"
+    if p < level:
+        return (
+            "warning",
+            f"**The control was rejected: a false alarm.** Target alone ({n} samples): p-value {p:.3g}, below "
+            f"{level:g}, although these samples come from p itself. At the {level:g} level a test rejects a "
+            f"correct sampler {chance}, by chance; this run is one of those. Change the seed or n to draw "
+            "other samples.",
+        )
+    return (
+        "caption",
+        f"Target alone ({n} samples): p-value {p:.3g}, not rejected at the {level:g} level. The control: "
+        f"samples drawn from p itself, which the test rejects only by chance ({chance}).",
+    )
+
+
+def marginal(result: LabResult, position: int = 0) -> dict[str, list]:
+    """Collapse a LabResult to the distribution of one token position (0 = the first token).
+
+    Returns parallel lists: tokens (token id, or None for the "other" cell and for outcomes that
+    ended before `position`), exact, spec_counts, target_counts. Handy for a bar chart when the
+    joint has too many cells to show.
+    """
+    if not 0 <= position < result.k:
+        raise ValueError(f"position must be in 0..{result.k - 1}; got {position!r}.")
+    keys: list[int | None] = []
+    rows: dict[int | None, list] = {}
+    cells = [*result.outcomes, None]  # the last cell is "other"
+    for cell, p, s, t in zip(cells, result.exact, result.spec_counts, result.target_counts, strict=True):
+        key = cell[position] if cell is not None and position < len(cell) else None
+        if key not in rows:
+            keys.append(key)
+            rows[key] = [0.0, 0, 0]
+        rows[key][0] += p
+        rows[key][1] += s
+        rows[key][2] += t
+    return {
+        "tokens": keys,
+        "exact": [rows[key][0] for key in keys],
+        "spec_counts": [rows[key][1] for key in keys],
+        "target_counts": [rows[key][2] for key in keys],
+    }
+
+
+def tokens_per_iteration(
+    prompt_ids, *, target, draft, rule: str, gamma: int, temperature: float, seed: int, runs: int, tokens: int
+) -> float:
+    """Mean tokens emitted per iteration under a rule over `runs` short decodes: what a rule costs."""
+    emitted = iterations = 0
+    for i in range(runs):
+        run = speculative_generate(
+            list(prompt_ids), target=target, draft=draft, gamma=gamma, temperature=temperature,
+            seed=seed + 10_000 + i, max_new_tokens=tokens, rule=rule, trace=False,
+        )  # fmt: skip
+        emitted += run.summary["new_tokens"]
+        iterations += run.summary["iterations"]
+    return emitted / max(iterations, 1)
+
+
+def compare_rules(
+    prompt_ids: Sequence[int],
+    *,
+    target: LoadedModel,
+    draft: Any,
+    rules: Sequence[str],
+    k: int,
+    n: int,
+    gamma: int,
+    temperature: float,
+    seed: int,
+    cost_runs: int,
+    cost_tokens: int,
+    on_progress: Callable[[int, str, int, int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> tuple[dict[str, dict], dict[str, float]]:
+    """The lab's whole run: every rule tested against one exact distribution, the target-alone
+    samples drawn once and shared, and each rule's tokens per iteration.
+
+    Returns ({rule: LabResult.to_dict()}, {rule: tokens per iteration}); stops after the rule
+    during which should_stop() became true. on_progress(rule_index, rule, done, total)."""
+    exact = exact_distribution(target, prompt_ids, k, SamplingConfig(temperature, None, None))
+    results: dict[str, dict] = {}
+    costs: dict[str, float] = {}
+    for j, rule in enumerate(rules):
+        progress = (lambda done, total, j=j, rule=rule: on_progress(j, rule, done, total)) if on_progress else None
+        result = run_lab(
+            prompt_ids, target=target, draft=draft, rule=rule, k=k, n=n, gamma=gamma, temperature=temperature,
+            seed=seed, exact=exact, with_target=j == 0, on_progress=progress, should_stop=should_stop,
+        ).to_dict()  # fmt: skip
+        if j > 0:  # the target-alone samples do not depend on the rule: share the first ones
+            first = results[rules[0]]
+            for key in ("target_counts", "n_target", "target_test", "impossible_target"):
+                result[key] = first[key]
+        results[rule] = result
+        if result["stopped"]:
+            break
+        costs[rule] = tokens_per_iteration(
+            prompt_ids, target=target, draft=draft, rule=rule, gamma=gamma, temperature=temperature, seed=seed,
+            runs=cost_runs, tokens=cost_tokens,
+        )  # fmt: skip
+    return results, costs

@@ -1,0 +1,204 @@
+"""Figures only the lesson needs: picking the iterations to teach from a trace, the picture of
+why the output is unchanged, min(p, q) + max(0, p - q) = p, at one drafted position, and the
+restyling of any lesson figure for a projector (large dark type, titles that fit).
+
+Pure functions of plain trace data: no torch, no streamlit.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+from typing import Any
+
+import plotly.graph_objects as go
+
+from specviz.teaching.charts import theory as theory_charts
+from specviz.teaching.charts.inspector import MAX_BARS, add_token_bars
+from specviz.teaching.charts.style import P_COLOR, RESIDUAL_COLOR, STATUS_COLORS, house_figure, titled
+from specviz.teaching.charts.tokens import label_token, token_text
+from specviz.teaching.charts.words import words
+
+PROJECTOR_PX = 20  # the smallest type read from the back of a classroom
+PROJECTOR_TITLE_PX = 22
+INK = "#1a1a1a"  # near-black: the default mid-grey tick labels fade away on a projector
+# The lesson's name for the marker the Theory page calls "your γ" (its slider): here it is the γ the
+# lesson's example was recorded with. Lesson-only, so kept beside its one figure rather than in
+# specviz.teaching.charts.words, whose keys the shared builders read.
+EXAMPLE_GAMMA = {"en": "γ = {gamma}, as in the lesson's example", "zh": "γ = {gamma}，与本课示例相同"}
+
+
+# What the lesson's rejected iteration must show for its steps 5, 6 and 8 to teach sampling rather
+# than greedy decoding: a bar or a route under this share of the axis is too thin to see projected.
+VISIBLE_MASS = 0.05
+RESIDUAL_TOKENS = 3  # the residual spread over at least this many tokens, each of visible mass
+
+
+def _ratio(draft: dict[str, Any]) -> float:
+    return float("inf") if draft["q"] == 0 else draft["p"] / draft["q"]
+
+
+def sampled_lessons(it: dict[str, Any]) -> dict[str, bool]:
+    """Which of the sampled algorithm's lessons one iteration shows, each by its name:
+
+    accepted_by_r: a draft accepted against a drawn r with 0 < p/q < 1 (accepted although the target
+        likes it less than the draft did); rejected_by_r: the first rejection, with a drawn r ≥ p/q > 0;
+    residual: the residual after it spread over RESIDUAL_TOKENS tokens or more of visible mass;
+    both_routes: at that position both routes to the output (accepted: β = Σ min(p, q); resampled:
+        1 − β) are visible; spread_draft: the first draft's q is not a certainty (q < 1).
+    A greedy iteration (r = None) shows none of the first four."""
+    drafts, k = it.get("drafts") or [], it.get("accepted_count", 0)
+    correction = it.get("correction") or {}
+    rejected = drafts[k] if correction.get("kind") == "resample" and k < len(drafts) else None
+    residual = (correction.get("residual_top") or []) if rejected is not None else []
+    return {
+        "accepted_by_r": any(d.get("r") is not None and 0 < _ratio(d) < 1 for d in drafts[:k]),
+        "rejected_by_r": rejected is not None
+        and rejected.get("r") is not None
+        and 0 < _ratio(rejected)
+        and rejected["r"] >= min(1.0, _ratio(rejected)),
+        "residual": sum(prob >= VISIBLE_MASS for _, prob in residual) >= RESIDUAL_TOKENS,
+        "both_routes": rejected is not None and VISIBLE_MASS <= rejected["beta"] <= 1 - VISIBLE_MASS,
+        "spread_draft": bool(drafts) and drafts[0]["q"] < 0.999,
+    }
+
+
+def pick_iterations(iterations: list[dict[str, Any]]) -> dict[str, int | None]:
+    """Indices (0-based) of the iterations a lesson shows: one that ends with a resample and one that
+    ends with a bonus. None when the trace has no such iteration.
+
+    The resample: the first that shows the most of `sampled_lessons` (with an accepted draft before
+    the rejection, so every decision appears); the bonus: the one with the most drafts."""
+
+    def kind(it: dict[str, Any]) -> str | None:
+        return (it.get("correction") or {}).get("kind")
+
+    def teaches(i: int) -> tuple[int, int]:
+        return (iterations[i]["accepted_count"] >= 1, sum(sampled_lessons(iterations[i]).values()))
+
+    resamples = [i for i, it in enumerate(iterations) if kind(it) == "resample"]
+    bonuses = [i for i, it in enumerate(iterations) if kind(it) == "bonus"]
+    return {
+        "resample": max(resamples, key=teaches, default=None),  # max keeps the first of equals
+        "bonus": max(bonuses, key=lambda i: len(iterations[i]["drafts"]), default=None),
+    }
+
+
+def composition_figure(draft: dict[str, Any], extra: dict[str, Any], lang: str = "en") -> go.Figure:
+    """At one drafted position, P(output = x) stacked from its two routes: accepted as a draft,
+    min(p, q), and resampled after a rejection, max(0, p − q). The stack meets p (purple diamonds)
+    for every token: the proof that the output follows the target, in one picture.
+
+    Only tokens in the recorded top lists (and the drafted token) are known; others count as 0.
+    lang: the language of its words (specviz.teaching.charts.words).
+    """
+    w = words(lang)
+    q_of = {tid: prob for tid, prob in draft["q_top"]}
+    p_of = {tid: prob for tid, prob in draft["p_top"]}
+    q_of[draft["token_id"]] = draft["q"]
+    p_of[draft["token_id"]] = draft["p"]
+    ids = sorted(set(q_of) | set(p_of), key=lambda t: -max(p_of.get(t, 0.0), q_of.get(t, 0.0)))[:MAX_BARS]
+    labels = []
+    for t in ids:
+        text = draft["token"] if t == draft["token_id"] else token_text(extra, t)
+        label = html.escape(label_token(text))
+        labels.append(f"{label} (#{t})" if label in labels else label)
+    p = [p_of.get(t, 0.0) for t in ids]
+    q = [q_of.get(t, 0.0) for t in ids]
+    accepted = [min(a, b) for a, b in zip(p, q, strict=True)]
+    resampled = [max(0.0, a - b) for a, b in zip(p, q, strict=True)]
+    fig = house_figure()
+    add_token_bars(fig, labels, accepted, w["accepted_route"], "min(p, q)", marker_color=STATUS_COLORS["accepted"])
+    add_token_bars(fig, labels, resampled, w["resampled_route"], "max(0, p − q)", marker_color=RESIDUAL_COLOR)
+    fig.add_scatter(
+        x=labels,
+        y=p,
+        mode="markers",
+        marker={"color": P_COLOR, "size": 13, "symbol": "diamond", "line": {"color": "white", "width": 1}},
+        name=w["p_stack"],
+        hovertemplate="%{x}<br>p %{y:.3g}<extra></extra>",
+    )
+    fig.update_layout(
+        barmode="stack",
+        height=400,
+        title=titled(w["composition_title"].format(position=draft["position"])),
+        xaxis_title=w["composition_x"],
+        yaxis_title=w["composition_y"],
+    )
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def pays_figure(alpha: float, c: float, gamma: int, lang: str = "en") -> go.Figure:
+    """The walltime improvement curve (Thm 3.8) of a draft with `alpha` and `c`, its γ marker at
+    `gamma` (the lesson's example) and named so."""
+    fig = theory_charts.walltime_curve_figure(alpha, c, gamma, lang=lang)
+    yours = words(lang)["your_gamma"].format(gamma=gamma)
+    for t in fig.data:
+        if t.name == yours:
+            t.name = EXAMPLE_GAMMA.get(lang, EXAMPLE_GAMMA["en"]).format(gamma=gamma)
+    return fig
+
+
+def text_px(text: str, px: int) -> float:
+    """Rough rendered width: CJK characters are one em wide, others about half an em."""
+    return sum(px * (1.0 if unicodedata.east_asian_width(ch) in "WF" else 0.5) for ch in text)
+
+
+def _split_long(word: str, max_px: float, px: int) -> list[str]:
+    """A word wider than max_px: Chinese may break between any two characters, so cut it into the
+    fewest equal pieces that fit; any other word stays whole."""
+    width = text_px(word, px)
+    if width <= max_px or not any(unicodedata.east_asian_width(ch) in "WF" for ch in word):
+        return [word]
+    size = -(-len(word) // -(-int(width) // int(max_px)))  # ceil(len / ceil(width / max_px))
+    return [word[i : i + size] for i in range(0, len(word), size)]
+
+
+def wrap_title(text: str, max_px: float, px: int = PROJECTOR_PX) -> str:
+    """`text` broken into lines (Plotly's <br>) of at most about max_px: first before an opening
+    bracket, then, where a part is still too long, at spaces (Chinese between characters)."""
+    if text_px(text, px) <= max_px:
+        return text
+    lines: list[str] = []
+    for part in re.split(r" (?=\()|(?=（)", text):
+        line = ""
+        for word in (piece for w in part.split(" ") for piece in _split_long(w, max_px, px)):
+            if line and text_px(f"{line} {word}", px) > max_px:
+                lines.append(line)
+                line = word
+            else:
+                line = f"{line} {word}" if line else word
+        lines.append(line)
+    return "<br>".join(lines)
+
+
+def projector_figure(fig: go.Figure, height: int) -> go.Figure:
+    """`fig` restyled in place for a projector: every text at least PROJECTOR_PX in dark ink (an
+    annotation's arrow keeps its status colour), hidden traces out of the legend, `height` px tall,
+    and a y-axis title wrapped so it stays beside the plot instead of running up into the chart's
+    title. Returns `fig`."""
+    ink = {"size": PROJECTOR_PX, "color": INK}
+    fig.update_layout(
+        height=height,
+        font=ink,
+        title_font={"size": PROJECTOR_TITLE_PX, "color": INK},
+        legend_font=ink,
+        uniformtext_minsize=PROJECTOR_PX,  # a bar label that would shrink below it is left to the hover
+    )
+    fig.update_xaxes(tickfont=ink, title_font=ink, automargin=True)
+    fig.update_yaxes(tickfont=ink, title_font=ink, automargin=True)
+    for t in fig.data:  # nobody clicks a projected legend: a hidden trace's greyed entry is only noise
+        if t.visible == "legendonly":
+            t.showlegend = False
+    for a in fig.layout.annotations:  # status-coloured words (orange, red) are too pale to read
+        a.arrowcolor = a.arrowcolor or a.font.color  # from afar: the arrow keeps the status colour
+        a.font.size = max(a.font.size or 0, PROJECTOR_PX)
+        a.font.color = INK
+    # A vertical title is centred on the plot area; longer than about 40% of the figure it would
+    # reach past the plot's top (the title, the x axis and a legend of up to four rows take the rest).
+    for axis in fig.select_yaxes():
+        if axis.title.text:
+            axis.title.text = wrap_title(axis.title.text, height * 0.4)
+    return fig

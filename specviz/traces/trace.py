@@ -1,0 +1,681 @@
+"""The trace of one decode: plain data, versioned, JSON and CSV I/O, validation.
+
+A trace holds only ints, floats, strings, bools, None, lists and dicts, so it imports without
+torch and round-trips through JSON unchanged. Field meanings (p is always the target, q the draft):
+
+    schema              "specviz.trace/1"
+    mode                "speculative" or "autoregressive" (the target-only baseline)
+    config              target, draft, gamma, temperature, top_k, top_p, seed, max_new_tokens,
+                        device, dtype, rule, traced; batched (optional: true when its target
+                        passes ran in one forward with other sessions', specviz.engine.batching, so its
+                        timings are not a solo run's and no speedup is figured from them)
+    prompt, prompt_token_ids, output_token_ids, output_text, stop_reason
+    iterations[]        index (0-based: its place in this list), iteration (index + 1: the number
+                        every page and the CSV show, "Iteration 2 of 7"; filled in by Trace when
+                        absent, so older files read the same), start_ms, draft_ms, verify_ms,
+                        accepted_count, drafts[], correction
+      drafts[]          position (index into the generated text), token_id, token,
+                        q, p (of this token, after temperature/top-k/top-p, as the rule used them),
+                        accept_prob = min(1, p/q), r (the uniform draw; null when greedy),
+                        accepted, q_top and p_top ([token_id, prob] for the top 10),
+                        beta = sum_x min(p(x), q(x)) (clamped to 1 against float32 rounding)
+      correction        kind ("resample", "bonus", or "target": drawn by the target with no draft
+                        to check, a baseline step or an iteration whose draft proposed nothing;
+                        older files called the latter "bonus", and Trace renames it), position,
+                        token_id, token, p (the chosen token's probability under the distribution
+                        it was drawn from), residual_top (resample only: [token_id, prob] top 10
+                        of norm(max(0, p - q))), p_top (bonus/target: top 10 of p)
+                        null only when the run stopped at an end-of-sequence draft token
+      tree              only when the drafter proposed a draft tree: several branches that start
+                        with different first tokens, all verified in the same target pass.
+                        drafts[] is the branch kept, scored as a chain: the first whose first
+                        token passed its test (recursive rejection sampling; at T=0 the one
+                        starting with the target's own choice), else the last. kept_branch
+                        (0 = the drafter's first choice), other_branches[] (each a list of
+                        {token_id, token}), rejected_first[] (optional: the first tokens tested
+                        and rejected before the kept one, in order: branch, token_id, token, p, q,
+                        accept_prob, r; after each rejection p becomes norm(max(0, p - q)), so
+                        the kept branch's first p, p_top and beta are that residual's)
+      drafting          optional (newer speculative traces): how the drafts came, so a page can
+                        say where the engine left Algorithm 1. gamma (the most this iteration
+                        could draft: config.gamma, less near max_new_tokens), source (which
+                        drafter drafted: "head", "ngram", "model"; null when unknown or nothing
+                        was asked), stop (why fewer than gamma: "no_features" (the draft head has
+                        no target features before the first pass), "confidence" (the head's early
+                        stop), "no_match" / "match_end" (the n-gram found no match / its match ran
+                        out), "eos" (an end-of-sequence draft); null: it drafted all it was asked),
+                        confidence and threshold (stop "confidence" only: the best branch's
+                        confidence in its latest draft, below the head's min_confidence)
+    summary             iterations, drafted, accepted, acceptance_rate, mean_accepted_length,
+                        alpha (mean beta over the positions the text reached: the accepted
+                        drafts and the first rejected one of each iteration), wall_ms,
+                        tokens_per_s, new_tokens, target_calls, draft_ms, verify_ms
+
+    extra.token_text    {"token_id": text} for every id the trace mentions, top lists included,
+                        so hover cards can show alternatives without a tokenizer
+    extra.batch         a batched run only: most_sessions, the most decodes one of its passes served
+                        (1: it met no other decode, and specviz.traces.speedup times it as a solo run)
+    extra.timing        timed pairs (specviz.traces.speedup); a pair's "batched" marks one figures skip,
+                        its "disturbed" one they skip while enough others are in
+
+With tracing off (benchmarks) `iterations` is empty and only the summary is filled.
+
+Token statuses (STATUSES, the one home of their words: the pages, the CSV and specviz.teaching.charts.style
+use them): accepted, rejected (the first draft refused), discarded (drafts after it, never
+checked), resampled and bonus (the correction after a rejection / after every draft passed), and
+target (drawn by the target alone, no draft to check).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from specviz.config import (
+    GAMMA_MAX,
+    GAMMA_MIN,
+    SEED_MAX,
+    TEMPERATURE_MAX,
+    TRACE_BRANCHES_MAX,
+    TRACE_MAX_NEW_TOKENS,
+    TRACE_TOKEN_ID_MAX,
+)
+from specviz.errors import TraceError
+
+SCHEMA = "specviz.trace/1"
+MAX_TRACE_BYTES = 20 * 1024 * 1024  # a 1024-token trace at gamma 16 is far below this
+TOP_N = 10  # how many alternatives each draft and correction records
+ACCEPT_PROB_TOLERANCE = 1e-5  # float32 rounding between p/q and the stored min(1, p/q)
+
+# The status of every token, in the order the legend shows them (see the module docstring).
+STATUSES = ("accepted", "rejected", "discarded", "resampled", "bonus", "target")
+
+# The per-token CSV: one row per token of the stream, drafts and corrections, in reading order.
+# iteration counts from 1 as the pages do; cells that do not apply are left empty (accept_prob and
+# r of a discarded draft, which was never checked; q, accept_prob, r, accepted and beta of a
+# correction, which is drawn, not drafted).
+CSV_COLUMNS = (
+    "iteration",
+    "position",
+    "token_id",
+    "token",
+    "status",
+    "q",
+    "p",
+    "accept_prob",
+    "r",
+    "accepted",
+    "beta",
+)
+
+
+def draft_status(j: int, accepted_count: int) -> str:
+    """The status of draft j (0-based) in an iteration that accepted its first `accepted_count`."""
+    return "accepted" if j < accepted_count else ("rejected" if j == accepted_count else "discarded")
+
+
+def correction_status(it: dict[str, Any]) -> str | None:
+    """The status of an iteration's correction: resampled, bonus or target (None: it has none)."""
+    corr = it.get("correction")
+    if corr is None:
+        return None
+    if corr["kind"] == "resample":
+        return "resampled"
+    if corr["kind"] == "bonus" and it["drafts"]:
+        return "bonus"
+    return "target"  # a baseline step, or a draft that proposed nothing: not a reward for good drafts
+
+
+def _settle_words(iterations: list[dict[str, Any]]) -> None:
+    """Give every iteration its 1-based number, and call a draft-less iteration's token what the
+    pages call it, "target", where older files (and the recorder) wrote "bonus"."""
+    for it in iterations:
+        it["iteration"] = it["index"] + 1
+        corr = it.get("correction")
+        if corr is not None and corr.get("kind") == "bonus" and not it["drafts"]:
+            corr["kind"] = "target"
+
+
+@dataclass
+class Trace:
+    """One decode, as plain data. Build it with the decoder or `Trace.from_dict`.
+
+    Building one numbers its iterations from 1 (`iteration`) and names a draft-less iteration's
+    token "target", in place (see _settle_words): in memory, in JSON and in the CSV alike."""
+
+    mode: str
+    config: dict[str, Any]
+    prompt: str
+    prompt_token_ids: list[int]
+    output_token_ids: list[int]
+    output_text: str
+    stop_reason: str
+    iterations: list[dict[str, Any]]
+    summary: dict[str, Any]
+    schema: str = SCHEMA
+    extra: dict[str, Any] = field(default_factory=dict)  # free-form notes (e.g. where it was made)
+
+    def __post_init__(self) -> None:
+        _settle_words(self.iterations)
+
+    # ----- conversion -------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": self.schema,
+            "mode": self.mode,
+            "config": self.config,
+            "prompt": self.prompt,
+            "prompt_token_ids": self.prompt_token_ids,
+            "output_token_ids": self.output_token_ids,
+            "output_text": self.output_text,
+            "stop_reason": self.stop_reason,
+            "iterations": self.iterations,
+            "summary": self.summary,
+            "extra": self.extra,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Trace:
+        """Validate `data` and build a Trace; raises TraceError naming the first problem."""
+        validate(data)
+        return cls(
+            mode=data["mode"],
+            config=data["config"],
+            prompt=data["prompt"],
+            prompt_token_ids=data["prompt_token_ids"],
+            output_token_ids=data["output_token_ids"],
+            output_text=data["output_text"],
+            stop_reason=data["stop_reason"],
+            iterations=data["iterations"],
+            summary=data["summary"],
+            extra=data.get("extra", {}),
+        )
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False, allow_nan=False)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Trace:
+        return cls.from_dict(parse_json(text))
+
+    # ----- exports ----------------------------------------------------------------------------
+    def to_csv(self) -> str:
+        """One row per token of the stream, drafts and corrections, in reading order (CSV_COLUMNS)."""
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(CSV_COLUMNS)
+        for it in self.iterations:
+            number = it["index"] + 1
+            for j, d in enumerate(it["drafts"]):
+                status = draft_status(j, it["accepted_count"])
+                checked = status != "discarded"  # a discarded draft never met its test
+                writer.writerow(
+                    [
+                        number,
+                        d["position"],
+                        d["token_id"],
+                        d["token"],
+                        status,
+                        d["q"],
+                        d["p"],
+                        d["accept_prob"] if checked else "",
+                        d["r"] if checked and d["r"] is not None else "",
+                        int(d["accepted"]),
+                        d["beta"],
+                    ]
+                )
+            if (status := correction_status(it)) is not None:
+                c = it["correction"]
+                writer.writerow([number, c["position"], c["token_id"], c["token"], status, "", c["p"], "", "", "", ""])
+        return out.getvalue()
+
+    def accept_lengths(self) -> list[int]:
+        """Spec-Bench style: tokens emitted per iteration (accepted drafts plus the correction)."""
+        return [it["accepted_count"] + (it["correction"] is not None) for it in self.iterations]
+
+    @property
+    def traced(self) -> bool:
+        return bool(self.config.get("traced", True))
+
+    def _repr_html_(self) -> str:
+        """Inline in a notebook: settings, headline numbers, legend and the coloured token stream."""
+        return _notebook_views().trace_html(self)
+
+    def show(self, view: str = "tokens", *, baseline: Trace | None = None, iteration: int = 1):
+        """A notebook view: "tokens", "step", "timeline", "acceptance" or "theory" (specviz.teaching.notebook)."""
+        return _notebook_views().show(self, view, baseline=baseline, iteration=iteration)
+
+
+# How a trace finds its notebook views. They (specviz.teaching.notebook) draw with the charts, which read
+# traces, so the trace cannot import them without an import circle: specviz/__init__.py registers
+# a loader instead, on `import specviz`, and the views load on a trace's first display.
+def _unregistered() -> Any:
+    raise RuntimeError("No notebook views are registered (specviz/__init__.py registers specviz.teaching.notebook).")
+
+
+_notebook_views: Callable[[], Any] = _unregistered
+
+
+def register_notebook_views(load: Callable[[], Any]) -> None:
+    """load() returns the notebook views: a module with trace_html(trace) and show(trace, view, ...)."""
+    global _notebook_views
+    _notebook_views = load
+
+
+def speedup(trace: Trace, baseline: Trace | None) -> float | None:
+    """tokens/s of a run ÷ tokens/s of its target-alone baseline (None: no usable baseline)."""
+    if baseline is None or baseline is trace or baseline.summary["tokens_per_s"] <= 0:
+        return None
+    return trace.summary["tokens_per_s"] / baseline.summary["tokens_per_s"]
+
+
+def reached_betas(iterations: list[dict]) -> list[float]:
+    """beta of every position the text reached: each iteration's accepted drafts and its first
+    rejected one. Later drafts sat on a prefix that was thrown away, so they do not count."""
+    return [d["beta"] for it in iterations for d in it["drafts"][: it["accepted_count"] + 1]]
+
+
+def acceptance_by_position(iterations: list[dict], gamma: int) -> list[dict[str, Any]]:
+    """Per draft position k = 1..gamma, over the iterations that reached it (drafted k tokens and
+    accepted the first k - 1): reached, accepted, acceptance (accepted / reached) and mean beta."""
+    rows = []
+    for k in range(1, gamma + 1):
+        reached = [it for it in iterations if len(it["drafts"]) >= k and it["accepted_count"] >= k - 1]
+        accepted = sum(it["accepted_count"] >= k for it in reached)
+        betas = [it["drafts"][k - 1]["beta"] for it in reached]
+        rows.append(
+            {
+                "position": k,
+                "reached": len(reached),
+                "accepted": accepted,
+                "acceptance": accepted / len(reached) if reached else None,
+                "mean_beta": sum(betas) / len(betas) if betas else None,
+            }
+        )
+    return rows
+
+
+def summarize(
+    iterations: int,
+    drafted: int,
+    accepted: int,
+    new_tokens: int,
+    wall_ms: float,
+    draft_ms: float,
+    verify_ms: float,
+    betas: list[float] | None,
+) -> dict[str, Any]:
+    """The summary of a run (or of a pooled set of runs): the one place its quantities are defined.
+
+    acceptance_rate       accepted / drafted (drafts after a rejection count as drafted)
+    mean_accepted_length  new tokens / iterations: tokens per target pass, correction included
+    alpha                 mean of `betas` (see reached_betas): the expected acceptance rate
+    """
+    return {
+        "iterations": iterations,
+        "target_calls": iterations,
+        "drafted": drafted,
+        "accepted": accepted,
+        "new_tokens": new_tokens,
+        "acceptance_rate": accepted / drafted if drafted else None,
+        "mean_accepted_length": new_tokens / iterations if iterations else 0.0,
+        "alpha": sum(betas) / len(betas) if betas else None,
+        "wall_ms": wall_ms,
+        "tokens_per_s": new_tokens / (wall_ms / 1e3) if wall_ms > 0 else 0.0,
+        "draft_ms": draft_ms,
+        "verify_ms": verify_ms,
+    }
+
+
+def parse_json(text: str | bytes) -> Any:
+    """json.loads that refuses NaN/Infinity and oversize input with a TraceError."""
+    if isinstance(text, bytes):
+        if len(text) > MAX_TRACE_BYTES:
+            raise TraceError(_too_big(len(text)))
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise TraceError(f"The trace file is not UTF-8 text ({exc.reason} at byte {exc.start}).") from None
+    if len(text) > MAX_TRACE_BYTES:
+        raise TraceError(_too_big(len(text)))
+    if not text.strip():
+        raise TraceError("The trace file is empty.")
+
+    def refuse_constant(name: str) -> None:
+        raise TraceError(f"The trace file contains {name}, which is not a valid number in a trace.")
+
+    try:
+        return json.loads(text, parse_constant=refuse_constant)
+    except json.JSONDecodeError as exc:
+        # Cut short: the error is in the file's last token (a partial word such as "nul", or
+        # nothing at all), or inside a string, where json names where the string started.
+        last_token = not any(ch in ' \t\r\n,:[]{}"' for ch in text.rstrip()[exc.pos :])
+        cut = last_token or exc.msg.startswith("Unterminated string")
+        hint = " It looks truncated." if cut else ""
+        raise TraceError(
+            f"The trace file is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.{hint}"
+        ) from None
+    except RecursionError:  # e.g. "[[[[..." 100 000 deep: json gives up with RecursionError, not a decode error
+        raise TraceError("The trace file is nested too deeply to be a trace (was it made by specviz?).") from None
+
+
+def _too_big(size: int) -> str:
+    return (
+        f"The trace file is {size / 1e6:.1f} MB; the limit is {MAX_TRACE_BYTES / 1e6:.0f} MB. "
+        "Record a shorter run (fewer max new tokens)."
+    )
+
+
+# ----- validation -----------------------------------------------------------------------------
+
+
+DRAFT_SOURCES = ("head", "ngram", "model")
+DRAFT_STOPS = ("no_features", "confidence", "no_match", "match_end", "eos")
+
+
+def _drafting(d: Any, where: str, drafted: int) -> None:
+    """An iteration's optional `drafting` (see the module docstring)."""
+    _expect(isinstance(d, dict), where, "an object")
+    gamma = _int(d.get("gamma"), f"{where}.gamma", 0, GAMMA_MAX)
+    _expect(drafted <= gamma, f"{where}.gamma", f"at least the {drafted} drafts made")
+    _expect(d.get("source") is None or d["source"] in DRAFT_SOURCES, f"{where}.source", "head, ngram, model or null")
+    stop = d.get("stop")
+    _expect(stop is None or stop in DRAFT_STOPS, f"{where}.stop", f"one of {', '.join(DRAFT_STOPS)}, or null")
+    _expect(stop is None or drafted < gamma, f"{where}.stop", "null when all gamma drafts were made")
+    for key in ("confidence", "threshold"):
+        if stop == "confidence":
+            _number(d.get(key), f"{where}.{key}", 0, 1)
+        else:
+            _expect(d.get(key) is None, f"{where}.{key}", 'null unless stop is "confidence"')
+    if stop == "confidence":
+        _expect(d["confidence"] < d["threshold"], f"{where}.confidence", "below the threshold it stopped at")
+
+
+def _tree(tree: Any, where: str) -> None:
+    _expect(isinstance(tree, dict), where, "an object")
+    _int(tree.get("kept_branch"), f"{where}.kept_branch", 0, TRACE_BRANCHES_MAX)
+    branches = tree.get("other_branches")
+    _expect(isinstance(branches, list), f"{where}.other_branches", "a list")
+    for b, branch in enumerate(branches):
+        _expect(isinstance(branch, list), f"{where}.other_branches[{b}]", "a list of tokens")
+        for j, token in enumerate(branch):
+            at = f"{where}.other_branches[{b}][{j}]"
+            _expect(isinstance(token, dict) and isinstance(token.get("token"), str), at, "{token_id, token}")
+            _int(token.get("token_id"), f"{at}.token_id", 0, TRACE_TOKEN_ID_MAX)
+    tests = tree.get("rejected_first", [])
+    _expect(isinstance(tests, list), f"{where}.rejected_first", "a list")
+    _expect(len(tests) <= len(branches), f"{where}.rejected_first", "at most one test per other branch")
+    for j, test in enumerate(tests):
+        at = f"{where}.rejected_first[{j}]"
+        _expect(isinstance(test, dict) and isinstance(test.get("token"), str), at, "a test of a first token")
+        _int(test.get("branch"), f"{at}.branch", 0, TRACE_BRANCHES_MAX)
+        _int(test.get("token_id"), f"{at}.token_id", 0, TRACE_TOKEN_ID_MAX)
+        p = _number(test.get("p"), f"{at}.p", 0, 1 + 1e-4)
+        q = _number(test.get("q"), f"{at}.q", 0, 1 + 1e-4)
+        a = _number(test.get("accept_prob"), f"{at}.accept_prob", 0, 1)
+        _expect(q > 0, f"{at}.q", "a probability > 0 (the draft proposed this token)")
+        if abs(a - min(1.0, p / q)) > ACCEPT_PROB_TOLERANCE:
+            raise TraceError(f"{at}.accept_prob is {a} but min(1, p/q) is {min(1.0, p / q)}.")
+        if test.get("r") is not None and _number(test["r"], f"{at}.r", 0, 1) < a:
+            raise TraceError(f"{at}: rejected although r = {test['r']} is below accept_prob = {a}.")
+
+
+def validate(data: Any) -> None:
+    """Check a trace dict's shape, types, ranges and invariants. Raises TraceError."""
+    _expect(isinstance(data, dict), "", "a JSON object")
+    schema = data.get("schema")
+    if schema != SCHEMA:
+        raise TraceError(
+            f"Unsupported trace schema {schema!r}; this version of specviz reads {SCHEMA!r}. "
+            "Re-record the trace with this version."
+        )
+    for key in (
+        "mode",
+        "config",
+        "prompt",
+        "prompt_token_ids",
+        "output_token_ids",
+        "output_text",
+        "stop_reason",
+        "iterations",
+        "summary",
+    ):
+        if key not in data:
+            raise TraceError(f"The trace is missing the field {key!r}.")
+    _expect(data["mode"] in ("speculative", "autoregressive"), "mode", '"speculative" or "autoregressive"')
+    _expect(isinstance(data["prompt"], str), "prompt", "text")
+    _expect(isinstance(data["output_text"], str), "output_text", "text")
+    _expect(data["stop_reason"] in ("max_new_tokens", "eos"), "stop_reason", '"max_new_tokens" or "eos"')
+    _token_ids(data["prompt_token_ids"], "prompt_token_ids")
+    _token_ids(data["output_token_ids"], "output_token_ids")
+    _validate_config(data["config"], data["mode"])
+    _expect(isinstance(data["iterations"], list), "iterations", "a list")
+    _validate_summary(data["summary"])
+    if data["config"].get("traced", True):
+        _validate_iterations(data)
+    elif data["iterations"]:
+        raise TraceError("iterations: an untraced run must have an empty iteration list.")
+    if "extra" in data:
+        _expect(isinstance(data["extra"], dict), "extra", "an object")
+        texts = data["extra"].get("token_text", {})
+        _expect(isinstance(texts, dict), "extra.token_text", "an object of token id -> text")
+        _expect(all(isinstance(v, str) for v in texts.values()), "extra.token_text", "texts for every token id")
+        if "timing" in data["extra"]:
+            _validate_timing(data["extra"]["timing"])
+        if "batch" in data["extra"]:
+            batch = data["extra"]["batch"]
+            _expect(isinstance(batch, dict), "extra.batch", "an object")
+            _int(batch.get("most_sessions"), "extra.batch.most_sessions", 0, 10**6)
+
+
+TIMING_PAIRS_MAX = 1000  # a trace keeps a few timed pairs (config.SPEEDUP_MAX_PAIRS); far more is damage
+
+
+def _validate_timing(timing: Any) -> None:
+    """extra.timing: the run's timed pairs (specviz.traces.speedup), each run's numbers finite and >= 0."""
+    from specviz.traces.speedup import PAIR_FIELDS
+
+    _expect(isinstance(timing, dict), "extra.timing", "an object with the timed pairs")
+    _int(timing.get("wanted"), "extra.timing.wanted", 0, TIMING_PAIRS_MAX)
+    pairs = timing.get("pairs")
+    _expect(isinstance(pairs, list) and len(pairs) <= TIMING_PAIRS_MAX, "extra.timing.pairs", "a list of timed pairs")
+    for k, pair in enumerate(pairs):
+        where = f"extra.timing.pairs[{k}]"
+        _expect(isinstance(pair, dict), where, "an object with both runs' timings")
+        for flag in ("batched", "disturbed"):
+            _expect(isinstance(pair.get(flag, False), bool), f"{where}.{flag}", "true or false")
+        for run in ("speculative", "target_alone"):
+            numbers = pair.get(run)
+            _expect(isinstance(numbers, dict), f"{where}.{run}", "an object of timings")
+            for key in PAIR_FIELDS:
+                value = numbers.get(key)
+                if value is not None:
+                    _number(value, f"{where}.{run}.{key}", 0, 1e12)
+
+
+def _validate_config(cfg: Any, mode: str) -> None:
+    _expect(isinstance(cfg, dict), "config", "an object")
+    for key in (
+        "target",
+        "draft",
+        "gamma",
+        "temperature",
+        "top_k",
+        "top_p",
+        "seed",
+        "max_new_tokens",
+        "device",
+        "dtype",
+    ):
+        if key not in cfg:
+            raise TraceError(f"config is missing the field {key!r}.")
+    _expect(isinstance(cfg["target"], str), "config.target", "text")
+    if mode == "speculative":
+        _expect(isinstance(cfg["draft"], str), "config.draft", "text")
+        _int(cfg["gamma"], "config.gamma", GAMMA_MIN, GAMMA_MAX)
+    _number(cfg["temperature"], "config.temperature", 0, TEMPERATURE_MAX)
+    if cfg["top_k"] is not None:
+        _int(cfg["top_k"], "config.top_k", 1, TRACE_TOKEN_ID_MAX)
+    if cfg["top_p"] is not None:
+        _number(cfg["top_p"], "config.top_p", 0, 1)
+    _int(cfg["seed"], "config.seed", 0, SEED_MAX)
+    _int(cfg["max_new_tokens"], "config.max_new_tokens", 1, TRACE_MAX_NEW_TOKENS)
+    _expect(isinstance(cfg.get("batched", False), bool), "config.batched", "true or false")
+
+
+def _validate_summary(s: Any) -> None:
+    _expect(isinstance(s, dict), "summary", "an object")
+    for key in ("iterations", "drafted", "accepted", "new_tokens", "target_calls"):
+        _int(s.get(key), f"summary.{key}", 0, 10**9)
+    for key in ("draft_ms", "verify_ms"):  # optional, but shown as numbers when present
+        if key in s:
+            _number(s[key], f"summary.{key}", 0, 1e12)
+    for key in ("wall_ms", "tokens_per_s", "mean_accepted_length"):
+        _number(s.get(key), f"summary.{key}", 0, 1e12)
+    for key in ("acceptance_rate", "alpha"):
+        if s.get(key) is not None:
+            _number(s[key], f"summary.{key}", 0, 1)
+
+
+def _validate_iterations(data: dict) -> None:
+    iterations = data["iterations"]
+    greedy = data["config"]["temperature"] == 0
+    exact = data["config"].get("rule", "exact") == "exact"
+    emitted: list[int] = []
+    drafted = accepted_total = 0
+    for i, it in enumerate(iterations):
+        where = f"iterations[{i}]"
+        _expect(isinstance(it, dict), where, "an object")
+        _expect(it.get("index") == i, f"{where}.index", f"{i}")
+        if "iteration" in it:  # optional: older files number only from 0
+            _expect(it["iteration"] == i + 1, f"{where}.iteration", f"{i + 1} (index + 1)")
+        for key in ("start_ms", "draft_ms", "verify_ms"):
+            _number(it.get(key), f"{where}.{key}", 0, 1e12)
+        drafts = it.get("drafts")
+        _expect(isinstance(drafts, list), f"{where}.drafts", "a list")
+        n = _int(it.get("accepted_count"), f"{where}.accepted_count", 0, len(drafts))
+        for j, d in enumerate(drafts):
+            dw = f"{where}.drafts[{j}]"
+            _expect(isinstance(d, dict), dw, "an object")
+            _int(d.get("token_id"), f"{dw}.token_id", 0, TRACE_TOKEN_ID_MAX)
+            _expect(isinstance(d.get("token"), str), f"{dw}.token", "text")
+            _expect(d.get("position") == len(emitted) + j, f"{dw}.position", str(len(emitted) + j))
+            q = _number(d.get("q"), f"{dw}.q", 0, 1)
+            p = _number(d.get("p"), f"{dw}.p", 0, 1)
+            a = _number(d.get("accept_prob"), f"{dw}.accept_prob", 0, 1)
+            _number(d.get("beta"), f"{dw}.beta", 0, 1 + 1e-4)
+            _expect(isinstance(d.get("accepted"), bool), f"{dw}.accepted", "true or false")
+            _expect(q > 0, f"{dw}.q", "a probability > 0 (the draft proposed this token)")
+            if abs(a - min(1.0, p / q)) > ACCEPT_PROB_TOLERANCE:
+                raise TraceError(f"{dw}.accept_prob is {a} but min(1, p/q) is {min(1.0, p / q)}.")
+            _expect("r" in d, f"{dw}.r", "the draw r (null in a greedy run, which draws nothing)")
+            if d["r"] is not None:
+                r = _number(d["r"], f"{dw}.r", 0, 1)
+                if exact and d["accepted"] and not r < a:
+                    raise TraceError(f"{dw}: accepted although r = {r} is not below accept_prob = {a}.")
+                first_rejected = j == n  # drafts after the first rejection were never judged
+                if exact and first_rejected and r < a:
+                    raise TraceError(f"{dw}: rejected although r = {r} is below accept_prob = {a}.")
+            elif exact and not greedy:
+                raise TraceError(f"{dw}.r is missing; only greedy runs (temperature 0) have no draw.")
+            if d["accepted"] != (j < n):
+                raise TraceError(f"{where}: accepted drafts must form a prefix of length accepted_count = {n}.")
+            for key in ("q_top", "p_top"):
+                _top_list(d.get(key), f"{dw}.{key}")
+        drafted += len(drafts)
+        accepted_total += n
+        emitted.extend(d["token_id"] for d in drafts[:n])
+        if "tree" in it:
+            _tree(it["tree"], f"{where}.tree")
+        if "drafting" in it:
+            _drafting(it["drafting"], f"{where}.drafting", len(drafts))
+        corr = it.get("correction")
+        if corr is None:
+            last = i == len(iterations) - 1
+            if not exact and data["config"].get("rule") == "no_bonus":
+                pass  # the no-bonus variant ends full acceptances without a correction
+            elif not (last and data["stop_reason"] == "eos"):
+                raise TraceError(
+                    f"{where}.correction may be null only in the last iteration of a run stopped at end of sequence."
+                )
+            continue
+        _expect(isinstance(corr, dict), f"{where}.correction", "an object")
+        kinds = ("target",) if data["mode"] == "autoregressive" else ("resample", "bonus", "target")
+        _expect(corr.get("kind") in kinds, f"{where}.correction.kind", " or ".join(map(repr, kinds)))
+        if corr["kind"] == "resample":
+            _expect(n < len(drafts), f"{where}.correction.kind", '"bonus" (every draft was accepted)')
+            _top_list(corr.get("residual_top"), f"{where}.correction.residual_top")
+        elif corr["kind"] == "bonus":
+            _expect(n == len(drafts), f"{where}.correction.kind", '"resample" (a draft was rejected)')
+        elif data["mode"] == "speculative":  # "target" in a speculative run: the draft proposed nothing
+            _expect(not drafts, f"{where}.correction.kind", '"resample" or "bonus" (drafts were proposed)')
+        _int(corr.get("token_id"), f"{where}.correction.token_id", 0, TRACE_TOKEN_ID_MAX)
+        _expect(isinstance(corr.get("token"), str), f"{where}.correction.token", "text")
+        _number(corr.get("p"), f"{where}.correction.p", 0, 1 + 1e-4)
+        if "p_top" in corr:  # the target's top tokens where the correction was drawn (hover cards show them)
+            _top_list(corr["p_top"], f"{where}.correction.p_top")
+        _expect(corr.get("position") == len(emitted), f"{where}.correction.position", str(len(emitted)))
+        emitted.append(corr["token_id"])
+
+    if emitted != data["output_token_ids"]:
+        raise TraceError("output_token_ids do not equal the accepted drafts plus corrections of the iterations.")
+    s = data["summary"]
+    _same(s["iterations"], len(iterations), "summary.iterations")
+    _same(s["drafted"], drafted, "summary.drafted")
+    _same(s["accepted"], accepted_total, "summary.accepted")
+    _same(s["new_tokens"], len(emitted), "summary.new_tokens")
+    if drafted:
+        _close(s.get("acceptance_rate"), accepted_total / drafted, "summary.acceptance_rate")
+    reached = reached_betas(iterations)
+    if reached:
+        _close(s.get("alpha"), sum(reached) / len(reached), "summary.alpha")
+    if iterations:
+        _close(s["mean_accepted_length"], len(emitted) / len(iterations), "summary.mean_accepted_length")
+
+
+def _expect(ok: bool, where: str, wanted: str) -> None:
+    if not ok:
+        raise TraceError(f"{where or 'The trace'}: expected {wanted}.")
+
+
+def _int(value: Any, where: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise TraceError(f"{where}: expected a whole number from {lo} to {hi}, got {value!r}.")
+    return value
+
+
+def _number(value: Any, where: str, lo: float, hi: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise TraceError(f"{where}: expected a finite number, got {value!r}.")
+    if not lo <= value <= hi:
+        raise TraceError(f"{where}: expected a number from {lo} to {hi}, got {value!r}.")
+    return float(value)
+
+
+def _token_ids(value: Any, where: str) -> None:
+    _expect(isinstance(value, list), where, "a list of token ids")
+    for k, v in enumerate(value):
+        _int(v, f"{where}[{k}]", 0, TRACE_TOKEN_ID_MAX)
+
+
+def _top_list(value: Any, where: str) -> None:
+    _expect(isinstance(value, list) and len(value) <= 1000, where, "a list of [token_id, prob] pairs")
+    for k, pair in enumerate(value):
+        _expect(isinstance(pair, list) and len(pair) == 2, f"{where}[{k}]", "a [token_id, prob] pair")
+        _int(pair[0], f"{where}[{k}][0]", 0, TRACE_TOKEN_ID_MAX)
+        _number(pair[1], f"{where}[{k}][1]", 0, 1 + 1e-4)
+
+
+def _same(got: Any, want: int, where: str) -> None:
+    if got != want:
+        raise TraceError(f"{where} is {got} but the iterations give {want}.")
+
+
+def _close(got: Any, want: float, where: str) -> None:
+    if got is None or abs(got - want) > 1e-6:
+        raise TraceError(f"{where} is {got} but the iterations give {want:.6f}.")
