@@ -3,7 +3,7 @@
 - `preload()`: the offline default models start loading when the server's first page opens, so
   the first Run finds them ready instead of spending its first seconds loading.
 - `TimingPairs`: after a run, the same settings are timed again as interleaved pairs
-  (specviz.speedup) while the student reads, by one worker thread for all runs; the pairs are
+  (specviz.traces.speedup) while the student reads, by one worker thread for all runs; the pairs are
   written into the run's trace as they come, and the page's timing line (render._timing_status)
   shows how many are in. It counts the pairs that count (speedup.counted_pairs, the run's own
   first pair among them), and when the timing ends, `wanted` becomes what came in: the count the
@@ -12,14 +12,14 @@
 A page drawn in this server while a pair runs stalls it (the script run takes Python's lock and a
 core from the decode being timed), so `page_drawing` marks every script run, the timing worker
 starts a pair when none is running, and a pair that met one is marked disturbed and timed again
-(specviz.speedup), at most as many times as the run wants pairs; then the disturbed ones count
+(specviz.traces.speedup), at most as many times as the run wants pairs; then the disturbed ones count
 (speedup.keep_disturbed), so the run ends with the pairs its timing line counted towards.
 
 The extra pairs are low priority: each waits until no other session's decode is queued at the
-device gate (specviz.gate), so a class's first runs are never held up by anyone's timing. Batched
+device gate (specviz.engine.gate), so a class's first runs are never held up by anyone's timing. Batched
 runs holding the gate together count as queued, so the pairs wait for the last of them. And the
 pairs decode solo, never batched: a run's own decode is batched with other sessions' (so its
-first pair never counts, specviz.speedup), and these are the pairs its speedup comes from.
+first pair never counts, specviz.traces.speedup), and these are the pairs its speedup comes from.
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ from contextlib import contextmanager
 
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
-from specviz import speedup
 from specviz.config import SPEEDUP_TIMED_SECONDS
-from specviz.gate import device_gate
+from specviz.engine.gate import device_gate
+from specviz.traces import speedup
 
 _preload_lock = threading.Lock()
 _preload_thread: threading.Thread | None = None

@@ -11,7 +11,7 @@ from pathlib import Path
 import streamlit as st
 
 from specviz.shipped import ASSETS
-from specviz.trace import Trace
+from specviz.traces.trace import Trace
 
 EXAMPLES_DIR = ASSETS / "examples"
 # The learned drafts' training records, by the name the Drafters page shows.

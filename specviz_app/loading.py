@@ -11,7 +11,7 @@ import threading
 
 import streamlit as st
 
-from specviz import models
+from specviz.engine import models
 from specviz.errors import SpecvizError
 from specviz_app import background, params
 from specviz_app.params import Settings
@@ -58,7 +58,7 @@ def _warm_up_head(target: models.LoadedModel, name: str) -> None:
     import torch
 
     from specviz.drafters import load_draft_head
-    from specviz.head import HeadCache
+    from specviz.engine.draft_head import HeadCache
 
     with _head_lock:
         head = load_draft_head(name, target)
@@ -75,7 +75,7 @@ def preload_defaults() -> None:
     """Load and warm the offline default pair (background.preload runs this as the app opens), and
     decode a few tokens with it: the first decode of a process pays for one-off set-up (the kernels'
     first calls at each shape took 3 s of a 14-token run), which the first Run should not."""
-    from specviz.decoder import autoregressive_generate, speculative_generate
+    from specviz.decoding.decoder import autoregressive_generate, speculative_generate
 
     target_name, draft_name = params.DEFAULTS.model_names()
     target = get_model(target_name or models.DEFAULT_TARGET, params.DEFAULTS.dtype)
@@ -100,7 +100,7 @@ def resolve_draft(target: models.LoadedModel, draft: str | None):
     """The draft to hand the decoder: a strategy or head name as it is, a model draft loaded
     (once, cached) and checked against the target's vocabulary."""
     from specviz.drafters import needs_no_model
-    from specviz.models import head_of
+    from specviz.engine.models import head_of
 
     if draft is None:
         draft = models.default_draft(target.name)

@@ -12,9 +12,9 @@ import time
 
 import streamlit as st
 
-from specviz import trace_store
 from specviz.errors import TraceError
-from specviz.trace import CSV_COLUMNS, Trace, parse_json
+from specviz.traces import trace_store
+from specviz.traces.trace import CSV_COLUMNS, Trace, parse_json
 from specviz_app import gallery, keys, params
 from specviz_app.params import Settings
 from specviz_app.session import Loaded, apply_settings, current, show

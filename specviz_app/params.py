@@ -11,8 +11,8 @@ import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from specviz import models
 from specviz.config import ALGORITHMS, DEFAULT_ALGORITHM, DEFAULT_GAMMA, GAMMA_MAX, GAMMA_MIN, PAPER_DRAFT, slug
+from specviz.engine import models
 
 # Limits of the widgets. Tighter than specviz.config where a CPU demo needs it (max new tokens,
 # temperature); the library still validates everything again.

@@ -1,7 +1,7 @@
 """The Streamlit pieces the pages share: the headline numbers as metrics, the two texts side by
 side with their sameness verdict, and the notice above every page about which trace is shown.
 
-The HTML of the token stream and its legend is built in the library (specviz.charts.stream, also
+The HTML of the token stream and its legend is built in the library (specviz.teaching.charts.stream, also
 used by the notebook views) and re-exported here for the pages. Every piece of text that came
 from a user or a model passes through html.escape before it reaches st.html.
 """
@@ -13,11 +13,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from specviz.charts.headline import batch_words, headline_metrics, passes_versus_time, sureness, timing_status
-from specviz.charts.stream import escaped_text, legend_html, statuses_in, token_stream_html
-from specviz.charts.tokens import md_escape
-from specviz.sameness import sameness_of, sentence_for
-from specviz.speedup import Spread, speedup_spread
+from specviz.teaching.charts.headline import batch_words, headline_metrics, passes_versus_time, sureness, timing_status
+from specviz.teaching.charts.stream import escaped_text, legend_html, statuses_in, token_stream_html
+from specviz.teaching.charts.tokens import md_escape
+from specviz.traces.sameness import sameness_of, sentence_for
+from specviz.traces.speedup import Spread, speedup_spread
 from specviz_app import background, keys, session
 
 # Absolute, so a link finds its page whichever main script serves the app (`specviz app` runs
@@ -36,7 +36,7 @@ __all__ = ["escaped_text", "legend_html", "md_escape", "statuses_in", "token_str
 
 
 def headline(trace, baseline, spread) -> None:
-    """The headline numbers (specviz.charts.headline) as two rows of metrics, with the words on the
+    """The headline numbers (specviz.teaching.charts.headline) as two rows of metrics, with the words on the
     speed they need, all from `spread` (the run's speedup_spread: one reading, see speed_numbers)."""
     # Units sit in the labels and values are a little smaller than Streamlit's default, so four
     # numbers fit side by side on a laptop screen without being cut to "11.4 to…".

@@ -7,7 +7,7 @@ replica ("sticky sessions"): nginx gives each browser a cookie on its first requ
 replica by a consistent hash of it (`hash ... consistent`, open-source nginx has no `sticky`).
 When a replica stops, nginx sends its browsers to another one; Streamlit's page reconnects by
 itself and starts a new session there from the page's URL. Every finished run is written to the
-shared trace store (specviz.trace_store, SPECVIZ_TRACE_STORE) and its id put into the URL
+shared trace store (specviz.traces.trace_store, SPECVIZ_TRACE_STORE) and its id put into the URL
 (`?trace=<id>`), so the new session opens the very same trace: nothing finished is lost.
 
     python -m specviz_app.replicas                    # 2 replicas on http://127.0.0.1:8500
@@ -31,7 +31,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from specviz import trace_store
+from specviz.traces import trace_store
 from specviz_app import launch
 
 ROOT = Path(__file__).resolve().parent.parent  # where the replicas run (a checkout's root)

@@ -1,9 +1,9 @@
 """The Run button's decode: a shared recording when one exists, else the run with its progress
 streamed into the page, its baseline, and the further timing pairs started in the background.
 
-A run waits for the device in specviz.gate's queue (its place and estimate on the status line); a
+A run waits for the device in specviz.engine.gate's queue (its place and estimate on the status line); a
 failed or cancelled run stores nothing, so the previous trace stays on show. The run and its
-baseline decode batched (specviz.batching): sessions running at once share their target passes.
+baseline decode batched (specviz.engine.batching): sessions running at once share their target passes.
 The timing pairs decode solo, so the speedup a page shows never comes from a batched timing.
 """
 
@@ -13,8 +13,9 @@ import time
 
 import streamlit as st
 
-from specviz import config, speedup, trace_store
-from specviz.gate import device_gate, place_words
+from specviz import config
+from specviz.engine.gate import device_gate, place_words
+from specviz.traces import speedup, trace_store
 from specviz_app import background, keys, render, shared_runs
 from specviz_app.loading import get_model, resolve_draft, sidebar_pair
 from specviz_app.params import Settings
@@ -28,7 +29,7 @@ def run(settings: Settings) -> None:
         # First, so the click is answered at once, even while the preload still holds the models.
         status = st.status("Loading the models…", expanded=True)
         # Clicking it reruns the script, which interrupts this run at its next status update (every
-        # poll while it queues, every redraw while it decodes): specviz.gate frees its place and
+        # poll while it queues, every redraw while it decodes): specviz.engine.gate frees its place and
         # nothing is stored, so the previous trace stays on show.
         st.button("Cancel this run", key=keys.CANCEL_RUN, on_click=_cancelled, icon=":material/close:")
         lead = shared_runs.SOLO
@@ -101,8 +102,8 @@ def _cancelled() -> None:
 
 def _decode_with_progress(settings: Settings, status):
     """The run itself (and its baseline), streaming into the page: (trace, baseline, target, draft)."""
-    from specviz.decoder import autoregressive_generate, speculative_generate
-    from specviz.sameness import compare_runs
+    from specviz.decoding.decoder import autoregressive_generate, speculative_generate
+    from specviz.traces.sameness import compare_runs
 
     target, draft = sidebar_pair(settings)
     gate = device_gate(str(target.device))
@@ -124,7 +125,7 @@ def _decode_with_progress(settings: Settings, status):
         )
         stream.html(render.token_stream_html(records, {"token_text": pr.token_text}, gamma=settings.gamma))
 
-    def on_wait(ahead: int) -> None:  # one decode per device at a time (specviz.gate)
+    def on_wait(ahead: int) -> None:  # one decode per device at a time (specviz.engine.gate)
         # Called every poll while queued; a closed tab or Cancel raises out of status.update here.
         words = place_words(ahead, gate.estimate_s(ahead))
         status.update(label=f"Waiting for the model: {words} behind other sessions' runs. Cancel frees your place.")
@@ -132,7 +133,7 @@ def _decode_with_progress(settings: Settings, status):
     kwargs = settings.decode_kwargs()
     kwargs["on_wait"] = on_wait
     # Batched: when other sessions decode this target too, their target passes run as one forward
-    # (specviz.batching), the tokens unchanged; a target that cannot batch decodes alone. Its timing
+    # (specviz.engine.batching), the tokens unchanged; a target that cannot batch decodes alone. Its timing
     # is then no solo run's, so the speedup comes from the solo pairs timed after (_time_more_pairs).
     kwargs["batched"] = True
     trace = speculative_generate(settings.prompt, target=target, draft=draft, on_iteration=on_spec, **kwargs)
@@ -173,12 +174,12 @@ class _Redraw:
 
 
 def _time_more_pairs(settings: Settings, target, draft, trace, baseline) -> background.TimingPairs:
-    """The run is the first timed pair (specviz.speedup); the others run in the background on the
+    """The run is the first timed pair (specviz.traces.speedup); the others run in the background on the
     same settings, traced as the first was, so every pair is timed alike. They decode solo (no
     batched=True): when the run was batched, its pair is marked so and these alone give the speedup."""
     # streamed: the page drew its tokens as they came
     speedup.start_timing(trace, baseline, streamed=True, timed_seconds=background.timing_seconds())
-    from specviz.decoder import autoregressive_generate, speculative_generate
+    from specviz.decoding.decoder import autoregressive_generate, speculative_generate
 
     kwargs = settings.decode_kwargs()
     gamma = kwargs.pop("gamma")

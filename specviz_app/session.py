@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from specviz.errors import SpecvizError
-from specviz.trace import Trace
+from specviz.traces.trace import Trace
 from specviz_app import background, keys
 from specviz_app.params import Settings
 

@@ -1,7 +1,7 @@
 """One run, many viewers: sessions asking for identical settings share one decode and its recording.
 
 A class opening the teacher's link would otherwise run the same decode thirty times, one after the
-other (specviz.gate). Here the first session to ask for a key leads: it decodes. Sessions asking
+other (specviz.engine.gate). Here the first session to ask for a key leads: it decodes. Sessions asking
 for the same key meanwhile follow: they wait for the leader's recording instead of queueing a decode
 of their own, and sessions asking later get the recording at once. A recording is the run's trace
 and baseline, and the TimingPairs that keep timing that same trace (so a viewer sees the pairs come
@@ -15,7 +15,7 @@ timing pairs run until it leaves the store (not until its first viewer moves on,
 own run's did before: others may still be watching them come in).
 
 With several replicas (specviz_app/replicas.py) the finished recordings are also written to the
-trace store they share (specviz.trace_store, under `disk_id`), so a replica reuses what another
+trace store they share (specviz.traces.trace_store, under `disk_id`), so a replica reuses what another
 recorded, and a reconnecting student's `?trace=<id>` link opens it on any of them.
 
 No streamlit here: the app's running.run drives it, the tests drive it from threads.
@@ -30,8 +30,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from specviz import trace_store
 from specviz.errors import TraceError
+from specviz.traces import trace_store
 
 # Recordings kept for reuse. A 256-token app run's trace and baseline are at most a few MB, so this
 # bounds the store near 150 MB in the worst case and far less for a class's 16-token runs.
@@ -46,7 +46,7 @@ class Recording:
     baseline: Any
     timing: Any = None  # the background.TimingPairs timing this trace, or None
     made_at: float = field(default_factory=time.time)  # seconds since the epoch, when it finished
-    trace_id: str | None = None  # its id in the replicas' trace store (specviz.trace_store), if any
+    trace_id: str | None = None  # its id in the replicas' trace store (specviz.traces.trace_store), if any
 
 
 def model_stamp(model) -> tuple:

@@ -11,7 +11,7 @@ import os
 
 import streamlit as st
 
-from specviz import trace_store
+from specviz.traces import trace_store
 from specviz_app import background, keys, params
 from specviz_app.params import Settings
 
@@ -38,8 +38,8 @@ def _request_run() -> None:
 
 def _check_pair(where, target: str, draft: str) -> None:
     """Load a custom pair and compare the vocabularies, with the library's own messages."""
-    from specviz import models
     from specviz.drafters import needs_no_model
+    from specviz.engine import models
     from specviz.errors import SpecvizError
     from specviz_app import loading
 
@@ -61,8 +61,8 @@ def _check_pair(where, target: str, draft: str) -> None:
 
 def _algorithm(sb, pair: params.Pair) -> None:
     """The drafting preset beside the fastest default: the paper's Algorithm 1, one click away."""
-    from specviz import glossary
     from specviz.config import ALGORITHMS
+    from specviz.teaching import glossary
 
     names = {"fastest": glossary.ALGORITHM_FASTEST, "paper": glossary.ALGORITHM_PAPER}
     if st.session_state[keys.setting("algorithm")] not in ALGORITHMS:

@@ -2,9 +2,10 @@
 
 import streamlit as st
 
-from specviz import charts, glossary, theory
-from specviz.charts.acceptance import counted_iterations, predicted_mean_length
-from specviz.charts.drafting import run_summary, tree_effect
+from specviz.labs import theory
+from specviz.teaching import charts, glossary
+from specviz.teaching.charts.acceptance import counted_iterations, predicted_mean_length
+from specviz.teaching.charts.drafting import run_summary, tree_effect
 from specviz_app import keys, render
 
 

@@ -5,11 +5,12 @@ import json
 
 import streamlit as st
 
-from specviz import glossary, race, theory
-from specviz.charts import race as race_charts
-from specviz.charts import theory as theory_charts
 from specviz.errors import SpecvizError
-from specviz.training_record import read_training_record
+from specviz.labs import race, theory
+from specviz.teaching import glossary
+from specviz.teaching.charts import race as race_charts
+from specviz.teaching.charts import theory as theory_charts
+from specviz.training.training_record import read_training_record
 from specviz_app import gallery, keys, loading, params, render, session
 
 

@@ -4,9 +4,9 @@ import time
 
 import streamlit as st
 
-from specviz.charts.drafting import run_summary
-from specviz.charts.step import step_view
-from specviz.charts.tokens import draft_facts
+from specviz.teaching.charts.drafting import run_summary
+from specviz.teaching.charts.step import step_view
+from specviz.teaching.charts.tokens import draft_facts
 from specviz_app import keys, render, session
 
 PLAY_SECONDS = 1.5  # pause between iterations while playing

@@ -7,12 +7,12 @@ import time
 
 import streamlit as st
 
-from specviz import toy
-from specviz.charts import lab as lab_charts
-from specviz.charts.tokens import display_token
+from specviz.decoding.prompting import prompt_token_ids
+from specviz.decoding.verify import RULE_LABELS, RULE_NAMES, RULES, WRONG_RULES
+from specviz.engine import toy
 from specviz.errors import SpecvizError
-from specviz.prompting import prompt_token_ids
-from specviz.verify import RULE_LABELS, RULE_NAMES, RULES, WRONG_RULES
+from specviz.teaching.charts import lab as lab_charts
+from specviz.teaching.charts.tokens import display_token
 from specviz_app import keys, loading, params, render, session
 
 MODELS = {
@@ -87,7 +87,7 @@ def _stop() -> None:
 
 
 def _run(rules: list[str], choice: str, k: int, n: int, gamma: int, temperature: float, seed: int) -> None:
-    from specviz.lab import compare_rules
+    from specviz.labs.lab import compare_rules
 
     area = st.empty()  # the progress box disappears when the run ends
     box = area.container(border=True)
@@ -149,7 +149,7 @@ def _show_results(stored: dict) -> None:
     for level, text in lab_charts.verdict_messages(shown, result, WRONG_RULES):
         getattr(st, level)(text)  # st.warning / st.info / st.error / st.success
     st.plotly_chart(lab_charts.distribution_figure(result, labels), key=f"{keys.LAB_DISTRIBUTION_PREFIX}{shown}")
-    from specviz.lab import control_verdict  # torch is loaded already: a result exists
+    from specviz.labs.lab import control_verdict  # torch is loaded already: a result exists
 
     control = control_verdict(result.get("target_test"), result["n_target"], lab_charts.SIGNIFICANCE)
     if control is not None:

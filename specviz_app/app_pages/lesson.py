@@ -11,10 +11,10 @@ import html
 
 import streamlit as st
 
-from specviz import lesson as lesson_content
-from specviz.charts.tokens import label_token
 from specviz.errors import SpecvizError
-from specviz.lesson import LANGUAGES
+from specviz.teaching import lesson as lesson_content
+from specviz.teaching.charts.tokens import label_token
+from specviz.teaching.lesson import LANGUAGES
 from specviz_app import keys, params, render
 
 # Presenter view fits a 1280x720 projector: Streamlit's own paddings (6rem above, 10rem below the

@@ -6,10 +6,12 @@ import contextlib
 
 import streamlit as st
 
-from specviz import glossary, sweep, toy
-from specviz.charts import sweep as sweep_charts
 from specviz.config import slug
+from specviz.engine import toy
 from specviz.errors import SpecvizError
+from specviz.labs import sweep
+from specviz.teaching import glossary
+from specviz.teaching.charts import sweep as sweep_charts
 from specviz_app import keys, loading, params, render, session
 
 TEMPERATURE_CHOICES = [0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0]

@@ -6,9 +6,11 @@ from dataclasses import replace
 
 import streamlit as st
 
-from specviz import glossary, models, theory
-from specviz.charts import theory as theory_charts
 from specviz.config import GAMMA_MAX
+from specviz.engine import models
+from specviz.labs import theory
+from specviz.teaching import glossary
+from specviz.teaching.charts import theory as theory_charts
 from specviz_app import keys, params, session
 from specviz_app.params import Settings
 
@@ -259,7 +261,7 @@ def _table4() -> None:
     st.subheader("Check: the paper's Table 4, recomputed")
     st.caption(
         "T5-XXL target with three T5 drafts on one TPU-v4 (Leviathan et al., Appendix A.3). 'Paper expected' is "
-        "Thm 3.8 as the paper printed it (one decimal); 'our formula' is specviz.theory at the same α, γ, c. "
+        "Thm 3.8 as the paper printed it (one decimal); 'our formula' is specviz.labs.theory at the same α, γ, c. "
         "'Paper measured' is the speedup they observed."
     )
     rows = theory_charts.table4_rows()

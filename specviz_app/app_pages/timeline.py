@@ -2,10 +2,11 @@
 
 import streamlit as st
 
-from specviz import charts, speedup
-from specviz.charts.headline import SPEEDUP_HELP, range_note, sureness
-from specviz.charts.timeline import time_to_tokens_ms, tokens_in_common
-from specviz.speedup import NO_BASELINE, why_no_speedup
+from specviz.teaching import charts
+from specviz.teaching.charts.headline import SPEEDUP_HELP, range_note, sureness
+from specviz.teaching.charts.timeline import time_to_tokens_ms, tokens_in_common
+from specviz.traces import speedup
+from specviz.traces.speedup import NO_BASELINE, why_no_speedup
 from specviz_app import keys, render
 
 
@@ -37,7 +38,7 @@ def _numbers(trace, baseline, spread) -> None:
         if baseline is None or baseline is trace:
             st.info("No baseline in this trace: tick 'Also run the target alone' in the sidebar and press ▶ Run.")
         return
-    # The same number as the Playground's headline (specviz.speedup), not one of this chart's own.
+    # The same number as the Playground's headline (specviz.traces.speedup), not one of this chart's own.
     cols[3].metric(
         "Speedup", f"{spread.median:.2f}×", range_note(spread), delta_color="off", delta_arrow="off", help=SPEEDUP_HELP
     )
