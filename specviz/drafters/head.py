@@ -1,0 +1,189 @@
+"""The draft head as a drafter (EAGLE): it reads the target's features, drafts chains or trees,
+and stops early on low confidence; and the head's network attached to a target once
+(load_draft_head). The network itself is specviz.engine.draft_head.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+from specviz.config import HEAD_MIN_CONFIDENCE, TREE_BRANCHES, SamplingConfig
+from specviz.drafters.base import DraftReport, sample_token
+from specviz.engine.models import LoadedModel
+from specviz.engine.sampling import probabilities
+
+
+class HeadDrafter:
+    """The draft head: catches its KV cache up on the target's true features, then chains.
+
+    Head entry j reads (f_j, x_{j+1}). Entries built from true features stay valid for the whole
+    run (the text only grows); entries built from the head's own predictions while drafting are
+    dropped at the next proposal. With no target features yet (the first iteration) it proposes
+    nothing, so the first target pass doubles as the prefill.
+    """
+
+    reads_features = True
+
+    def __init__(self, head, name: str, branches: int = TREE_BRANCHES, min_confidence: float = HEAD_MIN_CONFIDENCE):
+        """min_confidence: stop drafting deeper once the head's confidence in its latest draft (every
+        branch's) is below it; 0 always drafts gamma tokens."""
+        self.head, self.name, self.branches = head, name, branches
+        self.min_confidence = min_confidence
+        self.feature_layers = head.cfg.feature_layers
+
+    @property
+    def kernels(self) -> dict:
+        return self.head.kernels
+
+    def start(self, sampling: SamplingConfig, generator: torch.Generator, vocab_size: int) -> None:
+        from specviz.engine.draft_head import HeadCache
+
+        self.sampling, self.generator, self.vocab_size = sampling, generator, vocab_size
+        self.cache = HeadCache()
+        self.true_entries = 0  # leading cache entries that read true target features
+        # [n, D] the head's input features of positions 0..n-1 (f, or the fused layers: head.fused)
+        self.features = torch.empty(0, self.head.cfg.hidden, device=self.head.embed.device)
+
+    def observe(self, features: torch.Tensor, first_position: int) -> None:
+        self.features = torch.cat([self.features[:first_position], self.head.fused(features)])
+
+    def propose(self, context: torch.Tensor, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
+        length = context.shape[0]
+        device = self.features.device
+        if self.features.shape[0] < length - 1:  # no features for this text yet
+            self.report = DraftReport("head", "no_features")
+            return torch.empty(0, dtype=torch.long, device=device), torch.empty(0, self.vocab_size, device=device)
+        f, logits = self._catch_up(context.to(device))
+        self.report = DraftReport("head")
+        tokens, qs = [], []
+        for k in range(gamma):
+            q = self._q(logits[-1])  # [V]
+            token = sample_token(q, self.sampling, self.generator)  # [1]
+            tokens.append(token)
+            qs.append(q)
+            if k + 1 < gamma and not self._unsure(logits[-1:], q[None], token):
+                # the chain: the predicted feature and the drafted token feed the next step
+                f, logits = self.head.step(f[-1:], token, length + k, self.cache)
+            else:
+                break
+        return torch.cat(tokens), torch.stack(qs)  # [gamma], [gamma, V]
+
+    def propose_tree(self, context: torch.Tensor, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """`branches` different first tokens, each continued for gamma - 1 more -> tokens [k, g],
+        q [k, g, V], q[b, j] the distribution branch b's draft j was drawn from. At T=0: the
+        head's top-k first tokens, continued greedily (q one-hot on each token: every branch is a
+        deterministic guess); branch 0 is propose()'s chain. At T>0: the first tokens drawn from q
+        without replacement (q_b is q without the earlier candidates, renormalised), continued by
+        sampling. Fewer branches when q holds fewer tokens."""
+        length = context.shape[0]
+        if self.branches == 1 or gamma == 0 or self.features.shape[0] < length - 1:
+            tokens, q = self.propose(context, gamma)
+            return tokens[None], q[None]
+        f, logits = self._catch_up(context.to(self.features.device))
+        self.report = DraftReport("head")
+        firsts, q_firsts = self._first_candidates(logits[-1])  # [k], [k, V]
+        k = firsts.shape[0]
+        levels, qs = [firsts], [q_firsts]
+        prefix = self.cache.length
+        features = f[-1:].expand(k, -1)  # [k, D] every branch reads the same predicted feature
+        for level in range(1, gamma):
+            if self._unsure(logits[-1:].expand(k, -1) if level == 1 else logits, qs[-1], levels[-1]):
+                break
+            features, logits = self.head.branch_step(
+                features, levels[-1], length + level - 1, self.cache, prefix, level
+            )  # [k, D], [k, S]
+            q = self._q(logits)  # [k, V]
+            levels.append(torch.cat([sample_token(row, self.sampling, self.generator) for row in q]))
+            qs.append(q)
+        return torch.stack(levels, 1), torch.stack(qs, 1)  # [k, g], [k, g, V]
+
+    def _unsure(self, subset_logits: torch.Tensor, q: torch.Tensor, tokens: torch.Tensor) -> bool:
+        """Whether to stop drafting after the latest level: every branch's confidence in its draft
+        is below min_confidence. subset_logits [k, S] and q [k, V] gave tokens [k]. Confidence is
+        q(token) when sampling and the head's softmax probability of its argmax at T=0 (q is
+        one-hot there). Stopping looks only at q and the drafts, never at p, so the output stays
+        exact (as transformers' assistant_confidence_threshold)."""
+        if self.min_confidence <= 0:
+            return False
+        if self.sampling.greedy:
+            confidence = subset_logits.float().softmax(-1).amax(-1)  # [k]
+        else:
+            confidence = q.gather(-1, tokens[:, None])[:, 0]  # [k]
+        unsure = bool((confidence < self.min_confidence).all())
+        if unsure:  # the trace says why it stopped: the best branch's confidence, below the threshold
+            self.report = DraftReport("head", "confidence", float(confidence.max()), self.min_confidence)
+        return unsure
+
+    def _first_candidates(self, subset_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The head's logits at the first draft position [S] -> up to `branches` different first
+        tokens [k] and the distributions they were drawn from [k, V]: at T=0 its top choices, q
+        one-hot on each; at T>0 drawn from q without replacement."""
+        if self.sampling.greedy:
+            tokens = self.head.subset[subset_logits.topk(min(self.branches, subset_logits.shape[-1])).indices]
+            q = torch.zeros(tokens.shape[0], self.vocab_size, device=tokens.device)
+            return tokens, q.scatter_(1, tokens[:, None], 1.0)
+        tokens, dists = [], []
+        remaining = self._q(subset_logits)  # [V]
+        for _ in range(self.branches):
+            token = sample_token(remaining, self.sampling, self.generator)  # [1]
+            tokens.append(token)
+            dists.append(remaining)
+            remaining = remaining.clone()
+            remaining[token] = 0.0
+            mass = remaining.sum()
+            if not mass > 0:  # q held no other token (top-k 1, or a peaked q)
+                break
+            remaining = remaining / mass
+        return torch.cat(tokens), torch.stack(dists)
+
+    def _catch_up(self, context: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Drop the head's guessed entries and feed the true features it has not seen; returns the
+        last step's (f^ [T, D], subset logits [T, S]): its last row predicts the first draft."""
+        length = context.shape[0]
+        self.cache.crop(self.true_entries)
+        start = self.true_entries  # catch up entries start..length-2 on true features
+        f, logits = self.head.step(self.features[start : length - 1], context[start + 1 :], start + 1, self.cache)
+        self.true_entries = length - 1
+        return f, logits
+
+    def _q(self, subset_logits: torch.Tensor) -> torch.Tensor:
+        """Logits over the head's vocabulary subset [..., S] -> q over the full vocabulary [..., V],
+        0 outside S."""
+        full = torch.full((*subset_logits.shape[:-1], self.vocab_size), float("-inf"), device=subset_logits.device)
+        full[..., self.head.subset] = subset_logits.float()
+        return probabilities(full, self.sampling)
+
+
+_heads: dict[tuple, tuple] = {}  # (name, id(target model)) -> (weak reference to that model, head)
+
+
+def load_draft_head(name: str, target: LoadedModel):
+    """The named head attached to `target` (once per target model), its kernels chosen by
+    measurement when the target's were (specviz.engine.kernels)."""
+    from pathlib import Path
+
+    from specviz.engine.draft_head import load_head
+    from specviz.engine.kernels import choose_for_head
+    from specviz.engine.models import DEFAULT_TARGET, HEAD_DRAFT, cache_dir, offline_path
+    from specviz.errors import ModelError
+
+    if name == HEAD_DRAFT and target.name != DEFAULT_TARGET:
+        raise ModelError(
+            f"The draft head {HEAD_DRAFT!r} reads the features of {DEFAULT_TARGET!r} only; target "
+            f"{target.name!r} needs a head trained for it (python -m specviz train-head --target ...)."
+        )
+    if not hasattr(target.model, "model") or not hasattr(target.model, "lm_head"):
+        raise ModelError(f"A draft head needs a Llama-family target (body + LM head); {target.name!r} is not one.")
+    key = (name, id(target.model))
+    cached = _heads.get(key)
+    if cached is None or cached[0]() is not target.model:  # an id can be reused once a model is freed
+        folder = offline_path(name) if name.startswith("offline:") else Path(name)
+        head = load_head(folder, target.model)
+        if not target.kernels.get("reason"):
+            head.kernels = choose_for_head(head, name, cache_dir() / "kernels.json")
+        for stale in [k for k, (ref, _) in _heads.items() if ref() is None]:
+            del _heads[stale]
+        _heads[key] = (weakref.ref(target.model), head)
+    return _heads[key][1]
