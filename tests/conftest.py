@@ -29,7 +29,7 @@ RUN_FIRST = [
     "test_offline_exactness.py",  # 121 s
     "test_head_offline.py",  # 111 s
     "test_install.py",  # 83 s
-    "test_app_issue5.py",  # 51 s
+    "test_app_pages.py",  # 51 s
     "test_cli.py",  # 30 s
     "test_self_prompts.py",  # 28 s
     "test_concurrency.py",  # 28 s
@@ -46,7 +46,7 @@ QUICK_FILES = {
     "test_sampling.py",
     "test_trace_io.py",
     "test_charts.py",
-    "test_charts_issue5.py",
+    "test_charts_theory_sweep_lab.py",
     "test_chart_layout.py",
     "test_theory.py",
     "test_glossary.py",

@@ -42,7 +42,7 @@ def test_the_lab_comparison_shows_every_number_in_full(new_page):
     page.locator('[data-testid="stMain"] label', has_text="Toy pair").first.click()
     wait_idle(page)
     # The page's layout and words are under test here, not the test's power (tests/test_lab.py and
-    # tests/test_app_issue5.py check the statistics): fewer samples than the toy's default 500.
+    # tests/test_app_pages.py check the statistics): fewer samples than the toy's default 500.
     samples = page.locator('[data-testid="stMain"]').get_by_role("spinbutton", name="n (samples)")
     samples.fill(str(LAB_SAMPLES))
     act(page, lambda: samples.press("Tab"))

@@ -1,4 +1,4 @@
-"""Issue 35, item 13, as the app draws it: a Run under the prompt that does what the top one does,
+"""As the app draws it: a Run under the prompt that does what the top one does,
 and the learned-drafts chart's right axis with round ticks. (How each looks at 1280 and 1400 px was
 checked in screenshots; these hold the behaviour behind it.)"""
 

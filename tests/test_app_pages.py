@@ -1,4 +1,4 @@
-"""The issue-5 pages (Theory, Sweep, Distribution lab, Lesson) driven by streamlit.testing.v1.AppTest.
+"""The Theory, Sweep, Distribution lab and Lesson pages, driven by streamlit.testing.v1.AppTest.
 
 Fast: the theory and lesson pages need no model (closed forms and a shipped example trace); the
 sweep and the lab run on the toy pair (tiny random Llamas) with small grids and sample counts.
