@@ -1,152 +1,21 @@
 """Theory: the paper's closed forms driven by sliders for α, γ, c and v, the current trace's
 measured α, c and v as a point on the same axes with its prediction beside its measured speedup
-(and what parts them), and Table 4 recomputed as a visible check."""
-
-from dataclasses import replace
+(and what parts them), and Table 4 recomputed as a visible check. The sliders and the buttons that
+set them from the trace live in specviz_app/theory_controls.py."""
 
 import streamlit as st
 
 from specviz.config import GAMMA_MAX
-from specviz.engine import models
 from specviz.labs import theory
 from specviz.teaching import glossary
 from specviz.teaching.charts import theory as theory_charts
-from specviz_app import keys, params, session
-from specviz_app.params import Settings
-
-SLIDERS = {"alpha": keys.THEORY_ALPHA, "c": keys.THEORY_C, "v": keys.THEORY_V}
-
-
-def _ranges(m: dict | None) -> dict[str, tuple[float, float]]:
-    """Each slider's (low, high): theory.SLIDER_RANGES widened to hold the trace's measured value, so
-    that "Use the current trace's …" sets the slider to it instead of to the nearest end."""
-    return {name: theory.slider_range(name, None if m is None else m.get(name)) for name in SLIDERS}
+from specviz_app import keys, session, theory_controls
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _plane(alpha: float, c: float, v: float, measured_alpha: float | None, measured_c: float | None):
     measured = None if measured_alpha is None or measured_c is None else {"alpha": measured_alpha, "c": measured_c}
     return theory_charts.alpha_c_plane_figure(alpha, c, measured=measured, gamma_max=GAMMA_MAX, v=v)
-
-
-def _measured() -> dict | None:
-    """The trace on show as theory.measured_point sees it, with where it came from (None: none to use)."""
-    loaded = session.current()
-    point = None if loaded is None else theory.measured_point(loaded.trace, loaded.baseline)
-    return None if point is None else {"source": loaded.source, **point}
-
-
-def _usable(m: dict | None) -> bool:
-    return m is not None and all(m[k] is not None for k in ("alpha", "c", "v"))
-
-
-def _use_measured(m: dict) -> None:
-    exact = {}
-    for name, (low, high) in _ranges(m).items():
-        key = SLIDERS[name]
-        exact[key] = min(max(m[name], low), high)  # the range holds it (theory.slider_range); α stays in [0, 1]
-        st.session_state[key] = round(exact[key], 2)  # the sliders' 0.01 grid
-    st.session_state[keys.THEORY_EXACT] = exact
-    if m["gamma"]:
-        st.session_state[keys.THEORY_GAMMA] = min(int(m["gamma"]), GAMMA_MAX)
-
-
-def _exact(key: str, shown: float) -> float:
-    """The trace's own value behind a slider that 'Use the current trace's values' set, for as long
-    as the slider still shows it rounded; else the slider's value. The metrics then compute from
-    the same α, c and v as the chart's trace point (rounded inputs printed 0.99× beside its 0.98×)."""
-    exact = st.session_state.get(keys.THEORY_EXACT, {}).get(key)
-    return exact if exact is not None and round(exact, 2) == shown else shown
-
-
-def _on_trace(m: dict | None, alpha: float, gamma: int, c: float, v: float) -> bool:
-    """The sliders show the current trace's own α, γ, c and v."""
-    exact = st.session_state.get(keys.THEORY_EXACT, {})
-    same = [exact.get(k) == value for k, value in ((keys.THEORY_ALPHA, alpha), (keys.THEORY_C, c), (keys.THEORY_V, v))]
-    return _usable(m) and all(same) and gamma == min(int(m["gamma"] or 0), GAMMA_MAX)
-
-
-def _sliders(m: dict | None) -> tuple[float, int, float, float]:
-    st.session_state.setdefault(keys.THEORY_ALPHA, 0.75)
-    st.session_state.setdefault(keys.THEORY_GAMMA, 7)
-    st.session_state.setdefault(keys.THEORY_C, 0.05)
-    st.session_state.setdefault(keys.THEORY_V, 1.0)
-    ranges = _ranges(m)
-    for name, (low, high) in ranges.items():
-        # A value set from an earlier trace may lie outside this trace's range: a slider refuses it.
-        st.session_state[SLIDERS[name]] = min(max(st.session_state[SLIDERS[name]], low), high)
-    cols = st.columns([1, 1, 1, 1, 1.5], vertical_alignment="bottom")  # the button's label in full at 1280 px
-    alpha = cols[0].slider(
-        glossary.ALPHA.label, *ranges["alpha"], step=0.01, key=keys.THEORY_ALPHA,
-        help="the mean of β = Σ min(p, q): how likely a draft is to pass",
-    )  # fmt: skip
-    gamma = cols[1].slider(
-        "γ (draft tokens per iteration)", 1, GAMMA_MAX, key=keys.THEORY_GAMMA,
-        help="more drafts: more to win and to waste",
-    )  # fmt: skip
-    c = cols[2].slider("c (draft cost)", *ranges["c"], step=0.01, key=keys.THEORY_C, help=glossary.C.definition)
-    v = cols[3].slider(
-        "v (verify cost)", *ranges["v"], step=0.01, key=keys.THEORY_V,
-        help=f"{glossary.VERIFY_COST.definition}; below 1 when a pass costs less than a target-alone step",
-    )  # fmt: skip
-    cols[4].button(
-        "Use the current trace's α, γ, c, v",
-        on_click=_use_measured,
-        args=(m,),
-        disabled=not _usable(m),
-        help="set the sliders to what the trace on show measured (c and v need its target-alone run)",
-        width="stretch",
-    )
-    return (_exact(keys.THEORY_ALPHA, alpha), gamma, _exact(keys.THEORY_C, c), _exact(keys.THEORY_V, v))
-
-
-PAPER_BUTTON = "Run the paper's algorithm on these settings"
-
-
-def _paper_settings(loaded: session.Loaded) -> tuple[Settings, bool] | None:
-    """The settings that re-run the trace on show as the paper's Algorithm 1, with its target-alone run
-    (for c and v), and whether the draft changes to the draft head; None where the paper's preset
-    cannot apply (a target other than the offline one, whose model draft drafts one chain of γ anyway)."""
-    trace = loaded.trace
-    if trace.config.get("target") != models.OFFLINE_TARGET:
-        return None
-    settings, _ = params.from_trace_config(trace.config, trace.prompt, True)
-    swapped = not params.paper_applies(*settings.model_names())
-    if swapped:  # the n-gram or the self draft: the default pair, whose draft the preset makes the head
-        settings = replace(settings, pair=params.DEFAULTS.pair, target="", draft="")
-    return replace(settings, algorithm="paper"), swapped
-
-
-def _run_paper(settings: Settings) -> None:
-    """What the sidebar's Run does, on these settings: the sidebar takes them on the next script run,
-    before app.py decodes."""
-    session.apply_settings(settings)
-    st.session_state[keys.RUN_REQUESTED] = True
-
-
-def _drafting_note(loaded: session.Loaded | None) -> None:
-    """Beside the button that copies the trace's α, γ, c and v: whether the trace drafted as the formula
-    assumes (one chain of exactly γ), and, where it did not, the paper's algorithm one click away."""
-    said = None if loaded is None else theory_charts.drafting_against_formula(loaded.trace)
-    if said is None:
-        return
-    kind, sentence = said
-    if kind == "paper":
-        st.success(sentence, icon=":material/check:")
-        return
-    (st.warning if kind == "most" else st.info)(sentence, icon=":material/info:")
-    paper = _paper_settings(loaded)
-    if paper is not None:  # under the note, its label in full (a column beside it cut it at 1280 px)
-        settings, swapped = paper
-        st.button(
-            PAPER_BUTTON,
-            on_click=_run_paper,
-            args=(settings,),
-            help=f"{glossary.ALGORITHM_PAPER.definition}. Decodes this trace's prompt and settings"
-            + (" with the draft head in place of its draft" if swapped else "")
-            + ", then the target alone for c and v",
-            icon=":material/play_arrow:",
-        )
 
 
 def _metrics(alpha: float, gamma: int, c: float, v: float) -> None:
@@ -208,7 +77,7 @@ def _measured_section(m: dict | None) -> theory.Explanation | None:
             "No speculative trace on show: run one (sidebar ▶ Run) or open an example on **Traces** to see a point."
         )
         return None
-    if not _usable(m):
+    if not theory_controls.usable(m):
         st.info(
             "The trace on show has no measured α, c or v (nothing was drafted, or no target-alone run was recorded "
             "to measure c and v against), so there is no point to draw."
@@ -286,13 +155,13 @@ def theory_page() -> None:
         "γ + 1 tokens costs one target step; v says what it really costs here. The pink diamond is what the "
         "current trace's own numbers predict, the cross what it measured."
     )
-    m = _measured()
-    alpha, gamma, c, v = _sliders(m)
-    _drafting_note(session.current())
+    m = theory_controls.measured()
+    alpha, gamma, c, v = theory_controls.sliders(m)
+    theory_controls.drafting_note(session.current())
     _metrics(alpha, gamma, c, v)
     explained = _measured_section(m)
-    _verdict(alpha, c, v, explained if _on_trace(m, alpha, gamma, c, v) else None)
-    _charts(alpha, gamma, c, v, m if _usable(m) else None)
+    _verdict(alpha, c, v, explained if theory_controls.on_trace(m, alpha, gamma, c, v) else None)
+    _charts(alpha, gamma, c, v, m if theory_controls.usable(m) else None)
     _table4()
 
 
