@@ -3,7 +3,6 @@ correct rule or a wrong variant) and with the target alone, against the target's
 probabilities, with a goodness-of-fit test. (The learned drafts' training lives on Drafters.)"""
 
 import contextlib
-import time
 
 import streamlit as st
 
@@ -11,6 +10,7 @@ from specviz.decoding.prompting import prompt_token_ids
 from specviz.decoding.verify import RULE_LABELS, RULE_NAMES, RULES, WRONG_RULES
 from specviz.engine import toy
 from specviz.errors import SpecvizError
+from specviz.labs import lab_time
 from specviz.teaching.charts import lab as lab_charts
 from specviz.teaching.charts.tokens import display_token
 from specviz_app import keys, loading, params, render, session
@@ -19,36 +19,6 @@ MODELS = {
     "toy": "Toy pair: two tiny random models (seconds; tokens shown as #id)",
     "sidebar": "The sidebar's target and draft (real text; minutes on a CPU)",
 }
-# Decodes used to measure tokens per iteration of a rule. 30 toy decodes of 16 tokens are about 380
-# iterations: the mean is good to about ±0.02, well inside the 1.25 against 1.00 the page compares.
-COST_RUNS = {"toy": 30, "sidebar": 6}
-COST_TOKENS = {"toy": 16, "sidebar": 8}
-# What a toy run costs in the app (one thread, measured on a busy 2-core CPU): a speculative sample
-# about 10 ms, a target-alone one about 6 ms (nearly all of it the models' forward passes), a rule's
-# tokens per iteration about 1.5 s. Compare all four rules at n = 500 took 40 s with 60 cost decodes
-# per rule (the page promised "a few seconds"); 30 save about 6 s of it. Fewer samples would weaken
-# the tests, so the page says about how long it takes, and its bar counts down the time left.
-TOY_MS = {"spec": 10.0, "target": 6.0, "cost": 1500.0}
-TOY_LOAD_S = 10  # the first toy run of the app process also imports and builds the toy models
-
-
-def _rule_ms(n: int, first: bool) -> tuple[float, float]:
-    """(sampling, measuring tokens per iteration) of one rule, in toy milliseconds; the first rule
-    also samples the target alone."""
-    return n * (TOY_MS["spec"] + (TOY_MS["target"] if first else 0.0)), TOY_MS["cost"]
-
-
-def toy_seconds(n: int, rules: int) -> float:
-    """About how long a toy run of `rules` rules at n samples takes (the target alone is sampled once)."""
-    return sum(sum(_rule_ms(n, j == 0)) for j in range(rules)) / 1000
-
-
-def _share_done(n: int, rules: int, rule_index: int, done: int, total: int) -> float:
-    """How much of a run is done when rule `rule_index` has drawn `done` of its `total` samples:
-    the toy's costs weigh sampling against measuring tokens per iteration (any pair, roughly)."""
-    before = sum(sum(_rule_ms(n, j == 0)) for j in range(rule_index))
-    sampling, _ = _rule_ms(n, rule_index == 0)
-    return (before + sampling * done / total) / (1000 * toy_seconds(n, rules))
 
 
 @st.cache_resource(max_entries=1, show_spinner=False)
@@ -95,25 +65,12 @@ def _run(rules: list[str], choice: str, k: int, n: int, gamma: int, temperature:
     bar = box.progress(0.0, text="Loading the models…")
     with session.ErrorGuard(keys.LAB_ERROR, area) as guard:
         prompt_ids, target, draft = _models(choice)
-        started = time.monotonic()
-
-        def progress(rule_index: int, rule: str, done: int, total: int) -> None:
-            if done % max(1, total // 50) and done != total:
-                return  # about 50 updates per rule: each one is a message to the browser
-            # The first rule also samples the target alone, one after each speculative sample: count pairs.
-            pairs = 2 if rule_index == 0 else 1
-            sample, per = (done + pairs - 1) // pairs, total // pairs
-            what = "measuring tokens per iteration" if done == total else f"sample {sample} of {per}"
-            fraction = _share_done(n, len(rules), rule_index, done, total)
-            elapsed = time.monotonic() - started
-            left = f" · about {elapsed * (1 - fraction) / fraction:.0f} s left" if fraction > 0.02 else ""
-            bar.progress(fraction, text=f"Rule {rule_index + 1} of {len(rules)} ({rule}): {what}{left}")
-
         bar.progress(0.0, text="Computing the target's exact distribution…")
         with toy.one_thread() if choice == "toy" else contextlib.nullcontext():
             results, costs = compare_rules(
                 prompt_ids, target=target, draft=draft, rules=rules, k=k, n=n, gamma=gamma, temperature=temperature,
-                seed=seed, cost_runs=COST_RUNS[choice], cost_tokens=COST_TOKENS[choice], on_progress=progress,
+                seed=seed, cost_runs=lab_time.COST_RUNS[choice], cost_tokens=lab_time.COST_TOKENS[choice],
+                on_progress=lab_time.reporter(n, len(rules), bar.progress),
                 should_stop=lambda: bool(st.session_state.get(keys.LAB_STOP)),
             )  # fmt: skip
     if guard.failed:
@@ -213,10 +170,10 @@ def lab_page() -> None:
     buttons.button("Run this rule", type="primary", on_click=_start, args=("one",), key=keys.LAB_RUN_ONE)
     buttons.button("Compare all four rules", on_click=_start, args=("all",), key=keys.LAB_RUN_ALL)
     if not real:
-        one, four = toy_seconds(int(n), 1), toy_seconds(int(n), len(RULES))
+        one, four = lab_time.toy_seconds(int(n), 1), lab_time.toy_seconds(int(n), len(RULES))
         buttons.caption(
             f"Toy pair at n = {int(n)}: about {one:.0f} s for one rule, {four:.0f} s for all four on a busy "
-            f"2-core CPU (the first run also loads the models, about {TOY_LOAD_S} s more)."
+            f"2-core CPU (the first run also loads the models, about {lab_time.TOY_LOAD_S} s more)."
         )
     request = st.session_state.pop(keys.LAB_REQUEST, None)
     if request:
