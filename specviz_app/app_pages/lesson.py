@@ -1,10 +1,11 @@
 """Lesson: a guided classroom walkthrough of speculative decoding, one step per screen, each with a
 short explanation and a live figure from a shipped example trace (opens instantly, no model).
 
-Text lives in assets/lesson/lesson.<language>.json (English, Chinese). ?step=N opens step N (validated);
-a toggle (or ?presenter=1) switches to the presenter view for a 1280x720 projector: no sidebar, every
-control in one row, the figure with the takeaway beside it, the step's full text in an expander,
-and type of at least 20 px (tests/browser/test_lesson_projector.py measures it).
+Text lives in assets/lesson/lesson.<language>.json (English, Chinese). ?step=N opens step N
+(validated; the link and the step on show: specviz_app/lesson_state.py); a toggle (or ?presenter=1)
+switches to the presenter view for a 1280x720 projector: no sidebar, every control in one row, the
+figure with the takeaway beside it, the step's full text in an expander, and type of at least 20 px
+(tests/browser/test_lesson_projector.py measures it).
 """
 
 import html
@@ -15,7 +16,7 @@ from specviz.errors import SpecvizError
 from specviz.teaching import lesson as lesson_content
 from specviz.teaching.charts.tokens import label_token
 from specviz.teaching.lesson import LANGUAGES
-from specviz_app import keys, params, render
+from specviz_app import keys, lesson_state, render
 
 # Presenter view fits a 1280x720 projector: Streamlit's own paddings (6rem above, 10rem below the
 # page) and header go, the body text folds into an expander, and every text a room must read (the
@@ -55,43 +56,6 @@ def _recordings(mtime: float) -> lesson_content.Recordings:
     return lesson_content.load_recordings()
 
 
-def _url_value(key: str) -> str | None:
-    """A value from the link that opened the app (the sidebar rewrites the URL, so read the first one)."""
-    first = st.session_state.get(keys.URL_QUERY) or {}
-    return params.link_value(first if key in first else {key: st.query_params.get_all(key)}, key)
-
-
-def _language_from_link() -> None:
-    """The language: from the link on the first visit of this page, then from the widget."""
-    if keys.LESSON_LANG not in st.session_state:
-        st.session_state[keys.LESSON_LANG] = _url_value("lang") or "en"
-    if st.session_state.get(keys.LESSON_LANG) not in LANGUAGES:  # a bad link, or a cleared control
-        st.session_state[keys.LESSON_LANG] = "en"
-
-
-def _step_and_view_from_link(count: int) -> tuple[int, bool]:
-    """The step (clamped to 1..count, with a message for a bad link) and whether the presenter view
-    is on (a link can open it: ?presenter=1), from the link on the first visit, then the widgets."""
-    if keys.LESSON_STEP not in st.session_state:
-        step, message = lesson_content.parse_step(_url_value("step"), count)
-        st.session_state[keys.LESSON_STEP] = step
-        if message:
-            st.session_state[keys.LESSON_MESSAGE] = message
-    st.session_state[keys.LESSON_STEP] = min(max(1, int(st.session_state[keys.LESSON_STEP])), count)
-    if keys.LESSON_PRESENTER not in st.session_state:
-        st.session_state[keys.LESSON_PRESENTER] = _url_value("presenter") == "1"
-    return st.session_state[keys.LESSON_STEP], bool(st.session_state[keys.LESSON_PRESENTER])
-
-
-def _move(delta: int, count: int) -> None:
-    st.session_state[keys.LESSON_STEP] = min(max(1, st.session_state.get(keys.LESSON_STEP, 1) + delta), count)
-
-
-def _picked(key: str) -> None:
-    """A step chosen in the table of contents becomes the step on show."""
-    st.session_state[keys.LESSON_STEP] = st.session_state[key]
-
-
 def _stream(it: dict, extra: dict, language: str, hide_decisions: bool = False, gamma: int | None = None) -> None:
     if hide_decisions:  # before the target has judged: every draft is only a proposal (grey)
         drafts = "".join(
@@ -112,11 +76,11 @@ def _notes(shown: lesson_content.Shown) -> None:
 
 def _nav(slots, i: int, count: int, ui: dict) -> None:
     slots[0].button(
-        ui.get("back", "Back"), icon=":material/chevron_left:", on_click=_move, args=(-1, count),
+        ui.get("back", "Back"), icon=":material/chevron_left:", on_click=lesson_state.move, args=(-1, count),
         disabled=i == 1, width="stretch", key=keys.LESSON_BACK,
     )  # fmt: skip
     slots[1].button(
-        ui.get("next", "Next"), icon=":material/chevron_right:", on_click=_move, args=(1, count),
+        ui.get("next", "Next"), icon=":material/chevron_right:", on_click=lesson_state.move, args=(1, count),
         disabled=i == count, type="primary", width="stretch", key=keys.LESSON_NEXT,
     )  # fmt: skip
 
@@ -134,10 +98,9 @@ def _contents(box, steps: list[dict], i: int, big: bool, rec: lesson_content.Rec
         st.selectbox(
             ui.get("contents", "Steps"), list(range(1, count + 1)), index=i - 1, key=picker,
             format_func=lambda n: f"{n}. {steps[n - 1]['title']}", label_visibility="collapsed",
-            on_change=_picked, args=(picker,),
+            on_change=lesson_state.picked, args=(picker,),
         )  # fmt: skip
-        link = f"?step={i}&lang={st.session_state[keys.LESSON_LANG]}&presenter={int(big)}"
-        st.caption(f"{ui.get('link', 'Link to this step')}: `{link}`")
+        st.caption(f"{ui.get('link', 'Link to this step')}: `{lesson_state.link(i, big)}`")
         st.caption(render.md_escape(f"{ui.get('trace', 'Example used')}: {rec.name} · {rec.trace.prompt[:80]}"))
 
 
@@ -177,7 +140,7 @@ def _projector(
 
 
 def lesson_page() -> None:
-    _language_from_link()
+    lesson_state.language_from_link()
     try:
         language = st.session_state[keys.LESSON_LANG]
         lesson = _lesson(language, (lesson_content.LESSON_DIR / f"lesson.{language}.json").stat().st_mtime)
@@ -188,7 +151,7 @@ def lesson_page() -> None:
     steps = lesson["steps"]
     count = len(steps)
     ui = lesson.get("ui", {})
-    i, big = _step_and_view_from_link(count)  # big: the presenter view (the toggle below shows it)
+    i, big = lesson_state.step_and_view_from_link(count)  # big: the presenter view (the toggle below shows it)
     step = steps[i - 1]
 
     if big:  # one row for every control, the contents in a pop-over, so the height goes to the figure
@@ -212,9 +175,7 @@ def lesson_page() -> None:
     if big:
         st.html(PRESENTER_CSS)
 
-    st.query_params["step"] = str(i)  # the URL opens this step (the sidebar rewrites the rest)
-    st.query_params["lang"] = st.session_state[keys.LESSON_LANG]
-    st.query_params["presenter"] = "1" if big else "0"
+    lesson_state.write_link(i, big)
     if not big:  # on a projector the title's number says where we are; the space goes to the figure
         st.progress(i / count, text=f"{ui.get('step', 'Step')} {i} {ui.get('of', 'of')} {count}")
     st.title(f"{i}. {step['title']}")
