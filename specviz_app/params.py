@@ -17,8 +17,10 @@ from specviz.engine import models
 # Limits of the widgets. Tighter than specviz.config where a CPU demo needs it (max new tokens,
 # temperature); the library still validates everything again.
 TEMPERATURE_RANGE = (0.0, 2.0)
-TOP_K_RANGE = (0, 1000)  # 0 means off
-TOP_P_RANGE = (0.05, 1.0)  # 1.0 means off
+TOP_K_RANGE = (0, 1000)
+TOP_P_RANGE = (0.05, 1.0)
+# The widgets' "off": keep every token. The library's off is None (Settings.filters turns one into the other).
+TOP_K_OFF, TOP_P_OFF = 0, 1.0
 MAX_NEW_RANGE = (1, 256)
 SEED_RANGE = (0, 2**31 - 1)
 PROMPT_MAX_CHARS = 2000
@@ -81,8 +83,8 @@ class Settings:
     draft: str = ""  # custom pair only: a model name, "ngram" or "self"
     gamma: int = DEFAULT_GAMMA
     temperature: float = 0.0
-    top_k: int = 0
-    top_p: float = 1.0
+    top_k: int = TOP_K_OFF
+    top_p: float = TOP_P_OFF
     max_new: int = 48
     seed: int = 0
     prompt: str = EXAMPLE_PROMPTS[0]
@@ -113,20 +115,25 @@ class Settings:
             draft,
             self.gamma,
             float(self.temperature),
-            self.top_k or None,
-            None if self.top_p >= 1.0 else float(self.top_p),
+            *self.filters().values(),
             self.max_new,
             self.seed,
             self.prompt,
             self.dtype,
         )
 
+    def filters(self) -> dict[str, int | float | None]:
+        """top_k and top_p as the library takes them: None where the widget says off (TOP_K_OFF, TOP_P_OFF)."""
+        return {
+            "top_k": None if self.top_k == TOP_K_OFF else self.top_k,
+            "top_p": None if self.top_p >= TOP_P_OFF else float(self.top_p),
+        }
+
     def decode_kwargs(self) -> dict[str, Any]:
         return {
             "gamma": self.gamma,
             "temperature": float(self.temperature),
-            "top_k": self.top_k or None,
-            "top_p": None if self.top_p >= 1.0 else float(self.top_p),
+            **self.filters(),
             "seed": self.seed,
             "max_new_tokens": self.max_new,
         }
@@ -246,8 +253,8 @@ def from_trace_config(config: dict[str, Any], prompt: str, baseline: bool) -> tu
         "draft": custom_draft,
         "gamma": str(config.get("gamma") or DEFAULTS.gamma),
         "temperature": str(config.get("temperature", 0.0)),
-        "top_k": str(config.get("top_k") or 0),
-        "top_p": str(config.get("top_p") or 1.0),
+        "top_k": str(config.get("top_k") or TOP_K_OFF),  # the library's None: the widget's off
+        "top_p": str(config.get("top_p") or TOP_P_OFF),
         "max_new": str(config.get("max_new_tokens", DEFAULTS.max_new)),
         "seed": str(config.get("seed", 0)),
         "prompt": prompt or DEFAULTS.prompt,

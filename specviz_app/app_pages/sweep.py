@@ -69,8 +69,7 @@ def _run(choice: str, gammas: list[int], temperatures: list[float], max_new: int
         with toy.one_thread() if choice == "toy" else contextlib.nullcontext():
             result = sweep.run_sweep(
                 prompt, target=target, draft=draft, gammas=gammas, temperatures=temperatures,
-                max_new_tokens=max_new, seed=settings.seed, top_k=settings.top_k or None,
-                top_p=None if settings.top_p >= 1.0 else float(settings.top_p),
+                max_new_tokens=max_new, seed=settings.seed, **settings.filters(),
                 on_progress=progress, should_stop=lambda: bool(st.session_state.get(keys.SWEEP_STOP)),
             )  # fmt: skip
     if guard.failed:
