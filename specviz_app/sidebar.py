@@ -103,22 +103,35 @@ def init_from_url() -> None:
 
 def render() -> Settings:
     """Draw the settings; return them. Clicking Run sets st.session_state[keys.RUN_REQUESTED]."""
-    init_from_url()
-    if keys.APPLY_SETTINGS in st.session_state:
-        _write_widget_state(st.session_state.pop(keys.APPLY_SETTINGS))
-    for name in params.field_names():  # a page switch may drop widget state: restore the defaults
-        st.session_state.setdefault(keys.setting(name), getattr(params.DEFAULTS, name))
-
+    _restore_widget_state()
     sb = st.sidebar
     for msg in st.session_state.get(keys.URL_MESSAGES, []):
         sb.warning(f"From the link: {msg}")
-
     sb.header("Run settings")
     # At the top, so it is in sight without scrolling on every page (the prompt sits at the bottom).
     sb.button(
         "Run", icon=":material/play_arrow:", type="primary", on_click=_request_run, width="stretch", key=keys.RUN_BUTTON
     )
     sb.caption("Decodes the prompt below with these settings, then the target alone for the speedup.")
+    _algorithm(sb, _pair(sb))
+    _decoding(sb)
+    _prompt(sb)
+    settings = _current()
+    _write_url(sb, settings)
+    return settings
+
+
+def _restore_widget_state() -> None:
+    """The widgets' values: the link's on the first run, settings a page applied, else as they were."""
+    init_from_url()
+    if keys.APPLY_SETTINGS in st.session_state:
+        _write_widget_state(st.session_state.pop(keys.APPLY_SETTINGS))
+    for name in params.field_names():  # a page switch may drop widget state: restore the defaults
+        st.session_state.setdefault(keys.setting(name), getattr(params.DEFAULTS, name))
+
+
+def _pair(sb) -> params.Pair:
+    """The model pair picker, with the custom pair's names and check, or where the pair runs."""
     options = params.pairs()
     if st.session_state[keys.setting("pair")] not in options:
         st.session_state[keys.setting("pair")] = "offline"
@@ -140,16 +153,19 @@ def render() -> Settings:
         sb.caption("Target SmolLM2-135M-Instruct, run on this machine: no internet needed.")
         if pair.key == "offline-self":
             sb.caption("The target drafts for itself: q = p, so every draft passes, yet nothing is saved.")
+    return pair
 
-    _algorithm(sb, options[st.session_state[keys.setting("pair")]])
+
+def _decoding(sb) -> None:
+    """γ, the sampling settings, the length, the seed, the precision and the baseline, each explained."""
     sb.slider("γ (draft tokens per iteration)", params.GAMMA_MIN, params.GAMMA_MAX, key=keys.setting("gamma"))
     sb.caption("More drafts win more when the draft is good and waste more when it is not.")
     sb.slider("Temperature", *params.TEMPERATURE_RANGE, step=0.05, key=keys.setting("temperature"))
     sb.caption("0 is greedy (always the most likely token); higher is more random. Applied to p and q alike.")
     sb.number_input("Top-k", *params.TOP_K_RANGE, step=1, key=keys.setting("top_k"))
-    sb.caption("Keep only the k most likely tokens before sampling (0 = off).")
+    sb.caption(f"Keep only the k most likely tokens before sampling ({params.TOP_K_OFF} = off).")
     sb.slider("Top-p", *params.TOP_P_RANGE, step=0.05, key=keys.setting("top_p"))
-    sb.caption("Keep the fewest tokens whose probability adds up to top-p (1.0 = off).")
+    sb.caption(f"Keep the fewest tokens whose probability adds up to top-p ({params.TOP_P_OFF} = off).")
     sb.slider("Max new tokens", *params.MAX_NEW_RANGE, key=keys.setting("max_new"))
     sb.caption("Length of the answer; the offline target needs about 0.1 s per token on a CPU.")
     sb.number_input("Seed", *params.SEED_RANGE, step=1, key=keys.setting("seed"))
@@ -162,6 +178,9 @@ def render() -> Settings:
     sb.checkbox("Also run the target alone (baseline)", key=keys.setting("baseline"))
     sb.caption("Needed for the speedup and the timeline comparison; doubles the run time.")
 
+
+def _prompt(sb) -> None:
+    """The example prompts, the prompt, and Run again under it."""
     sb.selectbox(
         "Example prompts",
         params.EXAMPLE_PROMPTS,
@@ -178,7 +197,10 @@ def render() -> Settings:
         key=keys.RUN_BUTTON_UNDER_PROMPT,
     )  # fmt: skip
 
-    settings = _current()
+
+def _write_url(sb, settings: Settings) -> None:
+    """The URL becomes these settings (and the stored trace on show) on every run: a copied link
+    reproduces the demo. The link as opened stays in keys.URL_QUERY for the pages that read it."""
     query = settings.to_query()
     loaded = st.session_state.get(keys.LOADED)
     if loaded is not None and loaded.trace_id:  # a run in the replicas' trace store: a reconnect reopens it
@@ -187,7 +209,6 @@ def render() -> Settings:
         with sb:
             _reconnect_beacon()
     st.query_params.from_dict(query)
-    return settings
 
 
 @st.fragment(run_every=60)
