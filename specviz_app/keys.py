@@ -1,51 +1,60 @@
 """Every session-state key of the app, named once (a typo is then a NameError, not a silent miss).
 
-Keys starting with an underscore in their value are one-shot messages between two parts of a
-script run (set, then popped); the others hold state across reruns. Widget keys that hold a
-setting are SETTING_PREFIX + the Settings field name (specviz_app/sidebar.py).
+Each key's comment says how long its value lives. "One-shot": one part of the app sets it and the
+part that acts on it pops it (on the same or the next script run), so it is acted on once. "For the
+session": set once, on the session's first script run, and kept. The others hold state across
+reruns until something replaces it. A leading underscore in a value marks nothing: keys of every
+kind have one or not, and no code reads it. Widget keys that hold a setting are SETTING_PREFIX +
+the Settings field name (specviz_app/sidebar.py).
 """
 
 # ---- the run and the trace on show (session.py, running.py, app.py, sidebar.py) ------------
 SETTINGS = "settings"  # the sidebar's Settings of this script run
 LOADED = "loaded"  # the Loaded trace on show (trace, baseline, source, run key)
-RUN_REQUESTED = "_run_requested"  # Run was clicked: app.py decodes before drawing the page
-RUN_ERROR = "_run_error"  # the message of a run that failed, shown once above the page
+RUN_REQUESTED = "_run_requested"  # one-shot: Run was clicked; app.py pops it and decodes before drawing the page
+RUN_ERROR = "_run_error"  # one-shot: the message of a run that failed; app.py pops it and shows it above the page
 CANCEL_RUN = "cancel_run"  # the Cancel button of the run in progress (running.run)
-APPLY_SETTINGS = "_apply_settings"  # settings to copy into the sidebar widgets on the next run
-FIRST_VISIT_DONE = "_first_visit_done"  # the first visit's example or decode has happened
-INITIALISED = "_initialised"  # the sidebar widgets hold their defaults or the link's values
-URL_QUERY = "_url_query"  # the query string last written, to write the URL only on change
-URL_GIVEN = "_url_given"  # the settings a link asked for
-URL_MESSAGES = "_url_messages"  # what the link asked for that was out of range, said once
+APPLY_SETTINGS = "_apply_settings"  # one-shot: settings the sidebar pops into its widgets on the next run
+FIRST_VISIT_DONE = "_first_visit_done"  # for the session: the first visit's example or decode has happened
+INITIALISED = "_initialised"  # for the session: the sidebar has read the link into its widgets (init_from_url)
+# For the session: the link as opened ({name: every value it gave}). The sidebar rewrites the URL on
+# every run, so a page's own parameters (the lesson's ?step=) and ?trace= are read from here.
+URL_QUERY = "_url_query"
+# For the session: whether the link named a run setting (a bool): a demo to reproduce, which the
+# first visit decodes when no shipped example matches it (opening.open_first_visit).
+URL_GIVEN = "_url_given"
+# For the session: what the link asked for that was refused or clamped. Never popped: the sidebar
+# warns of it on every run, on every page.
+URL_MESSAGES = "_url_messages"
 EXAMPLE_PROMPT = "example_prompt"  # the example-prompt picker of the sidebar
 SETTING_PREFIX = "s_"  # + a Settings field name: the sidebar widget holding that setting (setting())
 
 
 # ---- pages ------------------------------------------------------------------------------------
-INSPECT_ITER = "inspect_iter"  # Step inspector: the iteration on show (its slider)
-INSPECT_NEXT = "_inspect_next"  # Step inspector: the iteration play moves to on the next rerun
+INSPECT_ITER = "inspect_iter"  # Step inspector: the iteration on show (its slider); a new trace pops it (session.py)
+INSPECT_NEXT = "_inspect_next"  # Step inspector, one-shot: the iteration play moves to on the next rerun
 PLAYING = "playing"  # Step inspector: play is on
-TRACES_NOTICE = "_traces_notice"  # Traces: what an upload or example opening did, said once
-TRACES_UPLOAD_ERROR = "_traces_upload_error"  # Traces: why the last upload did not open, said once
-TRACES_UPLOAD_ROUND = "_traces_upload_round"  # Traces: times the uploader was emptied (its key's suffix)
+TRACES_NOTICE = "_traces_notice"  # Traces, one-shot: what an upload or example opening did, said once
+TRACES_UPLOAD_ERROR = "_traces_upload_error"  # Traces, one-shot: why the last upload did not open, said once
+TRACES_UPLOAD_ROUND = "_traces_upload_round"  # Traces: times the uploader was emptied (its key's suffix), counts up
 THEORY_ALPHA, THEORY_GAMMA, THEORY_C, THEORY_V = "th_alpha", "th_gamma", "th_c", "th_v"  # Theory: its sliders
 THEORY_EXACT = "th_exact"  # Theory: the trace's unrounded α and c behind sliders set from it
 SWEEP_RESULT = "sweep_result"  # Sweep: the result on show
 SWEEP_SOURCE = "sweep_source"  # Sweep: where it came from (run here, or a file)
 SWEEP_RUNNING = "sweep_running"  # Sweep: a sweep is running (Stop is offered)
 SWEEP_STOP = "sweep_stop"  # Sweep: Stop was clicked
-SWEEP_ERROR = "sweep_error"  # Sweep: the message of a sweep that failed
-LAB_REQUEST = "lab_request"  # Distribution lab: the experiment to run on this rerun
+SWEEP_ERROR = "sweep_error"  # Sweep, one-shot: the message of a sweep that failed
+LAB_REQUEST = "lab_request"  # Distribution lab, one-shot: the experiment to run on this rerun
 LAB_RESULTS = "lab_results"  # Distribution lab: results by rule
 LAB_STOP = "lab_stop"  # Distribution lab: Stop was clicked
-LAB_ERROR = "lab_error"  # Distribution lab: the message of an experiment that failed
-RACE_REQUEST = "race_request"  # Drafters: the race to run on this rerun
+LAB_ERROR = "lab_error"  # Distribution lab, one-shot: the message of an experiment that failed
+RACE_REQUEST = "race_request"  # Drafters, one-shot: the race to run on this rerun
 RACE_RESULT = "race_result"  # Drafters: the race on show
-RACE_ERROR = "race_error"  # Drafters: the message of a race that failed
+RACE_ERROR = "race_error"  # Drafters, one-shot: the message of a race that failed
 LESSON_STEP = "lesson_step"  # Lesson: the step on show
 LESSON_LANG = "lesson_lang"  # Lesson: en or zh
 LESSON_PRESENTER = "lesson_presenter"  # Lesson: large type
-LESSON_MESSAGE = "_lesson_message"  # Lesson: what the link asked for that was invalid, said once
+LESSON_MESSAGE = "_lesson_message"  # Lesson, one-shot: what the link asked for that was invalid, said once
 
 
 # ---- widget and element keys (Streamlit keeps a widget's value under its key) --------------
