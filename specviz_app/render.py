@@ -153,6 +153,10 @@ PAGE_INTROS = {
         "β is the chance a draft at one position passes: Σ min(p, q). α, its mean, predicts the rest: "
         "if each draft passes with probability α, tokens per iteration follow a truncated geometric law.",
     ),
+    "inspector": (
+        "Step inspector",
+        "Pick an iteration: see what the draft proposed, how the target judged each token, and why.",
+    ),
 }
 
 

@@ -7,7 +7,7 @@ import streamlit as st
 from specviz.teaching.charts.drafting import run_summary
 from specviz.teaching.charts.step import step_view
 from specviz.teaching.charts.tokens import draft_facts
-from specviz_app import keys, render, session
+from specviz_app import keys, render
 
 PLAY_SECONDS = 1.5  # pause between iterations while playing
 
@@ -73,10 +73,8 @@ def _iteration(trace, i: int) -> None:
 
 
 def inspector() -> None:
-    st.title("Step inspector")
-    st.caption("Pick an iteration: see what the draft proposed, how the target judged each token, and why.")
-    loaded = session.current()
-    if not render.trace_notice(loaded, st.session_state[keys.SETTINGS]):
+    loaded = render.open_trace_page("inspector")
+    if loaded is None:
         return
     trace = loaded.trace
     n = len(trace.iterations)
