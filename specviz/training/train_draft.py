@@ -261,26 +261,7 @@ def train(cfg: TrainConfig, out: Path, history_path: Path | None, log=print, dat
     tokenizer = target.tokenizer
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else target.eos_token_id
 
-    # 1. target text. Held-out prompts come from the same pool but are never trained on.
-    prompts = build_prompts(cfg.sequences + cfg.heldout, cfg.seed)
-    temperatures = [1.0, 0.0]  # alternate batches: sampled text (alpha at T=1) and greedy text (T=0)
-    t_gen = time.perf_counter()
-    if data_path is not None and data_path.is_file():  # reuse text written by an earlier run
-        # weights_only: the cache is data (tensors in Sample records), never code to unpickle.
-        with torch.serialization.safe_globals([Sample]):
-            saved = torch.load(data_path, weights_only=True)
-        train_samples, held_samples, gen_seconds = saved["train"], saved["heldout"], saved["seconds"]
-        log(f"loaded {len(train_samples)} answers from {data_path} (written in {gen_seconds:.0f} s)")
-    else:
-        train_samples = generate_samples(writer, prompts[: cfg.sequences], temperatures, cfg, log)
-        half = cfg.heldout // 2
-        held = prompts[cfg.sequences :]
-        held_samples = generate_samples(target, held[:half], [1.0], cfg, log)
-        held_samples += generate_samples(target, held[half:], [0.0], cfg, log)
-        gen_seconds = time.perf_counter() - t_gen
-        if data_path is not None:
-            data_path.parent.mkdir(parents=True, exist_ok=True)
-            torch.save({"train": train_samples, "heldout": held_samples, "seconds": gen_seconds}, data_path)
+    train_samples, held_samples, gen_seconds = target_text(cfg, target, writer, data_path, log)
     heldout = HeldOut(target, held_samples, pad)
     train_tokens = sum(s.topk_ids.shape[0] for s in train_samples)
     log(f"data: {len(train_samples)} answers, {train_tokens} tokens in {gen_seconds:.0f} s")
@@ -288,13 +269,66 @@ def train(cfg: TrainConfig, out: Path, history_path: Path | None, log=print, dat
     # 2. the draft and its optimiser: the embedding moves more gently than the fresh layers.
     draft = make_draft(target, cfg)
     draft.train()
+    optim = make_optimiser(draft, cfg)
+    history, train_seconds = distil(draft, optim, cfg, train_samples, pad, heldout, log)
+    size_mb = save_draft(draft, tokenizer, out)
+    counted = {"answers": len(train_samples), "tokens": train_tokens, "heldout_positions": int(heldout.p.shape[0])}
+    result = {
+        "schema": "specviz.draft_training/1",
+        "target": target.name,
+        "draft": f"offline:{out.name}",
+        "recipe": asdict(cfg),
+        "data": counted,
+        "generation_seconds": round(gen_seconds, 1),
+        "training_seconds": round(train_seconds, 1),
+        "total_seconds": round(time.perf_counter() - wall0, 1),
+        "folder_mb": round(size_mb, 1),
+        "hardware": machine("cpu"),
+        "versions": versions(),
+        "measure": "alpha: mean over held-out positions of beta = sum_x min(p(x), q(x)) at temperature 1, on "
+        "text the target sampled at temperature 1; greedy_agreement: share of held-out positions of the "
+        "target's greedy text where argmax q == argmax p (the greedy acceptance rate).",
+        "history": history,
+    }
+    write_record(history_path, result)
+    log(f"saved {out} ({size_mb:.1f} MB); total {result['total_seconds']:.0f} s")
+    return result
+
+
+def target_text(cfg: TrainConfig, target, writer, data_path: Path | None, log) -> tuple[list, list, float]:
+    """1. the target's text -> (training answers, held-out answers, seconds it took to write).
+    Held-out prompts come from the same pool but are never trained on; text an earlier run wrote
+    to data_path is reused."""
+    prompts = build_prompts(cfg.sequences + cfg.heldout, cfg.seed)
+    temperatures = [1.0, 0.0]  # alternate batches: sampled text (alpha at T=1) and greedy text (T=0)
+    t_gen = time.perf_counter()
+    if data_path is not None and data_path.is_file():  # reuse text written by an earlier run
+        # weights_only: the cache is data (tensors in Sample records), never code to unpickle.
+        with torch.serialization.safe_globals([Sample]):
+            saved = torch.load(data_path, weights_only=True)
+        log(f"loaded {len(saved['train'])} answers from {data_path} (written in {saved['seconds']:.0f} s)")
+        return saved["train"], saved["heldout"], saved["seconds"]
+    train_samples = generate_samples(writer, prompts[: cfg.sequences], temperatures, cfg, log)
+    half = cfg.heldout // 2
+    held = prompts[cfg.sequences :]
+    held_samples = generate_samples(target, held[:half], [1.0], cfg, log)
+    held_samples += generate_samples(target, held[half:], [0.0], cfg, log)
+    gen_seconds = time.perf_counter() - t_gen
+    if data_path is not None:
+        data_path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({"train": train_samples, "heldout": held_samples, "seconds": gen_seconds}, data_path)
+    return train_samples, held_samples, gen_seconds
+
+
+def make_optimiser(draft, cfg: TrainConfig) -> torch.optim.AdamW:
+    """AdamW with three learning rates ("peak" keeps each group's own for the schedule)."""
     # Adam moves each weight by about lr per step, so the norm gains (which set the logits' scale)
     # get a larger rate: at the layers' rate they would need hundreds of steps to reach it.
     embed = draft.get_input_embeddings().weight
     others = [p for p in draft.parameters() if p is not embed]
     decay = [p for p in others if p.ndim >= 2]
     norms = [p for p in others if p.ndim < 2]
-    optim = torch.optim.AdamW(
+    return torch.optim.AdamW(
         [
             {"params": [embed], "lr": cfg.embed_lr, "weight_decay": 0.0, "peak": cfg.embed_lr},
             {"params": decay, "lr": cfg.lr, "weight_decay": cfg.weight_decay, "peak": cfg.lr},
@@ -303,7 +337,9 @@ def train(cfg: TrainConfig, out: Path, history_path: Path | None, log=print, dat
         betas=(0.9, 0.95),
     )
 
-    # 3. distil, measuring alpha as we go.
+
+def distil(draft, optim, cfg: TrainConfig, train_samples: list[Sample], pad: int, heldout: HeldOut, log):
+    """3. distil, measuring alpha as we go -> (history, training seconds)."""
     history = [{"step": 0, "seconds": 0.0, "loss": None, **heldout.measure(draft)}]
     log(f"step 0: alpha {history[0]['alpha']:.3f}, greedy agreement {history[0]['greedy_agreement']:.3f}")
     order_rng = random.Random(cfg.seed)
@@ -314,18 +350,7 @@ def train(cfg: TrainConfig, out: Path, history_path: Path | None, log=print, dat
         if len(order) < cfg.batch:  # a fresh shuffled pass over the answers
             order += order_rng.sample(range(len(train_samples)), len(train_samples))
         picked, order = order[: cfg.batch], order[cfg.batch :]
-        ids, rows, cols, top_ids, top_probs = collate([train_samples[i] for i in picked], pad)
-        scale = lr_scale(step, cfg.warmup, cfg.steps)
-        for group in optim.param_groups:
-            group["lr"] = group["peak"] * scale
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.train_dtype == "bfloat16"):
-            logits = draft_logits_at(draft, ids, rows, cols)  # [N, V]
-        loss = distill_loss(logits, top_ids, top_probs)
-        optim.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
-        optim.step()
-        losses.append(float(loss.detach()))
+        losses.append(distil_step(draft, optim, cfg, [train_samples[i] for i in picked], pad, step))
         if step % cfg.eval_every == 0 or step == cfg.steps:
             draft.eval()
             point = {
@@ -341,34 +366,32 @@ def train(cfg: TrainConfig, out: Path, history_path: Path | None, log=print, dat
                 f"step {step}: loss {point['loss']:.3f}, alpha {point['alpha']:.3f}, "
                 f"greedy agreement {point['greedy_agreement']:.3f}, {point['seconds']:.0f} s"
             )
-    train_seconds = time.perf_counter() - t_train
+    return history, time.perf_counter() - t_train
 
-    # 5. save in half precision, with the tokenizer beside it so the folder loads on its own.
+
+def distil_step(draft, optim, cfg: TrainConfig, batch: list[Sample], pad: int, step: int) -> float:
+    """One optimiser step on a batch of answers -> its loss."""
+    ids, rows, cols, top_ids, top_probs = collate(batch, pad)
+    scale = lr_scale(step, cfg.warmup, cfg.steps)
+    for group in optim.param_groups:
+        group["lr"] = group["peak"] * scale
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.train_dtype == "bfloat16"):
+        logits = draft_logits_at(draft, ids, rows, cols)  # [N, V]
+    loss = distill_loss(logits, top_ids, top_probs)
+    optim.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
+    optim.step()
+    return float(loss.detach())
+
+
+def save_draft(draft, tokenizer, out: Path) -> float:
+    """5. save in half precision, with the tokenizer beside it so the folder loads on its own -> its MB."""
     draft.eval()
     out.mkdir(parents=True, exist_ok=True)
     draft.to(torch.float16).save_pretrained(out)
     tokenizer.save_pretrained(out)
-    size_mb = sum(f.stat().st_size for f in out.iterdir() if f.is_file()) / 2**20
-    result = {
-        "schema": "specviz.draft_training/1",
-        "target": target.name,
-        "draft": f"offline:{out.name}",
-        "recipe": asdict(cfg),
-        "data": {"answers": len(train_samples), "tokens": train_tokens, "heldout_positions": int(heldout.p.shape[0])},
-        "generation_seconds": round(gen_seconds, 1),
-        "training_seconds": round(train_seconds, 1),
-        "total_seconds": round(time.perf_counter() - wall0, 1),
-        "folder_mb": round(size_mb, 1),
-        "hardware": machine("cpu"),
-        "versions": versions(),
-        "measure": "alpha: mean over held-out positions of beta = sum_x min(p(x), q(x)) at temperature 1, on "
-        "text the target sampled at temperature 1; greedy_agreement: share of held-out positions of the "
-        "target's greedy text where argmax q == argmax p (the greedy acceptance rate).",
-        "history": history,
-    }
-    write_record(history_path, result)
-    log(f"saved {out} ({size_mb:.1f} MB); total {result['total_seconds']:.0f} s")
-    return result
+    return sum(f.stat().st_size for f in out.iterdir() if f.is_file()) / 2**20
 
 
 def main(argv: list[str] | None = None) -> int:
