@@ -6,7 +6,7 @@ specviz_app/launch.py holds the server settings.
 
 import streamlit as st
 
-from specviz_app import background, keys, loading, opening, running, sidebar
+from specviz_app import background, keys, opening, running, sidebar
 from specviz_app.render import PAGES_DIR
 
 st.set_page_config(page_title="specviz: speculative decoding, made visible", page_icon="🔎", layout="wide")
@@ -27,7 +27,7 @@ PAGES = [
 # (specviz_app/background.py), since it stalls the decode being timed.
 with background.PAGE_ACTIVITY.drawing():
     page = st.navigation(PAGES)
-    background.preload(loading.preload_defaults)  # the first Run should find the default models loaded
+    background.preload(running.preload_defaults)  # the first Run should find the default models loaded
 
     settings = sidebar.render()
     st.session_state[keys.SETTINGS] = settings

@@ -1,7 +1,8 @@
 """The models a run needs: loaded once per server process, warmed up, and the sidebar's pair.
 
-`preload_defaults` loads the offline default pair as the app opens (specviz_app.background runs it),
-so a class's first Run finds them ready and its timings hold no one-off start-up costs.
+`load_pair` holds the one rule for a pair's names (a custom pair left without a target is refused
+in words); specviz_app.running's preload_defaults loads the offline default pair through it as the
+app opens, so a class's first Run finds them ready and its timings hold no one-off start-up costs.
 """
 
 from __future__ import annotations
@@ -13,13 +14,12 @@ import streamlit as st
 
 from specviz.engine import models
 from specviz.errors import SpecvizError
-from specviz_app import background, params
+from specviz_app import background
 from specviz_app.params import Settings
 
 # SPECVIZ_THREADS=n sets torch's CPU threads for the app's runs. On a shared CPU, one thread avoids
 # intra-op threads spinning against other programs (a verify pass measured ten times slower).
 THREADS_ENV = "SPECVIZ_THREADS"
-WARM_UP_TOKENS = 8  # the preload's first decode: long enough to reach the verification passes' shapes
 
 
 @st.cache_resource(max_entries=models.MAX_LOADED, show_spinner=False)
@@ -71,29 +71,25 @@ def _warm_up_head(target: models.LoadedModel, name: str) -> None:
         _warm_heads.add((name, id(target.model)))
 
 
-def preload_defaults() -> None:
-    """Load and warm the offline default pair (background.preload runs this as the app opens), and
-    decode a few tokens with it: the first decode of a process pays for one-off set-up (the kernels'
-    first calls at each shape took 3 s of a 14-token run), which the first Run should not."""
-    from specviz.decoding.decoder import autoregressive_generate, speculative_generate
-
-    target_name, draft_name = params.DEFAULTS.model_names()
-    target = get_model(target_name or models.DEFAULT_TARGET, params.DEFAULTS.dtype)
-    draft = resolve_draft(target, draft_name)
-    kwargs = {**params.DEFAULTS.decode_kwargs(), "max_new_tokens": WARM_UP_TOKENS}
-    speculative_generate(params.DEFAULTS.prompt, target=target, draft=draft, trace=True, **kwargs)
-    kwargs.pop("gamma")
-    autoregressive_generate(params.DEFAULTS.prompt, target=target, trace=True, **kwargs)
-
-
 def sidebar_pair(settings: Settings) -> tuple[models.LoadedModel, object]:
     """The sidebar's pair, loaded: (target, the draft as the decoder takes it). Every page that runs
-    the sidebar's models gets them here, with one message for a custom pair left without a target."""
-    target_name, draft_name = settings.model_names()
+    the sidebar's models gets them here (a Run through load_pair, with the names it has read)."""
+    return load_pair(*settings.model_names(), settings.dtype)
+
+
+def load_pair(target_name: str | None, draft_name: str | None, dtype: str) -> tuple[models.LoadedModel, object]:
+    """(target, draft) loaded from Settings.model_names(): the one rule for a custom pair left
+    without a target, and its message."""
     if not target_name:
         raise SpecvizError("Name a target model in the sidebar (custom pair), or pick another pair.")
-    target = get_model(target_name, settings.dtype)
+    target = get_model(target_name, dtype)
     return target, resolve_draft(target, draft_name)
+
+
+def float32_of(target: models.LoadedModel) -> models.LoadedModel:
+    """The target in float32: the reference that says whether a run's tokens are exact (a float32
+    target is its own; a bfloat16 one loads its twin, which takes a place in the model cache)."""
+    return target if target.dtype == "float32" else get_model(target.name, "float32")
 
 
 def resolve_draft(target: models.LoadedModel, draft: str | None):

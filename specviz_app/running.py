@@ -1,6 +1,11 @@
 """The Run button's decode: a shared recording when one exists, else the run with its progress
 streamed into the page, its baseline, and the further timing pairs started in the background.
 
+One path: run_request reads the settings once and turns them into a RunRequest (the models loaded
+through loading.load_pair, the run key, the decode's arguments with γ apart); everything after
+(sharing, the decode, its baseline, the timing pairs, the page) takes that request and goes on.
+preload_defaults, as the app opens, decodes a short RunRequest of the default settings.
+
 A run waits for the device in specviz.engine.gate's queue (its place and estimate on the status line); a
 failed or cancelled run stores nothing, so the previous trace stays on show. The run and its
 baseline decode batched (specviz.engine.batching): sessions running at once share their target passes.
@@ -10,16 +15,78 @@ The timing pairs decode solo, so the speedup a page shows never comes from a bat
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import Any
 
 import streamlit as st
 
 from specviz import config
 from specviz.engine.gate import device_gate, place_words
+from specviz.engine.models import LoadedModel
 from specviz.traces import speedup, trace_store
-from specviz_app import background, keys, render, shared_runs
-from specviz_app.loading import get_model, resolve_draft, sidebar_pair
+from specviz_app import background, keys, params, render, shared_runs
+from specviz_app.loading import float32_of, load_pair
 from specviz_app.params import Settings
 from specviz_app.session import ErrorGuard, Loaded, show
+
+WARM_UP_TOKENS = 8  # the preload's first decode: long enough to reach the verification passes' shapes
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One Run, resolved once: what its run, its baseline and its timing pairs all decode from.
+
+    γ stands apart from `sampling` (temperature, top-k, top-p, seed, max new tokens: what both
+    decoders take), since only the speculative decode drafts."""
+
+    prompt: str
+    key: tuple  # Settings.run_key(): two requests with the same key give the same trace
+    baseline: bool  # whether the target alone decodes beside the run
+    target: LoadedModel
+    draft: Any  # as the decoder takes it (loading.resolve_draft): a loaded model, or a strategy's name
+    gamma: int
+    sampling: Mapping[str, Any]  # read-only: every decode of the run gets the same values
+    reference: LoadedModel | None  # the target in float32, which the baseline's sameness check reads
+
+    def speculative(self, **extra):
+        """The speculative decode of this request (extra: the decoder's callbacks, batched=...)."""
+        from specviz.decoding.decoder import speculative_generate
+
+        return speculative_generate(
+            self.prompt, target=self.target, draft=self.draft, gamma=self.gamma, **self.sampling, **extra
+        )
+
+    def target_alone(self, **extra):
+        """The baseline: the target decoding alone, with the same sampling and seed."""
+        from specviz.decoding.decoder import autoregressive_generate
+
+        return autoregressive_generate(self.prompt, target=self.target, **self.sampling, **extra)
+
+
+def run_request(settings: Settings) -> RunRequest:
+    """The settings of one Run as it decodes, each read once: the names, the run key and the decode's
+    arguments, then the models loaded (loading.load_pair's rule and message for a missing target),
+    with the float32 reference a baseline's sameness check needs."""
+    target_name, draft_name = settings.model_names()
+    key = settings.run_key()
+    sampling = settings.decode_kwargs()
+    gamma = sampling.pop("gamma")  # the one place γ leaves them: the target alone drafts nothing
+    target, draft = load_pair(target_name, draft_name, settings.dtype)
+    reference = float32_of(target) if settings.baseline else None  # target itself when it is float32
+    return RunRequest(
+        settings.prompt, key, settings.baseline, target, draft, gamma, MappingProxyType(sampling), reference
+    )
+
+
+def preload_defaults() -> None:
+    """Load and warm the offline default pair (background.preload runs this as the app opens), and
+    decode a few tokens with it: the first decode of a process pays for one-off set-up (the kernels'
+    first calls at each shape took 3 s of a 14-token run), which the first Run should not."""
+    request = run_request(replace(params.DEFAULTS, max_new=WARM_UP_TOKENS))
+    request.speculative()
+    request.target_alone()
 
 
 def run(settings: Settings) -> None:
@@ -35,49 +102,52 @@ def run(settings: Settings) -> None:
         lead = shared_runs.SOLO
         try:
             with ErrorGuard(keys.RUN_ERROR, area) as guard:
-                recording, lead = _shared_recording(settings, status)
+                request = run_request(settings)
+                recording, lead = _shared_recording(request, status)
                 if recording is None:
-                    trace, baseline, target, draft = _decode_with_progress(settings, status)
+                    trace, baseline = _decode_with_progress(request, status)
             if guard.failed:
                 return
             area.empty()
             st.session_state.pop(keys.RUN_ERROR, None)
-            if recording is not None:  # the same trace object, its timing pairs included
-                source = f"run here, {shared_runs.made_words(recording)}"
-                loaded = Loaded(recording.trace, recording.baseline, source, settings.run_key(), recording.timing, True)
-                loaded.trace_id = recording.trace_id
-                show(loaded)
-                _link_stored(loaded)
-                return
-            loaded = Loaded(trace, baseline, "run here", settings.run_key(), shared=lead is not shared_runs.SOLO)
-            if baseline is not None:
-                loaded.timing = _time_more_pairs(settings, target, draft, trace, baseline)
-            recording = shared_runs.Recording(trace, baseline, loaded.timing, trace_id=lead.trace_id)
-            lead.finish(recording)
-            loaded.trace_id = recording.trace_id
-            show(loaded)
-            shared_runs.save(trace_store.from_environment(), recording)  # for the other replicas, if any
-            _link_stored(loaded)
+            if recording is None:  # this session's own run: recorded (its timing pairs started) and stored
+                recording = _record(request, lead, trace, baseline)
+                _show(request, recording, "run here", shared=lead is not shared_runs.SOLO)
+            else:  # the same trace object, its timing pairs included
+                _show(request, recording, f"run here, {shared_runs.made_words(recording)}", shared=True)
+            _link_stored(recording.trace_id)
         finally:
             lead.abandon()  # failed, cancelled or a closed tab: a session waiting for this run decodes it
 
 
-def _link_stored(loaded: Loaded) -> None:
+def _record(request: RunRequest, lead, trace, baseline) -> shared_runs.Recording:
+    """This session's run as a recording, its further timing pairs started (a baseline to time
+    against), handed to the sessions waiting for it (lead) and written for the other replicas."""
+    timing = _time_more_pairs(request, trace, baseline) if baseline is not None else None
+    recording = shared_runs.Recording(trace, baseline, timing, trace_id=lead.trace_id)
+    lead.finish(recording)
+    shared_runs.save(trace_store.from_environment(), recording)  # a no-op without replicas' store
+    return recording
+
+
+def _show(request: RunRequest, recording: shared_runs.Recording, source: str, shared: bool) -> None:
+    """Put the recording on show in this session (shared: its timing is the store's to stop)."""
+    loaded = Loaded(recording.trace, recording.baseline, source, request.key, recording.timing, shared)
+    loaded.trace_id = recording.trace_id
+    show(loaded)
+
+
+def _link_stored(trace_id: str | None) -> None:
     """Put the stored run's id into the URL at once (the sidebar keeps it there on later reruns), so
     a student whose replica stops reconnects to another one with a link that reopens this run."""
-    if loaded.trace_id:
-        st.query_params["trace"] = loaded.trace_id
+    if trace_id:
+        st.query_params["trace"] = trace_id
 
 
-def _shared_recording(settings: Settings, status):
+def _shared_recording(request: RunRequest, status):
     """(recording, lead) from shared_runs: a recording of these exact settings and models (made
     earlier, or by another session decoding them now, which this waits for), or (None, lead): decode."""
-    target_name, draft_name = settings.model_names()
-    if not target_name:
-        return None, shared_runs.SOLO  # _decode_with_progress says what is missing
-    target = get_model(target_name, settings.dtype)
-    draft = resolve_draft(target, draft_name)
-    key = shared_runs.run_key(settings.run_key(), settings.baseline, target, draft)
+    key = shared_runs.run_key(request.key, request.baseline, request.target, request.draft)
 
     def on_wait() -> None:  # every poll: a closed tab or Cancel raises out of status.update here
         status.update(label="Another session is decoding these same settings: waiting for its recording…")
@@ -86,7 +156,8 @@ def _shared_recording(settings: Settings, status):
     if lead is None:
         return recording, shared_runs.SOLO
     store = trace_store.from_environment()  # replicas: another one may have recorded these settings
-    lead.trace_id = shared_runs.disk_id(settings.run_key(), settings.baseline, target, draft) if store else None
+    if store:
+        lead.trace_id = shared_runs.disk_id(request.key, request.baseline, request.target, request.draft)
     if (recording := shared_runs.from_store(store, lead.trace_id)) is not None:
         lead.finish(recording)
         return recording, shared_runs.SOLO
@@ -100,61 +171,59 @@ def _cancelled() -> None:
     st.session_state[keys.RUN_ERROR] = CANCELLED  # app.py says it once, with "nothing was lost"
 
 
-def _decode_with_progress(settings: Settings, status):
-    """The run itself (and its baseline), streaming into the page: (trace, baseline, target, draft)."""
-    from specviz.decoding.decoder import autoregressive_generate, speculative_generate
-    from specviz.traces.sameness import compare_runs
-
-    target, draft = sidebar_pair(settings)
-    gate = device_gate(str(target.device))
+def _decode_with_progress(request: RunRequest, status):
+    """The run itself (and its baseline), streaming into the page: (trace, baseline or None)."""
+    gate = device_gate(str(request.target.device))
     gate.check_room(config.MAX_QUEUED_RUNS)  # a full queue refuses at once, never a long wait
     status.update(label="Decoding speculatively…")
     bar = st.progress(0.0, text="speculative decoding: starting")
     stream = st.empty()
     records: list[dict] = []
-
-    spec_redraw, base_redraw = _Redraw(), _Redraw()
+    redraw = _Redraw()
 
     def on_spec(pr) -> None:
         records.append(pr.record)
-        if not spec_redraw.due(pr):
+        if not redraw.due(pr):
             return
         bar.progress(
             pr.new_tokens / pr.max_new_tokens,
             text=f"speculative decoding: {pr.new_tokens}/{pr.max_new_tokens} tokens, iteration {pr.iteration}",
         )
-        stream.html(render.token_stream_html(records, {"token_text": pr.token_text}, gamma=settings.gamma))
+        stream.html(render.token_stream_html(records, {"token_text": pr.token_text}, gamma=request.gamma))
 
     def on_wait(ahead: int) -> None:  # one decode per device at a time (specviz.engine.gate)
         # Called every poll while queued; a closed tab or Cancel raises out of status.update here.
         words = place_words(ahead, gate.estimate_s(ahead))
         status.update(label=f"Waiting for the model: {words} behind other sessions' runs. Cancel frees your place.")
 
-    kwargs = settings.decode_kwargs()
-    kwargs["on_wait"] = on_wait
     # Batched: when other sessions decode this target too, their target passes run as one forward
     # (specviz.engine.batching), the tokens unchanged; a target that cannot batch decodes alone. Its timing
     # is then no solo run's, so the speedup comes from the solo pairs timed after (_time_more_pairs).
-    kwargs["batched"] = True
-    trace = speculative_generate(settings.prompt, target=target, draft=draft, on_iteration=on_spec, **kwargs)
-    baseline = None
-    if settings.baseline:
-        status.update(label="Decoding with the target alone (baseline)…")
-
-        def on_base(pr) -> None:
-            if not base_redraw.due(pr):
-                return
-            bar.progress(
-                pr.new_tokens / pr.max_new_tokens,
-                text=f"target alone (baseline): {pr.new_tokens}/{pr.max_new_tokens} tokens",
-            )
-
-        kwargs.pop("gamma")
-        baseline = autoregressive_generate(settings.prompt, target=target, on_iteration=on_base, **kwargs)
-        exact = target if target.dtype == "float32" else get_model(target.name, "float32")
-        trace.extra["sameness"] = compare_runs(trace, baseline, exact).to_dict()
+    trace = request.speculative(on_iteration=on_spec, on_wait=on_wait, batched=True)
+    baseline = _baseline_with_progress(request, trace, status, bar, on_wait) if request.baseline else None
     status.update(label="Done", state="complete")
-    return trace, baseline, target, draft
+    return trace, baseline
+
+
+def _baseline_with_progress(request: RunRequest, trace, status, bar, on_wait):
+    """The target alone on the run's settings, batched and queued as the run was, its progress on the
+    run's bar; the run's trace records whether its tokens are the float32 target's (sameness)."""
+    from specviz.traces.sameness import compare_runs
+
+    status.update(label="Decoding with the target alone (baseline)…")
+    redraw = _Redraw()
+
+    def on_base(pr) -> None:
+        if not redraw.due(pr):
+            return
+        bar.progress(
+            pr.new_tokens / pr.max_new_tokens,
+            text=f"target alone (baseline): {pr.new_tokens}/{pr.max_new_tokens} tokens",
+        )
+
+    baseline = request.target_alone(on_iteration=on_base, on_wait=on_wait, batched=True)
+    trace.extra["sameness"] = compare_runs(trace, baseline, request.reference).to_dict()
+    return baseline
 
 
 class _Redraw:
@@ -173,23 +242,12 @@ class _Redraw:
         return True
 
 
-def _time_more_pairs(settings: Settings, target, draft, trace, baseline) -> background.TimingPairs:
+def _time_more_pairs(request: RunRequest, trace, baseline) -> background.TimingPairs:
     """The run is the first timed pair (specviz.traces.speedup); the others run in the background on the
-    same settings, traced as the first was, so every pair is timed alike. They decode solo (no
+    same request, traced as the first was, so every pair is timed alike. They decode solo (no
     batched=True): when the run was batched, its pair is marked so and these alone give the speedup."""
     # streamed: the page drew its tokens as they came
     speedup.start_timing(trace, baseline, streamed=True, timed_seconds=background.timing_seconds())
-    from specviz.decoding.decoder import autoregressive_generate, speculative_generate
-
-    kwargs = settings.decode_kwargs()
-    gamma = kwargs.pop("gamma")
-
-    def run_speculative():
-        return speculative_generate(settings.prompt, target=target, draft=draft, gamma=gamma, **kwargs)
-
-    def run_target_alone():
-        return autoregressive_generate(settings.prompt, target=target, **kwargs)
-
     return background.TimingPairs(
-        trace, str(target.device), run_speculative, run_target_alone, wanted=background.session_alive()
+        trace, str(request.target.device), request.speculative, request.target_alone, wanted=background.session_alive()
     ).start()

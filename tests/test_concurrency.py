@@ -278,24 +278,26 @@ def test_two_sessions_runs_in_the_app_path_are_batched_equal_solo_and_timed_solo
     from specviz_app.params import Settings
 
     settings = [Settings(seed=s, temperature=0.7, max_new=24, prompt="List three fruits.") for s in (1, 2)]
-    results = at_once([lambda s=s: running._decode_with_progress(s, _Status()) for s in settings], timeout_s=300)
-    for i, s in enumerate(settings):
-        trace, baseline, target, draft = results[i]
+    requests = [running.run_request(s) for s in settings]
+    results = at_once([lambda r=r: running._decode_with_progress(r, _Status()) for r in requests], timeout_s=300)
+    for i, (s, request) in enumerate(zip(settings, requests, strict=True)):
+        trace, baseline = results[i]
         assert trace.config["batched"] and baseline.config["batched"]
         assert trace.extra["batch"]["most_sessions"] >= 2, i  # its passes were shared with the other's
+        # The solo runs from the settings themselves, not from the request: they check its arguments too.
         kwargs = s.decode_kwargs()
-        solo = speculative_generate(s.prompt, target=target, draft=draft, **kwargs)
+        solo = speculative_generate(s.prompt, target=request.target, draft=request.draft, **kwargs)
         kwargs.pop("gamma")
-        solo_base = autoregressive_generate(s.prompt, target=target, **kwargs)
+        solo_base = autoregressive_generate(s.prompt, target=request.target, **kwargs)
         assert trace.output_token_ids == solo.output_token_ids
         assert baseline.output_token_ids == solo_base.output_token_ids
 
-    trace, baseline, target, draft = results[0]
+    trace, baseline = results[0]
     assert speedup.speedup(trace, baseline) is None  # the batched timing gives no number
     # The fewest pairs a run gets (SPEEDUP_MIN_PAIRS) show the rule as well as the ten the app's
     # 16 s budget gives this run: the test took 11.1 s alone instead of 29.6 s.
     monkeypatch.setattr(speedup, "SPEEDUP_TIMED_SECONDS", 0.0)
-    timing = running._time_more_pairs(settings[0], target, draft, trace, baseline)
+    timing = running._time_more_pairs(requests[0], trace, baseline)
     assert trace.extra["timing"]["pairs"][0]["batched"] is True
     assert speedup.why_no_speedup(trace, baseline) == speedup.ONLY_BATCHED
     timing.join(300)
