@@ -134,6 +134,26 @@ def test_runs_are_told_when_they_wait_for_another_sessions_decode(monkeypatch):
     )  # words: specviz.engine.gate.place_words ("3rd in line, about 8 s")
 
 
+def test_a_custom_pair_without_a_target_is_refused_in_words_and_the_trace_kept():
+    """One rule for a missing target (loading.load_pair), for a Run as for the pages that run the
+    sidebar's pair: the message asks for a target, before any model loads or any decode starts."""
+    from specviz.errors import SpecvizError
+    from specviz_app import loading
+    from specviz_app.params import Settings
+
+    message = "Name a target model in the sidebar (custom pair), or pick another pair."
+    with pytest.raises(SpecvizError, match="Name a target model"):
+        loading.sidebar_pair(Settings(pair="custom", draft="ngram"))
+    at = new_app()
+    before = showing(at)
+    at.selectbox(key="s_pair").set_value("custom").run()
+    at.text_input(key="s_target").set_value("   ")
+    at.button(key="run_sidebar").click().run()
+    ok(at)
+    assert errors(at) and errors(at)[0].startswith(message), errors(at)
+    assert showing(at) == before
+
+
 @pytest.mark.slow
 def test_a_custom_draft_with_another_vocabulary_is_refused_and_the_trace_kept(tmp_path):
     from browser.helpers import save_foreign_vocab_model
