@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -434,6 +434,22 @@ class HeldOutText:
 # ----- the recipe -------------------------------------------------------------------------------
 
 
+@dataclass
+class _Run:
+    """Where a training run stands: what a checkpoint saves and a resumed run reloads."""
+
+    head: DraftHead
+    optim: torch.optim.Optimizer
+    params: list
+    generator: torch.Generator
+    order_rng: random.Random
+    size: int  # the draft vocabulary's size; a checkpoint resumes only a run with the same one
+    history: list = field(default_factory=list)
+    order: list = field(default_factory=list)  # answer indices still to come in this shuffled pass
+    step: int = 0  # the last finished optimiser step
+    train_seconds: float = 0.0
+
+
 def train(cfg: HeadTrainConfig, data: Path, out: Path, history_path: Path | None, log=print) -> dict:
     from specviz.engine.models import load_model
 
@@ -450,93 +466,126 @@ def train(cfg: HeadTrainConfig, data: Path, out: Path, history_path: Path | None
     size, subset_report = choose_subset(target, counts, held, cfg.subset, log)
     subset = torch.sort(torch.argsort(counts, descending=True, stable=True)[:size]).values
 
+    run = start_run(cfg, target, subset)
+    heldout, free_text = HeldOutText(held, cfg.device), HeldOutText(free, cfg.device)
+
+    def measure(head) -> dict:
+        return {**heldout.measure(head), "bench_prompts": free_text.measure(head)}
+
+    checkpoint = data / "head-checkpoint.pt"
+    resume(run, cfg, checkpoint, log)
+    if not run.history:
+        run.history.append({"step": 0, "seconds": 0.0, "loss": None, **measure(run.head)})
+        log(f"step 0: {run.history[0]}")
+    train_steps(run, cfg, train_seqs, measure, checkpoint, log)
+
+    counted = {"answers": len(train_seqs), "tokens": tokens, "self_prompts": cfg.self_prompts}
+    counted.update(heldout_answers=len(held), bench_prompt_answers=len(free))
+    result = training_record(cfg, target.name, out, counted, subset_report, gen_seconds, run, wall0)
+    run.head.eval()
+    training = {k: result[k] for k in ("data", "subset", "training_seconds")}
+    run.head.save(out, {"training": training, "final": run.history[-1]})
+    write_record(history_path, result)
+    log(f"saved {out}; total {result['total_seconds']:.0f} s")
+    return result
+
+
+def start_run(cfg: HeadTrainConfig, target, subset: torch.Tensor) -> _Run:
+    """A fresh head on the target's weights, its optimiser and the run's two seeded generators
+    (the head's initialisation draws from torch's global generator first, then these are made)."""
     torch.manual_seed(cfg.seed)
-    head = DraftHead(head_config_for(target.model, size, target.name, cfg.feature_layers, cfg.depth), subset)
+    head = DraftHead(head_config_for(target.model, len(subset), target.name, cfg.feature_layers, cfg.depth), subset)
     init_from_target(head, target.model)
     head.attach(target.model)
     head.to(cfg.device).train()
     params = [p for p in head.parameters() if p.requires_grad]
     optim = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
-    heldout = HeldOutText(held, cfg.device)
-    free_text = HeldOutText(free, cfg.device)
-
-    def measure(head) -> dict:
-        return {**heldout.measure(head), "bench_prompts": free_text.measure(head)}
-
     generator = torch.Generator(device=cfg.device).manual_seed(cfg.seed)
-    order_rng = random.Random(cfg.seed)
+    return _Run(head, optim, params, generator, random.Random(cfg.seed), len(subset))
 
-    checkpoint = data / "head-checkpoint.pt"
-    history, order, start_step, train_seconds = [], [], 1, 0.0
-    if checkpoint.is_file():
-        state = torch.load(checkpoint, weights_only=True)
-        same_run = _without_threads(state["config"]) == _without_threads(asdict(cfg))
-        if same_run and state["subset_size"] == size:
-            head.load_state_dict(state["head"], strict=False)
-            optim.load_state_dict(state["optim"])
-            history, order, start_step = state["history"], state["order"], state["step"] + 1
-            train_seconds = state["train_seconds"]
-            order_rng.setstate(state["order_rng"])
-            generator.set_state(state["generator"])
-            log(f"resumed from {checkpoint} at step {start_step}")
-    if not history:
-        history.append({"step": 0, "seconds": 0.0, "loss": None, **measure(head)})
-        log(f"step 0: {history[0]}")
 
+def resume(run: _Run, cfg: HeadTrainConfig, checkpoint: Path, log) -> None:
+    """Continue from the checkpoint beside the data when it was written by this same run."""
+    if not checkpoint.is_file():
+        return
+    state = torch.load(checkpoint, weights_only=True)
+    same_run = _without_threads(state["config"]) == _without_threads(asdict(cfg))
+    if not (same_run and state["subset_size"] == run.size):
+        return
+    run.head.load_state_dict(state["head"], strict=False)
+    run.optim.load_state_dict(state["optim"])
+    run.history, run.order, run.step = state["history"], state["order"], state["step"]
+    run.train_seconds = state["train_seconds"]
+    run.order_rng.setstate(state["order_rng"])
+    run.generator.set_state(state["generator"])
+    log(f"resumed from {checkpoint} at step {run.step + 1}")
+
+
+def save_checkpoint(run: _Run, cfg: HeadTrainConfig, checkpoint: Path) -> None:
+    torch.save(
+        {
+            "config": asdict(cfg),
+            "subset_size": run.size,
+            "head": run.head.state_dict(),
+            "optim": run.optim.state_dict(),
+            "history": run.history,
+            "order": run.order,
+            "step": run.step,
+            "train_seconds": run.train_seconds,
+            "order_rng": run.order_rng.getstate(),
+            "generator": run.generator.get_state(),
+        },
+        checkpoint,
+    )
+
+
+def train_steps(run: _Run, cfg: HeadTrainConfig, train_seqs: list[Sequence], measure, checkpoint: Path, log) -> None:
+    """The optimiser steps left, evaluated (and checkpointed) every `eval_every` steps and at the end."""
     t_seg, losses = time.perf_counter(), []
-    for step in range(start_step, cfg.steps + 1):
-        if len(order) < cfg.batch:  # a fresh shuffled pass over the answers
-            order += order_rng.sample(range(len(train_seqs)), len(train_seqs))
-        picked, order = order[: cfg.batch], order[cfg.batch :]
-        ids, feats, mask = pad_batch([train_seqs[i] for i in picked], cfg.device)
-        for group in optim.param_groups:
-            group["lr"] = cfg.lr * lr_scale(step, cfg.warmup, cfg.steps)
-        with torch.autocast(torch.device(cfg.device).type, dtype=torch.bfloat16, enabled=cfg.train_dtype == "bfloat16"):
-            loss, first = head_loss(head, ids, feats, mask, cfg, generator)
-        optim.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        optim.step()
-        losses.append(first)
+    for step in range(run.step + 1, cfg.steps + 1):
+        if len(run.order) < cfg.batch:  # a fresh shuffled pass over the answers
+            run.order += run.order_rng.sample(range(len(train_seqs)), len(train_seqs))
+        picked, run.order = run.order[: cfg.batch], run.order[cfg.batch :]
+        losses.append(one_step(run, cfg, [train_seqs[i] for i in picked], step))
+        run.step = step
         if step % cfg.eval_every == 0 or step == cfg.steps:
-            train_seconds += time.perf_counter() - t_seg
-            point = {"step": step, "seconds": round(train_seconds, 1), "loss": sum(losses) / len(losses)}
-            point.update(measure(head))
-            history.append(point)
+            run.train_seconds += time.perf_counter() - t_seg
+            point = {"step": step, "seconds": round(run.train_seconds, 1), "loss": sum(losses) / len(losses)}
+            point.update(measure(run.head))
+            run.history.append(point)
             log(f"step {step}: {point}")
             losses = []
-            torch.save(
-                {
-                    "config": asdict(cfg),
-                    "subset_size": size,
-                    "head": head.state_dict(),
-                    "optim": optim.state_dict(),
-                    "history": history,
-                    "order": order,
-                    "step": step,
-                    "train_seconds": train_seconds,
-                    "order_rng": order_rng.getstate(),
-                    "generator": generator.get_state(),
-                },
-                checkpoint,
-            )
+            save_checkpoint(run, cfg, checkpoint)
             t_seg = time.perf_counter()
 
-    result = {
+
+def one_step(run: _Run, cfg: HeadTrainConfig, batch: list[Sequence], step: int) -> float:
+    """One optimiser step on a batch of answers -> its first-step loss, for the log."""
+    ids, feats, mask = pad_batch(batch, cfg.device)
+    for group in run.optim.param_groups:
+        group["lr"] = cfg.lr * lr_scale(step, cfg.warmup, cfg.steps)
+    with torch.autocast(torch.device(cfg.device).type, dtype=torch.bfloat16, enabled=cfg.train_dtype == "bfloat16"):
+        loss, first = head_loss(run.head, ids, feats, mask, cfg, run.generator)
+    run.optim.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(run.params, 1.0)
+    run.optim.step()
+    return first
+
+
+def training_record(
+    cfg, target_name, out: Path, data: dict, subset_report: dict, gen_seconds, run: _Run, wall0
+) -> dict:
+    """The run's JSON record (assets/head_training.json): recipe, data, subset, timings, history."""
+    return {
         "schema": "specviz.head_training/1",
-        "target": target.name,
+        "target": target_name,
         "head": f"offline:{out.name}",
         "recipe": asdict(cfg),
-        "data": {
-            "answers": len(train_seqs),
-            "tokens": tokens,
-            "self_prompts": cfg.self_prompts,
-            "heldout_answers": len(held),
-            "bench_prompt_answers": len(free),
-        },
+        "data": data,
         "subset": subset_report,
         "generation_seconds": round(gen_seconds, 1),
-        "training_seconds": round(train_seconds, 1),
+        "training_seconds": round(run.train_seconds, 1),
         "total_seconds": round(time.perf_counter() - wall0, 1),
         "hardware": machine(cfg.device),
         "versions": versions(),
@@ -547,13 +596,8 @@ def train(cfg: HeadTrainConfig, data: Path, out: Path, history_path: Path | None
         "tokens per iteration at T=0, gamma 4, over chains starting at every held-out answer position. "
         "bench_prompts: the same three measures on the bench's free-text prompts (specviz.labs.bench.PROMPTS), "
         "answered once greedily and once sampled at T=1 in float32; never trained on.",
-        "history": history,
+        "history": run.history,
     }
-    head.eval()
-    head.save(out, {"training": {k: result[k] for k in ("data", "subset", "training_seconds")}, "final": history[-1]})
-    write_record(history_path, result)
-    log(f"saved {out}; total {result['total_seconds']:.0f} s")
-    return result
 
 
 def main(argv: list[str] | None = None) -> int:
