@@ -64,49 +64,21 @@ def write_answers(
     saved as folder/{tag}-{k}.pt and reloaded instead of rewritten when present. With layer_ids,
     the outputs of those decoder layers are kept too."""
     folder.mkdir(parents=True, exist_ok=True)
-    model, tokenizer = target.model, target.tokenizer
-    eos = target.eos_token_id
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
     captured: list[torch.Tensor] = []
-    hook = model.model.norm.register_forward_hook(lambda _m, _i, out: captured.append(out.detach()))
-    with layer_outputs(model, tuple(layer_ids)) as layer_out:
+    hook = target.model.model.norm.register_forward_hook(lambda _m, _i, out: captured.append(out.detach()))
+    with layer_outputs(target.model, tuple(layer_ids)) as layer_out:
         out_sequences: list[Sequence] = []
         t0 = time.perf_counter()
         try:
             for k, b in enumerate(range(0, len(prompts), batch)):
                 shard = folder / f"{tag}-{k}.pt"
-                chunk = prompts[b : b + batch]
-                encoded = [prompt_token_ids(tokenizer, p) for p in chunk]
+                encoded = [prompt_token_ids(target.tokenizer, p) for p in prompts[b : b + batch]]
                 if shard.is_file():
                     out_sequences += load_matching_shard(shard, encoded, temperature, layer_ids)
                     continue
-                width = max(len(e) for e in encoded)
-                input_ids, attention = left_padded(encoded, pad)  # [B, P] each
-                gen_cfg = generation_config(new_tokens, temperature, eos, pad)
                 torch.manual_seed(seed * 100_003 + b)  # generate() samples from the global generator
-                captured.clear()
-                for outputs in layer_out.values():
-                    outputs.clear()
-                with torch.inference_mode():
-                    out = model.generate(
-                        input_ids=input_ids.to(model.device),
-                        attention_mask=attention.to(model.device),
-                        generation_config=gen_cfg,
-                    )
-                features = torch.cat(captured, dim=1).cpu()  # [B, P + G - 1, D]: prefill, then one column per step
-                if layer_ids:  # [B, P + G - 1, n, D]
-                    stacked = torch.stack([torch.cat(layer_out[i], dim=1).cpu() for i in layer_ids], dim=2)
-                answers = out[:, width:].cpu()  # [B, G]
-                written = []
-                for i, e in enumerate(encoded):
-                    ans = answers[i]
-                    ends = (ans == eos).nonzero()
-                    g = int(ends[0, 0]) + 1 if ends.numel() else ans.shape[0]  # keep the EOS: the head must predict it
-                    ids = torch.cat([torch.tensor(e), ans[:g]])  # [L]
-                    left = width - len(e)
-                    feats = features[i, left : left + ids.shape[0] - 1].to(feature_dtype).clone()  # [L - 1, D]
-                    layers = stacked[i, left : left + ids.shape[0] - 1].to(feature_dtype).clone() if layer_ids else None
-                    written.append(Sequence(ids, len(e), feats, temperature, layers, tuple(layer_ids)))
+                hooked = (captured, layer_out, tuple(layer_ids))
+                written = _write_batch(target, encoded, temperature, new_tokens, hooked, feature_dtype)
                 torch.save([_to_dict(s) for s in written], shard)
                 out_sequences += written
                 tokens = sum(s.ids.shape[0] - s.start for s in out_sequences)
@@ -115,6 +87,44 @@ def write_answers(
         finally:
             hook.remove()
     return out_sequences
+
+
+def _write_batch(
+    target, encoded: list[list[int]], temperature: float, new_tokens: int, hooked: tuple, dtype: torch.dtype
+) -> list[Sequence]:
+    """The target answers one batch of prompts (token ids), each answer kept with the features of the
+    pass that wrote it. hooked = (captured, layer_out, layer_ids): the lists the hooks on its final norm
+    and on decoder layers layer_ids fill at every forward."""
+    captured, layer_out, layer_ids = hooked
+    model, eos = target.model, target.eos_token_id
+    pad = target.tokenizer.pad_token_id if target.tokenizer.pad_token_id is not None else eos
+    width = max(len(e) for e in encoded)
+    input_ids, attention = left_padded(encoded, pad)  # [B, P] each
+    gen_cfg = generation_config(new_tokens, temperature, eos, pad)
+    captured.clear()
+    for outputs in layer_out.values():
+        outputs.clear()
+    with torch.inference_mode():
+        out = model.generate(
+            input_ids=input_ids.to(model.device),
+            attention_mask=attention.to(model.device),
+            generation_config=gen_cfg,
+        )
+    features = torch.cat(captured, dim=1).cpu()  # [B, P + G - 1, D]: prefill, then one column per step
+    if layer_ids:  # [B, P + G - 1, n, D]
+        stacked = torch.stack([torch.cat(layer_out[i], dim=1).cpu() for i in layer_ids], dim=2)
+    answers = out[:, width:].cpu()  # [B, G]
+    written = []
+    for i, e in enumerate(encoded):
+        ans = answers[i]
+        ends = (ans == eos).nonzero()
+        g = int(ends[0, 0]) + 1 if ends.numel() else ans.shape[0]  # keep the EOS: the head must predict it
+        ids = torch.cat([torch.tensor(e), ans[:g]])  # [L]
+        left = width - len(e)
+        feats = features[i, left : left + ids.shape[0] - 1].to(dtype).clone()  # [L - 1, D]
+        layers = stacked[i, left : left + ids.shape[0] - 1].to(dtype).clone() if layer_ids else None
+        written.append(Sequence(ids, len(e), feats, temperature, layers, layer_ids))
+    return written
 
 
 def load_matching_shard(
