@@ -320,62 +320,78 @@ def run_lab(
         exact = exact_distribution(target, prompt_ids, k, sampling, min_prob)
     elif exact.k != k:
         raise ValueError(f"The exact distribution is over {exact.k} tokens but k is {k}.")
-    index = exact.index()
-    other_cell = len(exact.outcomes)
-    cell_probs = exact.probs + [exact.other_prob]
-    counts = {"spec": [0] * (other_cell + 1), "target": [0] * (other_cell + 1)}
-    drawn = {"spec": 0, "target": 0}
-    impossible = {"spec": 0, "target": 0}
+    tally = _Tally(exact, k)
     workers = sample_workers(target, draft)
-
-    def draw(job: tuple[str, int]) -> tuple[str, list[int]]:
-        """One sample: job ("spec" or "target", i) -> (the same kind, its output token ids)."""
-        which, i = job
-        return which, draw_sample(
-            which, i, prompt_ids, target=target, draft=draft, rule=rule, k=k, gamma=gamma, sampling=sampling,
-            seed=seed, batched=workers > 1,
-        )  # fmt: skip
-
-    def record(sample: tuple[str, list[int]]) -> None:
-        which, output = sample
-        cell = index.get(tuple(output[:k]), other_cell)
-        counts[which][cell] += 1
-        drawn[which] += 1
-        if cell_probs[cell] == 0:
-            impossible[which] += 1
-        if on_progress is not None:
-            on_progress(drawn["spec"] + drawn["target"], total)
-
+    draw = functools.partial(
+        _draw_job, prompt_ids=prompt_ids, target=target, draft=draft, rule=rule, k=k, gamma=gamma, sampling=sampling,
+        seed=seed, batched=workers > 1,
+    )  # fmt: skip
     kinds = ("spec", "target") if with_target else ("spec",)
     jobs = [(which, i) for i in range(n) for which in kinds]
-    total = len(jobs)
-    stopped = draw_in_parallel(jobs, draw, workers, should_stop, record)
-    spec_counts, target_counts = counts["spec"], counts["target"]
-    n_spec, n_target = drawn["spec"], drawn["target"]
 
-    return LabResult(
-        rule=rule,
-        rule_label=RULE_LABELS[rule],
-        rule_name=RULE_NAMES[rule],
-        k=k,
-        gamma=gamma,
-        sampling={"temperature": temperature, "top_k": top_k, "top_p": top_p},
-        seed=seed,
-        n_requested=n,
-        outcomes=[list(o) for o in exact.outcomes],
-        exact=cell_probs,
-        spec_counts=spec_counts,
-        target_counts=target_counts,
-        n_spec=n_spec,
-        n_target=n_target,
-        spec_test=goodness_of_fit(spec_counts, cell_probs, method),
-        target_test=goodness_of_fit(target_counts, cell_probs, method) if with_target else None,
-        stopped=stopped,
-        impossible_spec=impossible["spec"],
-        impossible_target=impossible["target"],
-        min_prob=exact.min_prob,
-        extra={"forward_passes": exact.forward_passes},
-    )
+    def record(sample: tuple[str, list[int]]) -> None:
+        done = tally.add(sample)
+        if on_progress is not None:
+            on_progress(done, len(jobs))
+
+    stopped = draw_in_parallel(jobs, draw, workers, should_stop, record)
+    return tally.result(rule, gamma, sampling, seed, n, method, with_target, stopped)
+
+
+def _draw_job(job: tuple[str, int], **settings) -> tuple[str, list[int]]:
+    """One sample: job ("spec" or "target", i) -> (the same kind, its output token ids)."""
+    which, i = job
+    return which, draw_sample(which, i, **settings)
+
+
+class _Tally:
+    """A lab run's counts: each sampler's samples over the exact distribution's cells (its outcomes,
+    then "other"), as they come in, and the run's result from them."""
+
+    def __init__(self, exact: ExactDistribution, k: int):
+        self.exact, self.k, self.index = exact, k, exact.index()
+        self.other_cell = len(exact.outcomes)
+        self.cell_probs = exact.probs + [exact.other_prob]
+        self.counts = {"spec": [0] * (self.other_cell + 1), "target": [0] * (self.other_cell + 1)}
+        self.drawn = {"spec": 0, "target": 0}
+        self.impossible = {"spec": 0, "target": 0}
+
+    def add(self, sample: tuple[str, list[int]]) -> int:
+        """Count one (kind, output ids) sample -> how many both samplers have drawn so far."""
+        which, output = sample
+        cell = self.index.get(tuple(output[: self.k]), self.other_cell)
+        self.counts[which][cell] += 1
+        self.drawn[which] += 1
+        if self.cell_probs[cell] == 0:
+            self.impossible[which] += 1
+        return self.drawn["spec"] + self.drawn["target"]
+
+    def result(self, rule, gamma, sampling: SamplingConfig, seed, n, method, with_target, stopped) -> LabResult:
+        """The counts tested against the exact probabilities, with the settings that drew them."""
+        spec_counts, target_counts = self.counts["spec"], self.counts["target"]
+        return LabResult(
+            rule=rule,
+            rule_label=RULE_LABELS[rule],
+            rule_name=RULE_NAMES[rule],
+            k=self.k,
+            gamma=gamma,
+            sampling={"temperature": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p},
+            seed=seed,
+            n_requested=n,
+            outcomes=[list(o) for o in self.exact.outcomes],
+            exact=self.cell_probs,
+            spec_counts=spec_counts,
+            target_counts=target_counts,
+            n_spec=self.drawn["spec"],
+            n_target=self.drawn["target"],
+            spec_test=goodness_of_fit(spec_counts, self.cell_probs, method),
+            target_test=goodness_of_fit(target_counts, self.cell_probs, method) if with_target else None,
+            stopped=stopped,
+            impossible_spec=self.impossible["spec"],
+            impossible_target=self.impossible["target"],
+            min_prob=self.exact.min_prob,
+            extra={"forward_passes": self.exact.forward_passes},
+        )
 
 
 def draw_sample(
