@@ -4,6 +4,8 @@
 - the choice is the fastest candidate of each group and shape as measured (a fake pass whose
   time depends on the kernels in use makes any other choice fail), recorded with its timings,
   cached per machine and model, and forced by SPECVIZ_KERNELS;
+- one copy of the weights: a second layout only where it saves 10% of a step, and the weight as
+  loaded freed where no kernel reads it (a tied embedding kept);
 - exactness with mixed kernels (one row eager, several rows packed) on the offline target: greedy
   output equals the target alone's except at a float32 near-tie (top-2 gap < 1e-3), counted.
 """
@@ -47,6 +49,53 @@ def test_a_call_runs_the_kernel_of_its_row_count():
     with torch.no_grad():
         assert linear(x[:1]).abs().sum() > 0  # one row: eager, the real weight
         assert torch.equal(linear(x), linear.bias.expand(3, -1))  # three rows: the (zeroed) packed layout
+
+
+def test_a_linear_keeps_only_what_its_kernels_read():
+    """One copy of the weights: packed for both shapes frees the weight as loaded (a meta tensor of its
+    shape), a kernel pair that reads it keeps it, and so does a weight another module holds (tied)."""
+    packed = KernelLinear(nn.Linear(16, 32))
+    packed.use(PACKED, PACKED)
+    assert packed.weight.is_meta and packed.weight.shape == (32, 16) and set(packed.layouts) == {PACKED}
+    with torch.no_grad():
+        assert packed(torch.randn(3, 16)).shape == (3, 32)  # still computes, from its packed layout
+    with pytest.raises(RuntimeError, match="load the model again"):
+        packed.use(EAGER, PACKED)
+    with pytest.raises(RuntimeError, match="load the model again"):
+        packed.use(PACKED_ONE_ROW, PACKED)
+    loaded = nn.Linear(16, 32)
+    back = KernelLinear(loaded)
+    back.use(PACKED, PACKED)
+    assert back.weight.is_meta and torch.equal(back.weight_as_loaded(), loaded.weight.detach())  # exactly
+    mixed = KernelLinear(nn.Linear(16, 32))
+    mixed.use(EAGER, PACKED)
+    assert not mixed.weight.is_meta
+    tied = KernelLinear(nn.Linear(16, 32))
+    tied.use(PACKED, PACKED, shared=True)
+    assert not tied.weight.is_meta
+
+
+def test_choosing_frees_the_weights_as_loaded_but_not_a_tied_embedding(monkeypatch, tmp_path):
+    monkeypatch.setenv("SPECVIZ_KERNELS", "packed")
+    embed = nn.Embedding(8, 16)
+    model = nn.Sequential(embed, nn.Linear(16, 16), nn.Linear(16, 8, bias=False))
+    model[2].weight = embed.weight  # the LM head tied to the embedding, as SmolLM2's
+    kernels.choose("m", tmp_path / "kernels.json", model, lambda: model[2], lambda rows: None, (3,))
+    assert model[1].weight.is_meta  # body: its packed layout is its one copy
+    assert model[2].weight is embed.weight and not embed.weight.is_meta  # the embedding still looks tokens up
+
+
+def test_a_second_layout_is_kept_only_when_it_pays_for_its_memory():
+    timings = {"one_row": {"body=eager": 50.0, "body=packed": 80.0, "head=packed1": 45.4, "head=packed": 48.0}}
+    record = {
+        "one_row": {"body": EAGER, "head": PACKED_ONE_ROW},
+        "many_rows": {"body": PACKED, "head": PACKED},
+        "timings_ms": timings,
+    }
+    settled = kernels.one_layout_unless_it_pays(record)
+    assert settled["one_row"] == {"body": EAGER, "head": PACKED}  # body saves 38% with eager; head only 5%
+    assert settled["many_rows"] == record["many_rows"] and record["one_row"]["head"] == PACKED_ONE_ROW
+    assert kernels.SECOND_LAYOUT_MIN_SAVING == 0.10
 
 
 def test_packing_refuses_what_it_cannot_pack():

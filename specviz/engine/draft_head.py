@@ -305,6 +305,11 @@ def head_config_for(target_model, subset_size: int, target_name: str, feature_la
     )
 
 
+def weight_of(linear: nn.Module) -> torch.Tensor:
+    """A linear's weight [out, in] as loaded, whether it runs eager or only a packed layout holds it."""
+    return linear.weight_as_loaded() if hasattr(linear, "weight_as_loaded") else linear.weight
+
+
 def init_from_target(head: DraftHead, target_model) -> None:
     """Start the head's layers from the target's last decoder layers (in order) and the norm from
     its final norm; fc starts as [0.5 I, 0.5 I]-like: half the feature plus half the token embedding."""
@@ -314,13 +319,13 @@ def init_from_target(head: DraftHead, target_model) -> None:
             pairs = {
                 "input_norm.weight": src.input_layernorm.weight,
                 "post_norm.weight": src.post_attention_layernorm.weight,
-                "q_proj.weight": src.self_attn.q_proj.weight,
-                "k_proj.weight": src.self_attn.k_proj.weight,
-                "v_proj.weight": src.self_attn.v_proj.weight,
-                "o_proj.weight": src.self_attn.o_proj.weight,
-                "gate_proj.weight": src.mlp.gate_proj.weight,
-                "up_proj.weight": src.mlp.up_proj.weight,
-                "down_proj.weight": src.mlp.down_proj.weight,
+                "q_proj.weight": weight_of(src.self_attn.q_proj),
+                "k_proj.weight": weight_of(src.self_attn.k_proj),
+                "v_proj.weight": weight_of(src.self_attn.v_proj),
+                "o_proj.weight": weight_of(src.self_attn.o_proj),
+                "gate_proj.weight": weight_of(src.mlp.gate_proj),
+                "up_proj.weight": weight_of(src.mlp.up_proj),
+                "down_proj.weight": weight_of(src.mlp.down_proj),
             }
             for name, value in pairs.items():
                 own.get_parameter(name).copy_(value.float())

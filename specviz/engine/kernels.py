@@ -38,7 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from specviz.config import TREE_BRANCHES, default_verify_rows
-from specviz.engine.packing import MANY_ROWS_KERNELS, ONE_ROW_KERNELS, PACKED, kernel_linears
+from specviz.engine.packing import MANY_ROWS_KERNELS, ONE_ROW_KERNELS, PACKED, KernelLinear, kernel_linears
 from specviz.errors import ConfigError
 
 MEASURE_REPS = 5  # per candidate and shape: enough for a stable median, under ~5 s for the offline target
@@ -47,6 +47,11 @@ GROUPS = ("body", "head")
 SHAPES = ("one_row", "many_rows")
 CANDIDATES = {"one_row": ONE_ROW_KERNELS, "many_rows": MANY_ROWS_KERNELS}
 CACHE_SCHEMA = 1
+# A second copy of a group's weights (a one-row kernel other than the several-row one) must save at
+# least this share of a measured one-row step, or one layout serves both (one_layout_unless_it_pays).
+# Whole-step medians of the same kernel move by a few percent between loads (docs/benchmarks.md), so
+# a smaller gain is not told apart from noise, while the copy costs the group's weight bytes for sure.
+SECOND_LAYOUT_MIN_SAVING = 0.10
 
 
 def forced_choice() -> dict[str, str] | None:
@@ -106,27 +111,56 @@ def choose(
         return {"reason": reason}
     head = output_projection()
     groups = {"head": [m for m in linears if m is head], "body": [m for m in linears if m is not head]}
+    shared = shared_weights(module)
     forced = forced_choice()
     if forced is not None:
         choice = {shape: {g: forced[shape] for g in GROUPS} for shape in SHAPES}
-        _apply(groups, choice)
+        _apply(groups, choice, shared=shared)
         return {**choice, "source": f"forced (SPECVIZ_KERNELS={os.environ['SPECVIZ_KERNELS']})"}
     cached = _read_cache(cache_file).get(key)
     if cached is not None and not os.environ.get("SPECVIZ_KERNELS", "").strip().lower() == "measure":
         try:
-            _apply(groups, cached)
-            return {**cached, "source": "cached (measured earlier on this machine)"}
+            settled = one_layout_unless_it_pays(cached)
+            _apply(groups, settled, shared=shared)
+            return {**settled, "source": "cached (measured earlier on this machine)"}
         except (KeyError, ValueError):
             pass  # a stale or hand-edited entry: measure again
-    record = _measure(groups, run, many_rows, prepare)
+    record = _measure(groups, run, many_rows, prepare)  # the fastest per shape, as measured
     _write_cache(cache_file, key, record)
-    return {**record, "source": "measured at load"}
+    settled = one_layout_unless_it_pays(record)
+    _apply(groups, settled, shared=shared)  # frees the layouts (and weights as loaded) it does not use
+    return {**settled, "source": "measured at load"}
 
 
-def _apply(groups: dict, choice: dict, free: bool = True) -> None:
+def _apply(groups: dict, choice: dict, free: bool = True, shared: frozenset = frozenset()) -> None:
+    """Set every linear's kernels; shared: ids of weights another module holds too (kept as loaded)."""
     for group, members in groups.items():
         for linear in members:
-            linear.use(choice["one_row"][group], choice["many_rows"][group], free)
+            linear.use(choice["one_row"][group], choice["many_rows"][group], free, id(linear.weight) in shared)
+
+
+def shared_weights(module) -> frozenset:
+    """ids of the parameters held by a module that is not a KernelLinear (a tied embedding)."""
+    return frozenset(id(p) for m in module.modules() if not isinstance(m, KernelLinear) for p in m.parameters(False))
+
+
+def one_layout_unless_it_pays(record: dict) -> dict:
+    """The choice with one layout of each group's weights, unless a second one pays for its memory.
+
+    A group whose one-row and several-row kernels differ holds two copies of its weights (the
+    weight as loaded and a packed one, or two packed layouts). Keep them only when the one-row
+    kernel beats the several-row kernel on one row by SECOND_LAYOUT_MIN_SAVING of the measured
+    step; otherwise one-row calls run the several-row kernel too, one layout for both."""
+    timings = record.get("timings_ms", {}).get("one_row", {})
+    choice = {shape: dict(record[shape]) for shape in SHAPES}
+    for group in GROUPS:
+        one, many = choice["one_row"].get(group), choice["many_rows"].get(group)
+        own, shared = timings.get(f"{group}={one}"), timings.get(f"{group}={many}")
+        if one == many or own is None or shared is None:
+            continue
+        if own > (1 - SECOND_LAYOUT_MIN_SAVING) * shared:
+            choice["one_row"][group] = many
+    return {**record, **choice}
 
 
 def _measure(groups: dict, run, many_rows: tuple[int, ...], prepare) -> dict:
@@ -137,7 +171,7 @@ def _measure(groups: dict, run, many_rows: tuple[int, ...], prepare) -> dict:
     timings: dict[str, dict[str, float]] = {shape: {} for shape in SHAPES}
     rows_of = {"one_row": (1,), "many_rows": many_rows}
     with torch.inference_mode():
-        _apply(groups, choice)
+        _apply(groups, choice, free=False)
         if prepare is not None:
             prepare()
         for shape in SHAPES:
@@ -160,7 +194,6 @@ def _measure(groups: dict, run, many_rows: tuple[int, ...], prepare) -> dict:
                 choice[shape][group] = min(medians, key=medians.get)
                 for kernel, ms in medians.items():
                     timings[shape][f"{group}={kernel}"] = round(ms, 3)
-    _apply(groups, choice)  # frees the layouts the choice does not use
     return {**choice, "timings_ms": timings, "rows": {"one_row": [1], "many_rows": list(many_rows)}}
 
 

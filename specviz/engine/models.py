@@ -221,6 +221,8 @@ def _load(
         kernels = {"reason": "loaded with a device_map"}
     else:
         kernels = choose_for_target(model, name, cache_dir() / "kernels.json", fast)
+        if not kernels.get("reason"):
+            release_weights_file(model)
     return LoadedModel(
         name=name,
         model=model,
@@ -231,6 +233,22 @@ def _load(
         lean=fast,
         forward="lean" if fast is not None else f"transformers ({why_not_lean})",
     )
+
+
+def release_weights_file(model) -> None:
+    """Copy the weights still read as loaded (the embedding, the norms) out of the weights file.
+
+    transformers maps the safetensors file into memory and the loaded tensors point into that map;
+    one of them alive keeps the whole map, and every page of it that was read stays in the
+    process's memory. Once the kernels hold their own layouts of the linears (specviz.engine.packing),
+    the map would hold a second copy of them; after this copy nothing points into it and it is
+    released. In place (`.data`), so a tied weight stays one Parameter shared by both modules."""
+    import torch
+
+    with torch.no_grad():
+        for tensor in [*model.parameters(), *model.buffers()]:
+            if not tensor.is_meta:
+                tensor.data = tensor.data.clone()
 
 
 def _explain_load_failure(name: str, local_only: bool, exc: Exception) -> ModelError:

@@ -43,18 +43,40 @@ class KernelLinear(nn.Module):
         self.one_row, self.many_rows = EAGER, EAGER
         self.layouts: dict[str, torch.Tensor] = {}  # packed kernel name -> its laid-out weight
 
-    def use(self, one_row: str, many_rows: str, free: bool = True) -> None:
+    def use(self, one_row: str, many_rows: str, free: bool = True, shared: bool = False) -> None:
         """Run one-row calls with `one_row` and the others with `many_rows`; lay out what they need
-        and (unless free=False, while measuring) free the layouts neither uses."""
+        and (unless free=False, while measuring) free the layouts neither uses, the weight as loaded
+        too when neither kernel is eager and no other module holds it (shared=False: a tied
+        embedding's weight stays, and costs nothing extra). The weight then becomes a meta tensor of
+        its shape: one copy of the weights in memory, the kernels' own."""
         if one_row not in ONE_ROW_KERNELS or many_rows not in MANY_ROWS_KERNELS:
             raise ValueError(f"unknown kernels {one_row!r} / {many_rows!r}")
         for kernel in {one_row, many_rows} - {EAGER} - set(self.layouts):
+            if self.weight.is_meta:
+                raise RuntimeError(
+                    f"this linear's weights are held only in the {', '.join(self.layouts)} layout; load the "
+                    "model again (or with pack=False) to run it with another kernel"
+                )
             with torch.no_grad():
                 hint = [1] if kernel == PACKED_ONE_ROW else []
                 self.layouts[kernel] = torch.ops.mkldnn._reorder_linear_weight(self.weight.detach(), *hint)
+        if EAGER in (one_row, many_rows) and self.weight.is_meta:
+            raise RuntimeError("this linear's weight as loaded was freed; load the model again to run it eager")
         for kernel in set(self.layouts) - {one_row, many_rows} if free else ():
             del self.layouts[kernel]
+        if free and not shared and EAGER not in (one_row, many_rows):
+            self.weight = nn.Parameter(torch.empty_like(self.weight, device="meta"), requires_grad=False)
         self.one_row, self.many_rows = one_row, many_rows
+
+    def weight_as_loaded(self) -> torch.Tensor:
+        """The weight [out, in] as loaded, also once only a packed layout holds it: the packed kernel
+        applied to the identity gives it back exactly (each output is one weight times 1 plus zeros)."""
+        if not self.weight.is_meta:
+            return self.weight.detach()
+        layout = self.layouts.get(PACKED) if PACKED in self.layouts else next(iter(self.layouts.values()))
+        eye = torch.eye(self.in_features)  # [in, in]
+        with torch.no_grad():
+            return torch.ops.mkldnn._linear_pointwise(eye, layout, None, "none", [], "").T.contiguous()  # [out, in]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # x [..., in] -> [..., out]
         kernel = self.one_row if x.numel() == self.in_features else self.many_rows
@@ -101,7 +123,7 @@ def kernel_linears(module: nn.Module) -> tuple[list[KernelLinear], str | None]:
         with torch.no_grad():
             expected = swaps[0][2](x)
             for kernel in (PACKED, PACKED_ONE_ROW):
-                probe.use(kernel, PACKED)
+                probe.use(kernel, PACKED, free=False)
                 if not torch.allclose(probe(x[:1]), expected[:1], rtol=1e-4, atol=1e-4) or not torch.allclose(
                     probe(x), expected, rtol=1e-4, atol=1e-4
                 ):

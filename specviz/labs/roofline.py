@@ -1,0 +1,73 @@
+"""How close a decode step runs to this machine's memory roofline.
+
+A one-token step of a small target on a CPU is memory-bound: every weight of its linears is read
+once per step, and little else is. So the fastest a step can be is the bytes it streams over the
+bandwidth the machine sustains, and a target alone at `tok/s` streams `bytes x tok/s` per second:
+
+    fraction of the roofline = (streamed bytes per step x tokens per second) / measured bandwidth
+
+`measured_bandwidth` times what the bench calls the roofline: torch summing a tensor far larger
+than the caches, on the threads the decode uses (a sum reads each byte once and computes almost
+nothing). `step_bytes` counts what a step must read: the weights of every linear the step runs
+(the layouts their kernels hold, specviz.engine.packing) and the norms; the embedding's one row
+and the KV cache of a short context are left out (under 1% here): a step cannot stream less than
+this, so the fraction never flatters the engine.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+BANDWIDTH_BYTES = 512 * 2**20  # the tensor summed: far beyond any CPU's last-level cache
+BANDWIDTH_REPS = 7  # median of these (after one untimed warm-up)
+
+
+def measured_bandwidth(nbytes: int = BANDWIDTH_BYTES, reps: int = BANDWIDTH_REPS) -> float:
+    """Bytes per second torch reads while summing a float32 tensor of `nbytes` (median of `reps`)."""
+    import torch
+
+    data = torch.ones(nbytes // 4, dtype=torch.float32)  # [n] touched once, so its pages exist
+    times = []
+    for rep in range(reps + 1):
+        start = time.perf_counter()
+        data.sum()
+        if rep:  # the first sum warms the threads up
+            times.append(time.perf_counter() - start)
+    return nbytes / statistics.median(times)
+
+
+def step_bytes(module) -> int:
+    """Bytes one one-token step of `module` (a causal LM, or a draft head) reads: its linears'
+    weights as their kernels hold them, and every other parameter but a token embedding (a step
+    looks up one row of it). A weight two modules share (a tied LM head) counts once."""
+    from torch import nn
+
+    embeddings = {id(m.weight) for m in module.modules() if isinstance(m, nn.Embedding)}
+    linear_weights = {}
+    for m in module.modules():
+        weight = getattr(m, "weight", None)
+        if weight is not None and hasattr(m, "in_features"):  # a linear, eager or packed
+            linear_weights[id(weight)] = weight.numel() * weight.element_size()  # a meta weight keeps its shape
+    others = {
+        id(p): p.numel() * p.element_size()
+        for p in module.parameters()
+        if id(p) not in embeddings and id(p) not in linear_weights
+    }
+    return sum(linear_weights.values()) + sum(others.values())
+
+
+def roofline_fraction(tokens_per_s: float, bytes_per_step: int, bandwidth: float) -> float:
+    """The share of the measured bandwidth a decode at `tokens_per_s` streams."""
+    return tokens_per_s * bytes_per_step / bandwidth
+
+
+def describe(name: str, tokens_per_s: float, bytes_per_step: int, bandwidth: float) -> str:
+    """One line for the bench: what the step streams, how fast, and the share of the roofline."""
+    fraction = roofline_fraction(tokens_per_s, bytes_per_step, bandwidth)
+    floor_ms = bytes_per_step / bandwidth * 1e3
+    return (
+        f"{name}: {bytes_per_step / 1e6:.0f} MB a step x {tokens_per_s:.1f} tok/s = "
+        f"{tokens_per_s * bytes_per_step / 1e9:.1f} GB/s = {fraction:.2f} of the roofline "
+        f"(a step at the roofline: {floor_ms:.1f} ms; measured: {1e3 / tokens_per_s:.1f} ms)"
+    )
