@@ -478,8 +478,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(args) -> int:
-    from specviz.drafters import is_head
-    from specviz.engine.models import HYBRID_DRAFT, NGRAM_DRAFT, SELF_DRAFT, check_vocabulary, default_draft, load_model
+    from specviz.engine.models import (
+        HYBRID_DRAFT,
+        NGRAM_DRAFT,
+        SELF_DRAFT,
+        check_vocabulary,
+        default_draft,
+        is_head,
+        load_model,
+    )
 
     if args.threads:
         torch.set_num_threads(args.threads)
