@@ -1,6 +1,6 @@
 """Measurement probe: which draft TREE shapes pay at T=0? (It chose the shipped one.)
 
-The product drafts a tree of two branches at every temperature (specviz.drafters.TREE_BRANCHES,
+The product drafts a tree of two branches at every temperature (specviz.config.TREE_BRANCHES,
 verified in specviz.decoding.decoder, kept by specviz.decoding.verify.choose_branch); this standalone loop compares
 greedy shapes cheaply, outside the product; scripts/tree_vs_chain.py compares the product's tree
 with its chain at T > 0.

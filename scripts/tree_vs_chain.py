@@ -1,7 +1,7 @@
 """Measurement probe: the default draft's two-branch tree against its chain, side by side.
 
 The hybrid draft (n-gram when the context matches, else the head) drafts a tree of
-specviz.drafters.TREE_BRANCHES branches; this runs the bench's sweep (specviz.labs.bench.sweep: the
+specviz.config.TREE_BRANCHES branches; this runs the bench's sweep (specviz.labs.bench.sweep: the
 target alone, then traced and untraced decodes per gamma, with the baseline re-measured between
 gamma blocks) for the same hybrid drafting a chain and drafting the tree, twice each, alternating,
 in one process, so both meet the same machine. It chose trees at T > 0 (docs/benchmarks.md).
@@ -18,7 +18,8 @@ from pathlib import Path
 
 import torch
 
-from specviz.drafters import TREE_BRANCHES, HeadDrafter, HybridDrafter, load_draft_head
+from specviz.config import TREE_BRANCHES
+from specviz.drafters import HeadDrafter, HybridDrafter, load_draft_head
 from specviz.engine.models import HEAD_DRAFT, HYBRID_DRAFT, load_model
 from specviz.labs.bench import PROMPTS, Bench, sweep
 
