@@ -478,15 +478,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(args) -> int:
-    from specviz.engine.models import (
-        HYBRID_DRAFT,
-        NGRAM_DRAFT,
-        SELF_DRAFT,
-        check_vocabulary,
-        default_draft,
-        is_head,
-        load_model,
-    )
+    from specviz.engine.models import default_draft, load_model
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -506,24 +498,7 @@ def _main(args) -> int:
     plain = None if args.no_hf_generate else load_model(args.target, dtype=args.dtype, pack=False, lean=False)
     load_before = load_average()
     t0 = time.perf_counter()
-    runs = []
-    for name in names:
-        if name in (NGRAM_DRAFT, SELF_DRAFT, HYBRID_DRAFT) or is_head(name):
-            draft, hf = name, False  # transformers' assisted generation needs an assistant model
-        else:
-            draft = load_model(name, device=target.device, dtype=target.dtype)
-            check_vocabulary(target, draft)
-            hf = not args.no_hf
-        log(f"draft {name}")
-        measured = sweep(
-            Bench(target, draft, prompts, args.max_new_tokens, args.seed, plain),
-            temperatures,
-            gammas,
-            args.reps,
-            hf,
-            log,
-        )
-        runs.append({"draft": name, **measured, "best": best_by_temperature(measured["results"])})
+    runs = [_sweep_draft(args, target, name, prompts, temperatures, gammas, plain, log) for name in names]
     report = {
         "schema": "specviz.bench/2",
         **environment(torch.get_num_threads()),
@@ -547,13 +522,35 @@ def _main(args) -> int:
     if plain is not None:
         report["target_alone"] = target_alone_over_hf(runs[0]["baseline"])
     report.update(load_before=load_before, load_after=load_average(), seconds=round(time.perf_counter() - t0, 1))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
-    table = markdown(report)
-    args.out.with_suffix(".md").write_text(table, encoding="utf-8")
-    print(table)
-    print(f"written {args.out} and {args.out.with_suffix('.md')}")
+    _write_report(report, args.out)
     return 0
+
+
+def _sweep_draft(args, target, name: str, prompts, temperatures, gammas, plain, log) -> dict:
+    """One draft's run of the report: loaded beside the target (a model draft) and swept over gammas
+    and temperatures, with its best gamma per temperature."""
+    from specviz.engine.models import HYBRID_DRAFT, NGRAM_DRAFT, SELF_DRAFT, check_vocabulary, is_head, load_model
+
+    if name in (NGRAM_DRAFT, SELF_DRAFT, HYBRID_DRAFT) or is_head(name):
+        draft, hf = name, False  # transformers' assisted generation needs an assistant model
+    else:
+        draft = load_model(name, device=target.device, dtype=target.dtype)
+        check_vocabulary(target, draft)
+        hf = not args.no_hf
+    log(f"draft {name}")
+    bench = Bench(target, draft, prompts, args.max_new_tokens, args.seed, plain)
+    measured = sweep(bench, temperatures, gammas, args.reps, hf, log)
+    return {"draft": name, **measured, "best": best_by_temperature(measured["results"])}
+
+
+def _write_report(report: dict, out: Path) -> None:
+    """The JSON report at `out`, its markdown table beside it (.md) and on stdout."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    table = markdown(report)
+    out.with_suffix(".md").write_text(table, encoding="utf-8")
+    print(table)
+    print(f"written {out} and {out.with_suffix('.md')}")
 
 
 def target_alone_over_hf(baselines: dict) -> dict:
