@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,7 @@ from scipy import stats
 from specviz.config import SamplingConfig
 from specviz.engine import toy
 from specviz.engine.machine import cpu_name
+from specviz.engine.models import LoadedModel
 from specviz.engine.sampling import draw, probabilities
 from specviz.labs.lab import draw_sample, exact_distribution, goodness_of_fit
 from specviz.teaching.charts.lab import DEFAULTS, SIGNIFICANCE
@@ -80,29 +82,13 @@ class Replay:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, default=200, help="runs of the page (default 200)")
-    parser.add_argument("--n", type=int, default=DEFAULTS["toy"]["n"], help="samples per run (the page's default)")
-    parser.add_argument("--rule", choices=["exact", "no_bonus"], help="also test speculative samples under this rule")
-    parser.add_argument("--simulate", type=int, default=0, help="also this many multinomial runs of the test alone")
-    parser.add_argument("--json", type=Path, help="write the figures here too")
-    parser.add_argument("--counts", type=Path, help="write every run's counts per cell here")
-    parser.add_argument("--reuse-counts", type=Path, help="take the decoder's counts from an earlier --counts file")
-    parser.add_argument("--replay", type=int, default=0, help="also this many runs replayed without the decoder")
-    args = parser.parse_args()
+    args = parse_args()
     torch.set_num_threads(1)  # as the page runs the toy pair (specviz.engine.toy.one_thread)
-
-    d = DEFAULTS["toy"]
-    k, gamma, n = d["k"], d["gamma"], args.n
-    sampling = SamplingConfig(d["temperature"], None, None)
-    target, draft = toy.toy_pair(**toy.LAB_TOY)
-    prompt = list(toy.LAB_TOY_PROMPT)
-    exact = exact_distribution(target, prompt, k, sampling)
-    cells = exact.probs + [exact.other_prob]
-    index = exact.index()
+    page = PageRun.default(args.n)
+    n, cells = page.n, page.cells
     report: dict = {
-        "cpu": cpu_name(), "torch_threads": torch.get_num_threads(), "k": k, "gamma": gamma, "n": n,
-        "temperature": d["temperature"], "significance": SIGNIFICANCE, "seeds": args.seeds,
+        "cpu": cpu_name(), "torch_threads": torch.get_num_threads(), "k": page.k, "gamma": page.gamma, "n": n,
+        "temperature": page.sampling.temperature, "significance": SIGNIFICANCE, "seeds": args.seeds,
         "expected_counts_below_5": sum(n * p < 5 for p in cells), "cells": len(cells),
     }  # fmt: skip
     kinds = ["target"] + (["spec"] if args.rule else [])
@@ -111,17 +97,7 @@ def main() -> None:
         counts = {kind: json.loads(args.reuse_counts.read_text())[kind][: args.seeds] for kind in kinds}
         report["decoder_counts_from"] = str(args.reuse_counts)
     started = time.monotonic()
-    for j in range(len(counts["target"]), args.seeds):
-        seed = j * 2 * n
-        for kind in kinds:
-            row = [0] * len(cells)
-            for i in range(n):
-                out = draw_sample(kind, i, prompt, target=target, draft=draft, rule=args.rule or "exact", k=k,
-                                  gamma=gamma, sampling=sampling, seed=seed)  # fmt: skip
-                row[index.get(tuple(out[:k]), len(cells) - 1)] += 1
-            counts[kind].append(row)
-        if (j + 1) % 10 == 0:
-            print(f"{j + 1}/{args.seeds} seeds, {time.monotonic() - started:.0f} s", flush=True)
+    decoder_counts(page, counts, args.seeds, args.rule)
     report["decoder_seconds"] = round(time.monotonic() - started, 1)
     names = {"target": "control", "spec": f"speculative_{args.rule}"}
     for kind in kinds:
@@ -132,37 +108,109 @@ def main() -> None:
         report[names[kind]] = {"chi2_approximation": rates(approx), "lab_test": rates(lab),
                                "seed0_p_value": {"chi2_approximation": approx[0], "lab_test": lab[0]}}  # fmt: skip
     if args.replay:
-        replay, replayed = Replay(target, prompt, k, sampling), []
-        for j in range(args.replay):
-            row = [0] * len(cells)
-            for i in range(n):
-                row[index.get(replay.sample(j * 2 * n, i), len(cells) - 1)] += 1
-            replayed.append(row)
-        same = sum(a == b for a, b in zip(replayed, counts["target"], strict=False))
-        checked = min(args.replay, len(counts["target"]))
-        report["replayed_control"] = {
-            "runs": args.replay,
-            "equal_to_the_decoder": f"{same} of {checked} runs",
-            "lab_test": rates([goodness_of_fit(row, cells).p_value for row in replayed]),
-        }
-        if same != checked:
-            print(f"The replay differs from the decoder in {checked - same} of {checked} runs: not used.")
-            report["replayed_control"]["lab_test"] = None
+        report["replayed_control"] = replayed_control(page, args.replay, counts["target"])
     if args.simulate:
-        rng = np.random.default_rng(1)  # not specviz.labs.lab.SIMULATION_SEED: these stand for fresh samples
-        probs = np.asarray(cells) / sum(cells)
-        draws = [rng.multinomial(n, probs).tolist() for _ in range(args.simulate)]
-        report["simulated_control"] = {
-            "runs": args.simulate,
-            "chi2_approximation": rates([goodness_of_fit(row, cells, simulations=0).p_value for row in draws]),
-            "lab_test": rates([goodness_of_fit(row, cells).p_value for row in draws]),
-        }
+        report["simulated_control"] = simulated_control(page, args.simulate)
     if args.counts:
         args.counts.write_text(json.dumps({"cells": cells, **counts}) + "\n")
     text = json.dumps(report, indent=1)
     print(text)
     if args.json:
         args.json.write_text(text + "\n")
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, default=200, help="runs of the page (default 200)")
+    parser.add_argument("--n", type=int, default=DEFAULTS["toy"]["n"], help="samples per run (the page's default)")
+    parser.add_argument("--rule", choices=["exact", "no_bonus"], help="also test speculative samples under this rule")
+    parser.add_argument("--simulate", type=int, default=0, help="also this many multinomial runs of the test alone")
+    parser.add_argument("--json", type=Path, help="write the figures here too")
+    parser.add_argument("--counts", type=Path, help="write every run's counts per cell here")
+    parser.add_argument("--reuse-counts", type=Path, help="take the decoder's counts from an earlier --counts file")
+    parser.add_argument("--replay", type=int, default=0, help="also this many runs replayed without the decoder")
+    return parser.parse_args()
+
+
+@dataclass(frozen=True)
+class PageRun:
+    """What the page runs by default: the toy pair and prompt, its k, γ and temperature, n samples
+    per run, and the exact distribution's cells (its outcomes' probabilities, then "other")."""
+
+    target: LoadedModel
+    draft: LoadedModel
+    prompt: list[int]
+    k: int
+    gamma: int
+    n: int
+    sampling: SamplingConfig
+    cells: list[float]
+    index: dict[tuple[int, ...], int]  # outcome -> its cell
+
+    @classmethod
+    def default(cls, n: int) -> PageRun:
+        d = DEFAULTS["toy"]
+        sampling = SamplingConfig(d["temperature"], None, None)
+        target, draft = toy.toy_pair(**toy.LAB_TOY)
+        prompt = list(toy.LAB_TOY_PROMPT)
+        exact = exact_distribution(target, prompt, d["k"], sampling)
+        cells = exact.probs + [exact.other_prob]
+        return cls(target, draft, prompt, d["k"], d["gamma"], n, sampling, cells, exact.index())
+
+    def cell(self, outcome) -> int:
+        """The cell of a sample's first k tokens ("other", the last, when not listed)."""
+        return self.index.get(tuple(outcome[: self.k]), len(self.cells) - 1)
+
+
+def decoder_counts(page: PageRun, counts: dict[str, list[list[int]]], seeds: int, rule: str | None) -> None:
+    """Run j = len(counts["target"]) .. seeds - 1 of the page, seed j * 2 n, with the decoder: each
+    kind's counts per cell appended to counts[kind]."""
+    started = time.monotonic()
+    for j in range(len(counts["target"]), seeds):
+        seed = j * 2 * page.n
+        for kind in counts:
+            row = [0] * len(page.cells)
+            for i in range(page.n):
+                out = draw_sample(kind, i, page.prompt, target=page.target, draft=page.draft, rule=rule or "exact",
+                                  k=page.k, gamma=page.gamma, sampling=page.sampling, seed=seed)  # fmt: skip
+                row[page.cell(out)] += 1
+            counts[kind].append(row)
+        if (j + 1) % 10 == 0:
+            print(f"{j + 1}/{seeds} seeds, {time.monotonic() - started:.0f} s", flush=True)
+
+
+def replayed_control(page: PageRun, runs: int, decoded: list[list[int]]) -> dict:
+    """`runs` runs of the control replayed without the decoder, checked run for run against the
+    decoder's counts `decoded`; their rejection rates only when every checked run is equal."""
+    replay, replayed = Replay(page.target, page.prompt, page.k, page.sampling), []
+    for j in range(runs):
+        row = [0] * len(page.cells)
+        for i in range(page.n):
+            row[page.cell(replay.sample(j * 2 * page.n, i))] += 1
+        replayed.append(row)
+    same = sum(a == b for a, b in zip(replayed, decoded, strict=False))
+    checked = min(runs, len(decoded))
+    result = {
+        "runs": runs,
+        "equal_to_the_decoder": f"{same} of {checked} runs",
+        "lab_test": rates([goodness_of_fit(row, page.cells).p_value for row in replayed]),
+    }
+    if same != checked:
+        print(f"The replay differs from the decoder in {checked - same} of {checked} runs: not used.")
+        result["lab_test"] = None
+    return result
+
+
+def simulated_control(page: PageRun, runs: int) -> dict:
+    """The test alone on `runs` multinomial samples of n drawn from the exact cells."""
+    rng = np.random.default_rng(1)  # not specviz.labs.lab.SIMULATION_SEED: these stand for fresh samples
+    probs = np.asarray(page.cells) / sum(page.cells)
+    draws = [rng.multinomial(page.n, probs).tolist() for _ in range(runs)]
+    return {
+        "runs": runs,
+        "chi2_approximation": rates([goodness_of_fit(row, page.cells, simulations=0).p_value for row in draws]),
+        "lab_test": rates([goodness_of_fit(row, page.cells).p_value for row in draws]),
+    }
 
 
 if __name__ == "__main__":
