@@ -168,11 +168,7 @@ def soak(url: str, app_pid: int | None, n: int, shared: bool, timeout_s: float) 
     memory = [rss_mb(app_pid)]
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        # Warm-up: the first page starts the models' preload; one tiny run waits for it to finish.
-        warm = browser.new_context().new_page()
-        warm.goto(f"{url}/?" + urllib.parse.urlencode(dict(link("Say hi.", 0), max_new="2", baseline="0")))
-        warm.wait_for_function("() => document.body.innerText.includes('Showing: run here')", timeout=300_000)
-        warm.context.close()
+        warm_up(browser, url)
         memory.append(rss_mb(app_pid))
         memory_before = memory[-1]
 
@@ -180,54 +176,13 @@ def soak(url: str, app_pid: int | None, n: int, shared: bool, timeout_s: float) 
         app_cpu0 = cpu_s(lambda: app_procs(app_pid)) if app_pid else None
         browser_cpu0 = cpu_s(lambda: browser_procs(app_pid))
         wall0 = time.monotonic()
-        pages, opened, opened_epoch = [], [], []
-        for i, prompt in enumerate(texts):
-            context = browser.new_context(viewport={"width": 1280, "height": 900})
-            context.add_init_script(MARKS)
-            page = context.new_page()
-            opened.append(time.monotonic())
-            opened_epoch.append(time.time())
-            page.goto(f"{url}/?" + urllib.parse.urlencode(link(prompt, 1 if shared else i + 1)), wait_until="commit")
-            pages.append(page)
+        opened = open_sessions(browser, url, texts, shared)
         sessions = [
-            {"session": i + 1, "opened_at_s": round(opened[i] - opened[0], 2), "status_s": None}
+            {"session": i + 1, "opened_at_s": round(opened[i][1] - opened[0][1], 2), "status_s": None}
             | {"first_tokens_s": None, "finished_s": None, "error": ""}
             for i in range(n)
         ]
-        places: list[str] = []
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            pending = 0
-            for i, page in enumerate(pages):
-                s = sessions[i]
-                if s["finished_s"] is not None or s["error"]:
-                    continue
-                pending += 1
-                try:
-                    seen = state_of(page)
-                except Exception as exc:  # noqa: BLE001 - a page that broke is a failure, the soak goes on
-                    s["error"] = f"{type(exc).__name__}: {exc}"[:300]
-                    continue
-                now = time.monotonic() - opened[i]
-                marks = seen.get("marks") or {}
-                if seen["status"] and s["status_s"] is None:  # the app answered: its run began (as polled)
-                    s["status_s"] = round(now, 2)
-                if marks.get("first") and s["first_tokens_s"] is None:  # as the page itself noted it
-                    s["first_tokens_s"] = round(marks["first"] / 1000 - opened_epoch[i], 2)
-                if seen["waiting"] and len(places) < 200:
-                    places.append(seen["waiting"][:120])
-                if seen["error"]:
-                    s["error"] = seen["error"][:300]
-                elif marks.get("done"):
-                    s["finished_s"] = round(marks["done"] / 1000 - opened_epoch[i], 2)
-                    s["polled_finished_s"] = round(now, 2)
-                    s["shown"] = seen["showing"][:160]
-                    if s["first_tokens_s"] is None:  # a shared recording: its tokens come with the finished run
-                        s["first_tokens_s"] = s["finished_s"]
-            memory.append(rss_mb(app_pid))
-            if not pending:
-                break
-            time.sleep(0.2)
+        places = poll_sessions(opened, sessions, timeout_s, memory, app_pid)
         # Where the machine's CPU went while the class ran: the app, or the 30 browsers beside it.
         cpu = {
             "wall_s": round(time.monotonic() - wall0, 1),
@@ -239,31 +194,98 @@ def soak(url: str, app_pid: int | None, n: int, shared: bool, timeout_s: float) 
                 s["error"] = f"no finished run within {timeout_s:.0f} s"
         browser.close()
 
-    def spread(key: str) -> dict:
-        values = [s[key] for s in sessions if s[key] is not None]
-        if not values:
-            return {"n": 0}
-        values.sort()
-        return {
-            "n": len(values),
-            "median": round(statistics.median(values), 2),
-            "p90": values[min(len(values) - 1, int(0.9 * len(values)))],
-            "max": values[-1],
-        }
-
     mem = [m for m in memory if m is not None]
     return {
         "variant": "shared link" if shared else "different prompts",
         "sessions": n,
         "settings": "greedy, 16 new tokens, baseline on, offline pair",
-        "first_tokens_s": spread("first_tokens_s"),
-        "finished_s": spread("finished_s"),
+        "first_tokens_s": spread(sessions, "first_tokens_s"),
+        "finished_s": spread(sessions, "finished_s"),
         "failures": sum(1 for s in sessions if s["error"]),
         "memory_mb": {"before": round(memory_before or 0), "peak": round(max(mem)) if mem else None},
         "cpu_seconds": cpu,
         "waiting_lines_seen": places[:10],
         "sessions_detail": sessions,
         "targets": TARGETS,
+    }
+
+
+def warm_up(browser, url: str) -> None:
+    """The first page starts the models' preload; one tiny run waits for it to finish."""
+    warm = browser.new_context().new_page()
+    warm.goto(f"{url}/?" + urllib.parse.urlencode(dict(link("Say hi.", 0), max_new="2", baseline="0")))
+    warm.wait_for_function("() => document.body.innerText.includes('Showing: run here')", timeout=300_000)
+    warm.context.close()
+
+
+def open_sessions(browser, url: str, texts: list[str], shared: bool) -> list[tuple]:
+    """One Chromium context per session, each opening its link (MARKS installed first) ->
+    (page, monotonic time it was opened, epoch time it was opened) per session."""
+    opened = []
+    for i, prompt in enumerate(texts):
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        context.add_init_script(MARKS)
+        page = context.new_page()
+        at, at_epoch = time.monotonic(), time.time()
+        page.goto(f"{url}/?" + urllib.parse.urlencode(link(prompt, 1 if shared else i + 1)), wait_until="commit")
+        opened.append((page, at, at_epoch))
+    return opened
+
+
+def poll_sessions(opened: list[tuple], sessions: list[dict], timeout_s: float, memory: list, app_pid) -> list[str]:
+    """Poll every unfinished page, sampling the app's memory after each round, until all have
+    finished or failed or timeout_s passes -> the "Waiting for the model" lines seen."""
+    places: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        pending = 0
+        for (page, at, at_epoch), s in zip(opened, sessions, strict=True):
+            if s["finished_s"] is not None or s["error"]:
+                continue
+            pending += 1
+            try:
+                seen = state_of(page)
+            except Exception as exc:  # noqa: BLE001 - a page that broke is a failure, the soak goes on
+                s["error"] = f"{type(exc).__name__}: {exc}"[:300]
+                continue
+            note(s, seen, time.monotonic() - at, at_epoch)
+            if seen["waiting"] and len(places) < 200:
+                places.append(seen["waiting"][:120])
+        memory.append(rss_mb(app_pid))
+        if not pending:
+            break
+        time.sleep(0.2)
+    return places
+
+
+def note(s: dict, seen: dict, now: float, opened_epoch: float) -> None:
+    """One poll of one session's page (`seen`, `now` seconds after it was opened) noted in its record s."""
+    marks = seen.get("marks") or {}
+    if seen["status"] and s["status_s"] is None:  # the app answered: its run began (as polled)
+        s["status_s"] = round(now, 2)
+    if marks.get("first") and s["first_tokens_s"] is None:  # as the page itself noted it
+        s["first_tokens_s"] = round(marks["first"] / 1000 - opened_epoch, 2)
+    if seen["error"]:
+        s["error"] = seen["error"][:300]
+    elif marks.get("done"):
+        s["finished_s"] = round(marks["done"] / 1000 - opened_epoch, 2)
+        s["polled_finished_s"] = round(now, 2)
+        s["shown"] = seen["showing"][:160]
+        if s["first_tokens_s"] is None:  # a shared recording: its tokens come with the finished run
+            s["first_tokens_s"] = s["finished_s"]
+
+
+def spread(sessions: list[dict], key: str) -> dict:
+    """Median, 90th percentile and maximum of one time over the sessions that have it."""
+    values = [s[key] for s in sessions if s[key] is not None]
+    if not values:
+        return {"n": 0}
+    values.sort()
+    return {
+        "n": len(values),
+        "median": round(statistics.median(values), 2),
+        "p90": values[min(len(values) - 1, int(0.9 * len(values)))],
+        "max": values[-1],
     }
 
 
