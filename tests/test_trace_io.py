@@ -268,6 +268,9 @@ def test_truncated_json_says_so():
     with pytest.raises(TraceError) as refused:  # a broken file that is not cut short says nothing of it
         Trace.from_json(text.replace('"mode":', '"mode"', 1))
     assert "truncated" not in str(refused.value)
+    with pytest.raises(TraceError, match="Extra data") as refused:  # a word after the whole trace: added, not cut
+        Trace.from_json(text + " x")
+    assert "truncated" not in str(refused.value)
 
 
 @pytest.mark.parametrize("text", ["", "not json", "[1, 2]", '"a string"', b"\xff\xfe"])

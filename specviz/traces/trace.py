@@ -85,7 +85,7 @@ from specviz.config import (
     TRACE_MAX_NEW_TOKENS,
     TRACE_TOKEN_ID_MAX,
 )
-from specviz.errors import TraceError
+from specviz.errors import SpecvizError, TraceError
 
 SCHEMA = "specviz.trace/1"
 MAX_TRACE_BYTES = 20 * 1024 * 1024  # a 1024-token trace at gamma 16 is far below this
@@ -267,13 +267,6 @@ def register_notebook_views(load: Callable[[], Any]) -> None:
     _notebook_views = load
 
 
-def speedup(trace: Trace, baseline: Trace | None) -> float | None:
-    """tokens/s of a run ÷ tokens/s of its target-alone baseline (None: no usable baseline)."""
-    if baseline is None or baseline is trace or baseline.summary["tokens_per_s"] <= 0:
-        return None
-    return trace.summary["tokens_per_s"] / baseline.summary["tokens_per_s"]
-
-
 def reached_betas(iterations: list[dict]) -> list[float]:
     """beta of every position the text reached: each iteration's accepted drafts and its first
     rejected one. Later drafts sat on a prefix that was thrown away, so they do not count."""
@@ -332,43 +325,51 @@ def summarize(
     }
 
 
-def parse_json(text: str | bytes) -> Any:
-    """json.loads that refuses NaN/Infinity and oversize input with a TraceError."""
+def parse_json(
+    text: str | bytes,
+    *,
+    what: str = "trace",
+    max_bytes: int = MAX_TRACE_BYTES,
+    error: type[SpecvizError] = TraceError,
+    too_big: str = "Record a shorter run (fewer max new tokens).",
+) -> Any:
+    """json.loads for an uploaded `what` file (a trace unless told; specviz.labs.sweep reads sweeps
+    with it): input over `max_bytes` (`too_big` says what to do), text that is not UTF-8, NaN and
+    Infinity, JSON nested deeper than Python recurses and JSON that does not parse each raise
+    `error` with a message for the person who uploaded it."""
     if isinstance(text, bytes):
-        if len(text) > MAX_TRACE_BYTES:
-            raise TraceError(_too_big(len(text)))
+        if len(text) > max_bytes:
+            raise error(_too_big(what, len(text), max_bytes, too_big))
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise TraceError(f"The trace file is not UTF-8 text ({exc.reason} at byte {exc.start}).") from None
-    if len(text) > MAX_TRACE_BYTES:
-        raise TraceError(_too_big(len(text)))
+            raise error(f"The {what} file is not UTF-8 text ({exc.reason} at byte {exc.start}).") from None
+    if len(text) > max_bytes:
+        raise error(_too_big(what, len(text), max_bytes, too_big))
     if not text.strip():
-        raise TraceError("The trace file is empty.")
+        raise error(f"The {what} file is empty.")
 
     def refuse_constant(name: str) -> None:
-        raise TraceError(f"The trace file contains {name}, which is not a valid number in a trace.")
+        raise error(f"The {what} file contains {name}, which is not a valid number in a {what}.")
 
     try:
         return json.loads(text, parse_constant=refuse_constant)
     except json.JSONDecodeError as exc:
         # Cut short: the error is in the file's last token (a partial word such as "nul", or
-        # nothing at all), or inside a string, where json names where the string started.
+        # nothing at all), or inside a string, where json names where the string started. "Extra
+        # data" after a whole value is something added, not cut.
         last_token = not any(ch in ' \t\r\n,:[]{}"' for ch in text.rstrip()[exc.pos :])
-        cut = last_token or exc.msg.startswith("Unterminated string")
+        cut = (last_token and not exc.msg.startswith("Extra data")) or exc.msg.startswith("Unterminated string")
         hint = " It looks truncated." if cut else ""
-        raise TraceError(
-            f"The trace file is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.{hint}"
+        raise error(
+            f"The {what} file is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.{hint}"
         ) from None
     except RecursionError:  # e.g. "[[[[..." 100 000 deep: json gives up with RecursionError, not a decode error
-        raise TraceError("The trace file is nested too deeply to be a trace (was it made by specviz?).") from None
+        raise error(f"The {what} file is nested too deeply to be a {what} (was it made by specviz?).") from None
 
 
-def _too_big(size: int) -> str:
-    return (
-        f"The trace file is {size / 1e6:.1f} MB; the limit is {MAX_TRACE_BYTES / 1e6:.0f} MB. "
-        "Record a shorter run (fewer max new tokens)."
-    )
+def _too_big(what: str, size: int, max_bytes: int, advice: str) -> str:
+    return f"The {what} file is {size / 1e6:.1f} MB; the limit is {max_bytes / 1e6:.0f} MB. {advice}"
 
 
 # ----- validation -----------------------------------------------------------------------------
@@ -543,85 +544,18 @@ def _validate_summary(s: Any) -> None:
 
 
 def _validate_iterations(data: dict) -> None:
+    """Every iteration on its own, then what they add up to: the output tokens and the summary."""
     iterations = data["iterations"]
-    greedy = data["config"]["temperature"] == 0
-    exact = data["config"].get("rule", "exact") == "exact"
     emitted: list[int] = []
     drafted = accepted_total = 0
     for i, it in enumerate(iterations):
-        where = f"iterations[{i}]"
-        _expect(isinstance(it, dict), where, "an object")
-        _expect(it.get("index") == i, f"{where}.index", f"{i}")
-        if "iteration" in it:  # optional: older files number only from 0
-            _expect(it["iteration"] == i + 1, f"{where}.iteration", f"{i + 1} (index + 1)")
-        for key in ("start_ms", "draft_ms", "verify_ms"):
-            _number(it.get(key), f"{where}.{key}", 0, 1e12)
-        drafts = it.get("drafts")
-        _expect(isinstance(drafts, list), f"{where}.drafts", "a list")
-        n = _int(it.get("accepted_count"), f"{where}.accepted_count", 0, len(drafts))
-        for j, d in enumerate(drafts):
-            dw = f"{where}.drafts[{j}]"
-            _expect(isinstance(d, dict), dw, "an object")
-            _int(d.get("token_id"), f"{dw}.token_id", 0, TRACE_TOKEN_ID_MAX)
-            _expect(isinstance(d.get("token"), str), f"{dw}.token", "text")
-            _expect(d.get("position") == len(emitted) + j, f"{dw}.position", str(len(emitted) + j))
-            q = _number(d.get("q"), f"{dw}.q", 0, 1)
-            p = _number(d.get("p"), f"{dw}.p", 0, 1)
-            a = _number(d.get("accept_prob"), f"{dw}.accept_prob", 0, 1)
-            _number(d.get("beta"), f"{dw}.beta", 0, 1 + 1e-4)
-            _expect(isinstance(d.get("accepted"), bool), f"{dw}.accepted", "true or false")
-            _expect(q > 0, f"{dw}.q", "a probability > 0 (the draft proposed this token)")
-            if abs(a - min(1.0, p / q)) > ACCEPT_PROB_TOLERANCE:
-                raise TraceError(f"{dw}.accept_prob is {a} but min(1, p/q) is {min(1.0, p / q)}.")
-            _expect("r" in d, f"{dw}.r", "the draw r (null in a greedy run, which draws nothing)")
-            if d["r"] is not None:
-                r = _number(d["r"], f"{dw}.r", 0, 1)
-                if exact and d["accepted"] and not r < a:
-                    raise TraceError(f"{dw}: accepted although r = {r} is not below accept_prob = {a}.")
-                first_rejected = j == n  # drafts after the first rejection were never judged
-                if exact and first_rejected and r < a:
-                    raise TraceError(f"{dw}: rejected although r = {r} is below accept_prob = {a}.")
-            elif exact and not greedy:
-                raise TraceError(f"{dw}.r is missing; only greedy runs (temperature 0) have no draw.")
-            if d["accepted"] != (j < n):
-                raise TraceError(f"{where}: accepted drafts must form a prefix of length accepted_count = {n}.")
-            for key in ("q_top", "p_top"):
-                _top_list(d.get(key), f"{dw}.{key}")
+        drafts, n = _validate_iteration(data, i, it, len(emitted))
         drafted += len(drafts)
         accepted_total += n
         emitted.extend(d["token_id"] for d in drafts[:n])
-        if "tree" in it:
-            _tree(it["tree"], f"{where}.tree")
-        if "drafting" in it:
-            _drafting(it["drafting"], f"{where}.drafting", len(drafts))
-        corr = it.get("correction")
-        if corr is None:
-            last = i == len(iterations) - 1
-            if not exact and data["config"].get("rule") == "no_bonus":
-                pass  # the no-bonus variant ends full acceptances without a correction
-            elif not (last and data["stop_reason"] == "eos"):
-                raise TraceError(
-                    f"{where}.correction may be null only in the last iteration of a run stopped at end of sequence."
-                )
-            continue
-        _expect(isinstance(corr, dict), f"{where}.correction", "an object")
-        kinds = ("target",) if data["mode"] == "autoregressive" else ("resample", "bonus", "target")
-        _expect(corr.get("kind") in kinds, f"{where}.correction.kind", " or ".join(map(repr, kinds)))
-        if corr["kind"] == "resample":
-            _expect(n < len(drafts), f"{where}.correction.kind", '"bonus" (every draft was accepted)')
-            _top_list(corr.get("residual_top"), f"{where}.correction.residual_top")
-        elif corr["kind"] == "bonus":
-            _expect(n == len(drafts), f"{where}.correction.kind", '"resample" (a draft was rejected)')
-        elif data["mode"] == "speculative":  # "target" in a speculative run: the draft proposed nothing
-            _expect(not drafts, f"{where}.correction.kind", '"resample" or "bonus" (drafts were proposed)')
-        _int(corr.get("token_id"), f"{where}.correction.token_id", 0, TRACE_TOKEN_ID_MAX)
-        _expect(isinstance(corr.get("token"), str), f"{where}.correction.token", "text")
-        _number(corr.get("p"), f"{where}.correction.p", 0, 1 + 1e-4)
-        if "p_top" in corr:  # the target's top tokens where the correction was drawn (hover cards show them)
-            _top_list(corr["p_top"], f"{where}.correction.p_top")
-        _expect(corr.get("position") == len(emitted), f"{where}.correction.position", str(len(emitted)))
-        emitted.append(corr["token_id"])
-
+        corr = _validate_correction(data, i, len(drafts), n, len(emitted))
+        if corr is not None:
+            emitted.append(corr)
     if emitted != data["output_token_ids"]:
         raise TraceError("output_token_ids do not equal the accepted drafts plus corrections of the iterations.")
     s = data["summary"]
@@ -636,6 +570,95 @@ def _validate_iterations(data: dict) -> None:
         _close(s.get("alpha"), sum(reached) / len(reached), "summary.alpha")
     if iterations:
         _close(s["mean_accepted_length"], len(emitted) / len(iterations), "summary.mean_accepted_length")
+
+
+def _validate_iteration(data: dict, i: int, it: Any, position0: int) -> tuple[list, int]:
+    """Iteration i's number, timings, drafts (the first at `position0` of the text), tree and
+    drafting; returns its drafts and accepted_count."""
+    where = f"iterations[{i}]"
+    _expect(isinstance(it, dict), where, "an object")
+    _expect(it.get("index") == i, f"{where}.index", f"{i}")
+    if "iteration" in it:  # optional: older files number only from 0
+        _expect(it["iteration"] == i + 1, f"{where}.iteration", f"{i + 1} (index + 1)")
+    for key in ("start_ms", "draft_ms", "verify_ms"):
+        _number(it.get(key), f"{where}.{key}", 0, 1e12)
+    drafts = it.get("drafts")
+    _expect(isinstance(drafts, list), f"{where}.drafts", "a list")
+    n = _int(it.get("accepted_count"), f"{where}.accepted_count", 0, len(drafts))
+    for j, d in enumerate(drafts):
+        _validate_draft(data["config"], d, where, j, n, position0 + j)
+    if "tree" in it:
+        _tree(it["tree"], f"{where}.tree")
+    if "drafting" in it:
+        _drafting(it["drafting"], f"{where}.drafting", len(drafts))
+    return drafts, n
+
+
+def _validate_draft(config: dict, d: Any, where: str, j: int, n: int, position: int) -> None:
+    """Draft j of an iteration that accepted n: its token, its probabilities, and a draw r that
+    agrees with its verdict under the exact rule."""
+    greedy = config["temperature"] == 0
+    exact = config.get("rule", "exact") == "exact"
+    dw = f"{where}.drafts[{j}]"
+    _expect(isinstance(d, dict), dw, "an object")
+    _int(d.get("token_id"), f"{dw}.token_id", 0, TRACE_TOKEN_ID_MAX)
+    _expect(isinstance(d.get("token"), str), f"{dw}.token", "text")
+    _expect(d.get("position") == position, f"{dw}.position", str(position))
+    q = _number(d.get("q"), f"{dw}.q", 0, 1)
+    p = _number(d.get("p"), f"{dw}.p", 0, 1)
+    a = _number(d.get("accept_prob"), f"{dw}.accept_prob", 0, 1)
+    _number(d.get("beta"), f"{dw}.beta", 0, 1 + 1e-4)
+    _expect(isinstance(d.get("accepted"), bool), f"{dw}.accepted", "true or false")
+    _expect(q > 0, f"{dw}.q", "a probability > 0 (the draft proposed this token)")
+    if abs(a - min(1.0, p / q)) > ACCEPT_PROB_TOLERANCE:
+        raise TraceError(f"{dw}.accept_prob is {a} but min(1, p/q) is {min(1.0, p / q)}.")
+    _expect("r" in d, f"{dw}.r", "the draw r (null in a greedy run, which draws nothing)")
+    if d["r"] is not None:
+        r = _number(d["r"], f"{dw}.r", 0, 1)
+        if exact and d["accepted"] and not r < a:
+            raise TraceError(f"{dw}: accepted although r = {r} is not below accept_prob = {a}.")
+        first_rejected = j == n  # drafts after the first rejection were never judged
+        if exact and first_rejected and r < a:
+            raise TraceError(f"{dw}: rejected although r = {r} is below accept_prob = {a}.")
+    elif exact and not greedy:
+        raise TraceError(f"{dw}.r is missing; only greedy runs (temperature 0) have no draw.")
+    if d["accepted"] != (j < n):
+        raise TraceError(f"{where}: accepted drafts must form a prefix of length accepted_count = {n}.")
+    for key in ("q_top", "p_top"):
+        _top_list(d.get(key), f"{dw}.{key}")
+
+
+def _validate_correction(data: dict, i: int, drafted: int, n: int, position: int) -> int | None:
+    """Iteration i's correction (after `drafted` drafts, `n` accepted, at `position` of the text):
+    its kind fits the verdict; returns its token id (None: a run may end without one)."""
+    where = f"iterations[{i}]"
+    corr = data["iterations"][i].get("correction")
+    if corr is None:
+        last = i == len(data["iterations"]) - 1
+        if data["config"].get("rule") == "no_bonus":
+            pass  # the no-bonus variant ends full acceptances without a correction
+        elif not (last and data["stop_reason"] == "eos"):
+            raise TraceError(
+                f"{where}.correction may be null only in the last iteration of a run stopped at end of sequence."
+            )
+        return None
+    _expect(isinstance(corr, dict), f"{where}.correction", "an object")
+    kinds = ("target",) if data["mode"] == "autoregressive" else ("resample", "bonus", "target")
+    _expect(corr.get("kind") in kinds, f"{where}.correction.kind", " or ".join(map(repr, kinds)))
+    if corr["kind"] == "resample":
+        _expect(n < drafted, f"{where}.correction.kind", '"bonus" (every draft was accepted)')
+        _top_list(corr.get("residual_top"), f"{where}.correction.residual_top")
+    elif corr["kind"] == "bonus":
+        _expect(n == drafted, f"{where}.correction.kind", '"resample" (a draft was rejected)')
+    elif data["mode"] == "speculative":  # "target" in a speculative run: the draft proposed nothing
+        _expect(not drafted, f"{where}.correction.kind", '"resample" or "bonus" (drafts were proposed)')
+    _int(corr.get("token_id"), f"{where}.correction.token_id", 0, TRACE_TOKEN_ID_MAX)
+    _expect(isinstance(corr.get("token"), str), f"{where}.correction.token", "text")
+    _number(corr.get("p"), f"{where}.correction.p", 0, 1 + 1e-4)
+    if "p_top" in corr:  # the target's top tokens where the correction was drawn (hover cards show them)
+        _top_list(corr["p_top"], f"{where}.correction.p_top")
+    _expect(corr.get("position") == position, f"{where}.correction.position", str(position))
+    return corr["token_id"]
 
 
 def _expect(ok: bool, where: str, wanted: str) -> None:
