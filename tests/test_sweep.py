@@ -126,6 +126,9 @@ def test_json_and_csv_round_trip(small):
         (json.dumps({"schema": sweep.SCHEMA, "cells": [{"gamma": 1}]}).encode(), "missing"),
         (b'{"schema": "specviz.sweep/1", "cells": [{"gamma": NaN}]}', "not a valid number"),
         (b"\xff\xfe", "UTF-8"),
+        # The trace's careful reading, in a sweep's words: its size limit, and a file cut short.
+        (b" " * (sweep.MAX_SWEEP_BYTES + 1), "The sweep file is 2.1 MB; the limit is 2 MB"),
+        (b'{"schema": "specviz.sweep/1", "cells": [', "not valid JSON.*It looks truncated"),
     ],
 )
 def test_bad_json_files_get_clear_errors(data, message):

@@ -34,6 +34,7 @@ from typing import Any
 
 from specviz.errors import SpecvizError
 from specviz.labs.theory import expected_tokens_per_iteration, walltime_improvement
+from specviz.traces.trace import parse_json
 
 SCHEMA = "specviz.sweep/1"
 DEFAULT_GAMMAS = (1, 2, 3, 4, 5, 6, 7, 8)
@@ -192,8 +193,6 @@ def run_sweep(
     decode of a process pays for lazy initialisation, which would make gamma = 1 look slow.
     Duplicate gammas or temperatures are dropped; both are swept in increasing order.
     """
-    from specviz.decoding.decoder import autoregressive_generate, speculative_generate
-
     gammas = sorted(set(gammas))
     temperatures = sorted({float(t) for t in temperatures})
     _check_grid(gammas, temperatures, max_new_tokens)
@@ -214,6 +213,24 @@ def run_sweep(
         runs_total=len(temperatures) * (len(gammas) + 1),
     )
     common = {"target": target, "seed": seed, "top_k": top_k, "top_p": top_p, "max_new_tokens": max_new_tokens}
+    _run_grid(result, prompt, draft, common, warmup, on_progress, should_stop)
+    return result
+
+
+def _run_grid(
+    result: SweepResult,
+    prompt: str | list[int],
+    draft: Any,
+    common: dict[str, Any],
+    warmup: bool,
+    on_progress: Callable[[int, int, SweepResult], None] | None,
+    should_stop: Callable[[], bool] | None,
+) -> None:
+    """Decode `result`'s grid into it: the warm-up, then per temperature the target alone and every
+    gamma, with `common` settings. Returns early, `result` marked stopped, when should_stop() asks."""
+    from specviz.decoding.decoder import autoregressive_generate, speculative_generate
+
+    gammas, temperatures = result.config["gammas"], result.config["temperatures"]
 
     def stop() -> bool:
         if should_stop is not None and should_stop():
@@ -221,30 +238,30 @@ def run_sweep(
             return True
         return False
 
-    if warmup:
-        if stop():
-            return result
-        speculative_generate(
-            prompt, draft=draft, gamma=gammas[0], temperature=temperatures[0], trace=False,
-            **{**common, "max_new_tokens": min(4, max_new_tokens)},
-        )  # fmt: skip
-    for temperature in temperatures:
-        if stop():
-            return result
-        base = autoregressive_generate(prompt, temperature=temperature, trace=False, **common)
-        result.baselines[str(temperature)] = float(base.summary["tokens_per_s"])
+    def one_more_run() -> None:
         result.runs_done += 1
         if on_progress is not None:
             on_progress(result.runs_done, result.runs_total, result)
+
+    if warmup:
+        if stop():
+            return
+        speculative_generate(
+            prompt, draft=draft, gamma=gammas[0], temperature=temperatures[0], trace=False,
+            **{**common, "max_new_tokens": min(4, common["max_new_tokens"])},
+        )  # fmt: skip
+    for temperature in temperatures:
+        if stop():
+            return
+        base = autoregressive_generate(prompt, temperature=temperature, trace=False, **common)
+        result.baselines[str(temperature)] = float(base.summary["tokens_per_s"])
+        one_more_run()
         for gamma in gammas:
             if stop():
-                return result
+                return
             run = speculative_generate(prompt, draft=draft, gamma=gamma, temperature=temperature, **common)
             result.cells.append(_cell(gamma, temperature, run, base))
-            result.runs_done += 1
-            if on_progress is not None:
-                on_progress(result.runs_done, result.runs_total, result)
-    return result
+            one_more_run()
 
 
 # ----- reading back ---------------------------------------------------------------------------
@@ -317,27 +334,14 @@ def _finish(
 
 def from_json(text: str | bytes) -> SweepResult:
     """Read a sweep saved with SweepResult.to_json. Raises SweepError naming the first problem."""
-    if isinstance(text, bytes):
-        if len(text) > MAX_SWEEP_BYTES:
-            raise SweepError(f"The file is {len(text) / 1e6:.1f} MB; a sweep file is a few kB. Is it a sweep?")
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError:
-            raise SweepError("The file is not UTF-8 text; upload the JSON or CSV the sweep page saved.") from None
-    if len(text) > MAX_SWEEP_BYTES:
-        raise SweepError("The file is too large to be a sweep.")
-    if not text.strip():
-        raise SweepError("The file is empty.")
-
-    def refuse(name: str) -> None:
-        raise SweepError(f"The file contains {name}, which is not a valid number.")
-
-    try:
-        data = json.loads(text, parse_constant=refuse)
-    except json.JSONDecodeError as exc:
-        raise SweepError(f"The file is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.") from None
-    except RecursionError:  # JSON nested thousands deep: json raises RecursionError, not a decode error
-        raise SweepError("The file is nested too deeply to be a sweep.") from None
+    # The trace's careful reading (size, UTF-8, NaN, nesting), in a sweep's words.
+    data = parse_json(
+        text,
+        what="sweep",
+        max_bytes=MAX_SWEEP_BYTES,
+        error=SweepError,
+        too_big="A sweep file is a few kB: is this one a sweep?",
+    )
     if not isinstance(data, dict):
         raise SweepError("The file is JSON but not a sweep: expected an object with 'schema' and 'cells'.")
     if data.get("schema") != SCHEMA:
