@@ -54,6 +54,40 @@ def tokens_per_iteration_curve_figure(
     """
     gs = _gammas(gamma_max)
     fig = house_figure()
+    _tokens_curves(fig, gs, alpha, compare_alphas)
+    _your_gamma(
+        fig,
+        gamma,
+        expected_tokens_per_iteration(alpha, gamma),
+        f"your γ = {gamma}",
+        "your γ %{x}: %{y:.2f} tokens per iteration<extra></extra>",
+    )
+    if measured and measured.get("tokens") is not None and measured.get("gamma"):
+        fig.add_scatter(
+            x=[measured["gamma"]],
+            y=[measured["tokens"]],
+            mode="markers",
+            marker={"color": MEASURED_COLOR, "size": 13, "symbol": "diamond"},
+            name="measured (current trace)",
+            hovertemplate="current trace: γ %{x}, %{y:.2f} tokens per iteration<extra></extra>",
+        )
+    fig.update_layout(
+        title=titled(f"Expected tokens per iteration at α = {alpha:.2f}  (Eq. 1)"),
+        xaxis_title="γ (draft tokens per iteration)",
+        yaxis_title="tokens per iteration (tokens)",
+        height=400,
+    )
+    fig.update_xaxes(dtick=1 if gamma_max <= 16 else 2)
+    # The ceiling grows with γ; cut it so the curves, not the ceiling, fill the chart.
+    curves = [expected_tokens_per_iteration(a, gamma_max) for a in (alpha, *compare_alphas)]
+    if measured and measured.get("tokens") is not None:
+        curves.append(measured["tokens"])
+    fig.update_yaxes(range=[0, min(gamma_max + 1, max(curves) * 1.15 + 0.5)])
+    return fig
+
+
+def _tokens_curves(fig: go.Figure, gs: list[int], alpha: float, compare_alphas: Sequence[float]) -> None:
+    """Eq. 1's curves: the ceiling γ + 1 dotted, the other α faint for scale, the chosen α bold."""
     fig.add_scatter(
         x=gs,
         y=[g + 1 for g in gs],
@@ -82,36 +116,18 @@ def tokens_per_iteration_curve_figure(
         name=f"expected at α = {alpha:.2f}",
         hovertemplate="γ %{x}: %{y:.2f} tokens per iteration<extra></extra>",
     )
+
+
+def _your_gamma(fig: go.Figure, gamma: int, y: float, name: str, hovertemplate: str) -> None:
+    """The slider's γ on its curve: an open circle, the same on both γ charts."""
     fig.add_scatter(
         x=[gamma],
-        y=[expected_tokens_per_iteration(alpha, gamma)],
+        y=[y],
         mode="markers",
         marker={"color": THEORY_COLOR, "size": 14, "symbol": "circle-open", "line": {"width": 3}},
-        name=f"your γ = {gamma}",
-        hovertemplate="your γ %{x}: %{y:.2f} tokens per iteration<extra></extra>",
+        name=name,
+        hovertemplate=hovertemplate,
     )
-    if measured and measured.get("tokens") is not None and measured.get("gamma"):
-        fig.add_scatter(
-            x=[measured["gamma"]],
-            y=[measured["tokens"]],
-            mode="markers",
-            marker={"color": MEASURED_COLOR, "size": 13, "symbol": "diamond"},
-            name="measured (current trace)",
-            hovertemplate="current trace: γ %{x}, %{y:.2f} tokens per iteration<extra></extra>",
-        )
-    fig.update_layout(
-        title=titled(f"Expected tokens per iteration at α = {alpha:.2f}  (Eq. 1)"),
-        xaxis_title="γ (draft tokens per iteration)",
-        yaxis_title="tokens per iteration (tokens)",
-        height=400,
-    )
-    fig.update_xaxes(dtick=1 if gamma_max <= 16 else 2)
-    # The ceiling grows with γ; cut it so the curves, not the ceiling, fill the chart.
-    curves = [expected_tokens_per_iteration(a, gamma_max) for a in (alpha, *compare_alphas)]
-    if measured and measured.get("tokens") is not None:
-        curves.append(measured["tokens"])
-    fig.update_yaxes(range=[0, min(gamma_max + 1, max(curves) * 1.15 + 0.5)])
-    return fig
 
 
 def walltime_curve_figure(
@@ -134,7 +150,6 @@ def walltime_curve_figure(
     gs = _gammas(gamma_max)
     ys = [walltime_improvement(alpha, g, c, v) for g in gs]
     best = best_gamma(alpha, c, gamma_max, v)
-    top = max([*ys, 1.2])
     fig = house_figure()
     fig.add_hrect(y0=0, y1=1, fillcolor=LOSS_SHADE, line_width=0, layer="below")
     fig.add_scatter(
@@ -162,36 +177,9 @@ def walltime_curve_figure(
         name=w["best_gamma"].format(gamma=best, speedup=ys[best - 1]),
         hovertemplate="best γ %{x}: %{y:.2f}×<extra></extra>",
     )
-    fig.add_scatter(
-        x=[gamma],
-        y=[ys[gamma - 1]] if gamma <= gamma_max else [walltime_improvement(alpha, gamma, c, v)],
-        mode="markers",
-        marker={"color": THEORY_COLOR, "size": 14, "symbol": "circle-open", "line": {"width": 3}},
-        name=w["your_gamma"].format(gamma=gamma),
-        hovertemplate="your γ %{x}: %{y:.2f}×<extra></extra>",
-    )
-    if measured and measured.get("alpha") is not None and measured.get("c") is not None and measured.get("gamma"):
-        g = int(measured["gamma"])
-        pred = walltime_improvement(measured["alpha"], g, measured["c"], measured.get("v") or 1.0)
-        top = max(top, pred)
-        fig.add_scatter(
-            x=[g],
-            y=[pred],
-            mode="markers",
-            marker={"color": MEASURED_COLOR, "size": 13, "symbol": "diamond"},
-            name=w["trace_predicted"].format(speedup=pred),
-            hovertemplate="current trace γ %{x}: the formula with its α, c and v gives %{y:.2f}×<extra></extra>",
-        )
-        if measured.get("speedup") is not None:
-            top = max(top, measured["speedup"])
-            fig.add_scatter(
-                x=[g],
-                y=[measured["speedup"]],
-                mode="markers",
-                marker={"color": MEASURED_COLOR, "size": 13, "symbol": "x"},
-                name=w["trace_measured"].format(speedup=measured["speedup"]),
-                hovertemplate="current trace γ %{x}: measured %{y:.2f}×<extra></extra>",
-            )
+    y = ys[gamma - 1] if gamma <= gamma_max else walltime_improvement(alpha, gamma, c, v)
+    _your_gamma(fig, gamma, y, w["your_gamma"].format(gamma=gamma), "your γ %{x}: %{y:.2f}×<extra></extra>")
+    top = max([*ys, 1.2, *_walltime_measured(fig, measured, w)])
     fig.update_layout(
         # Thm 3.8 is the paper's v = 1; any other v is this formula, not the theorem.
         title=titled((w["walltime_title"] if v == 1.0 else w["walltime_title_v"]).format(alpha=alpha, c=c, v=v)),
@@ -202,6 +190,34 @@ def walltime_curve_figure(
     fig.update_xaxes(dtick=1 if gamma_max <= 16 else 2)
     fig.update_yaxes(range=[0, top * 1.1])
     return fig
+
+
+def _walltime_measured(fig: go.Figure, measured: dict[str, float] | None, w: dict[str, str]) -> list[float]:
+    """The current trace on the walltime chart: what the formula gives for its own α, c and v, and
+    the speedup its baseline measured; returns the heights drawn, so the axis can reach them."""
+    if not (measured and measured.get("alpha") is not None and measured.get("c") is not None and measured.get("gamma")):
+        return []
+    g = int(measured["gamma"])
+    pred = walltime_improvement(measured["alpha"], g, measured["c"], measured.get("v") or 1.0)
+    fig.add_scatter(
+        x=[g],
+        y=[pred],
+        mode="markers",
+        marker={"color": MEASURED_COLOR, "size": 13, "symbol": "diamond"},
+        name=w["trace_predicted"].format(speedup=pred),
+        hovertemplate="current trace γ %{x}: the formula with its α, c and v gives %{y:.2f}×<extra></extra>",
+    )
+    if measured.get("speedup") is None:
+        return [pred]
+    fig.add_scatter(
+        x=[g],
+        y=[measured["speedup"]],
+        mode="markers",
+        marker={"color": MEASURED_COLOR, "size": 13, "symbol": "x"},
+        name=w["trace_measured"].format(speedup=measured["speedup"]),
+        hovertemplate="current trace γ %{x}: measured %{y:.2f}×<extra></extra>",
+    )
+    return [pred, measured["speedup"]]
 
 
 @lru_cache(maxsize=8)
@@ -232,37 +248,8 @@ def alpha_c_plane_figure(
     drafting cannot pay for any γ, and a dearer verification (v > 1) moves the white border below
     it. The slider setting and the current trace are points on it; Table 4's rows are faint
     crosses for reference (measured with v = 1)."""
-    alphas, cs, z = best_speedup_grid(c_max, gamma_max, steps, v)
     fig = house_figure()
-    fig.add_heatmap(
-        x=alphas,
-        y=cs,
-        z=z,
-        zmin=0,
-        zmax=SPEEDUP_SATURATION,
-        colorscale=[[0, "#ef9a9a"], [1 / SPEEDUP_SATURATION, "#ffffff"], [1, "#1b5e20"]],
-        colorbar={"title": {"text": "best speedup (×)"}, "len": 0.85, "ticksuffix": "×"},
-        hovertemplate="α %{x:.2f}, c %{y:.2f}: best speedup %{z:.2f}×<extra></extra>",
-        name="best speedup over γ",
-        showlegend=False,
-    )
-    fig.add_scatter(
-        x=[0, c_max],
-        y=[0, c_max],
-        mode="lines",
-        line={"color": STATUS_COLORS["rejected"], "width": 3, "dash": "dash"},
-        name="α = c: above it no γ gives a speedup (Cor 3.9)",
-        hoverinfo="skip",
-    )
-    fig.add_scatter(
-        x=[r.alpha for r in TABLE_4],
-        y=[r.c for r in TABLE_4],
-        mode="markers",
-        marker={"color": PREDICTION_COLOR, "size": 7, "symbol": "x-thin", "line": {"width": 1.5}},
-        name="the paper's Table 4 (T5 pairs)",
-        text=[f"{r.task} {r.draft} T={r.temperature:g}" for r in TABLE_4],
-        hovertemplate="%{text}: α %{x:.2f}, c %{y:.2f}<extra></extra>",
-    )
+    _plane_map(fig, c_max, gamma_max, steps, v)
     fig.add_scatter(
         x=[alpha],
         y=[c],
@@ -294,6 +281,41 @@ def alpha_c_plane_figure(
     fig.update_xaxes(range=[0, 1])
     fig.update_yaxes(range=[0, c_max])
     return fig
+
+
+def _plane_map(fig: go.Figure, c_max: float, gamma_max: int, steps: int, v: float) -> None:
+    """The plane itself, the same whatever the sliders say: the best speedup as colour, the line
+    α = c, and Table 4's rows."""
+    alphas, cs, z = best_speedup_grid(c_max, gamma_max, steps, v)
+    fig.add_heatmap(
+        x=alphas,
+        y=cs,
+        z=z,
+        zmin=0,
+        zmax=SPEEDUP_SATURATION,
+        colorscale=[[0, "#ef9a9a"], [1 / SPEEDUP_SATURATION, "#ffffff"], [1, "#1b5e20"]],
+        colorbar={"title": {"text": "best speedup (×)"}, "len": 0.85, "ticksuffix": "×"},
+        hovertemplate="α %{x:.2f}, c %{y:.2f}: best speedup %{z:.2f}×<extra></extra>",
+        name="best speedup over γ",
+        showlegend=False,
+    )
+    fig.add_scatter(
+        x=[0, c_max],
+        y=[0, c_max],
+        mode="lines",
+        line={"color": STATUS_COLORS["rejected"], "width": 3, "dash": "dash"},
+        name="α = c: above it no γ gives a speedup (Cor 3.9)",
+        hoverinfo="skip",
+    )
+    fig.add_scatter(
+        x=[r.alpha for r in TABLE_4],
+        y=[r.c for r in TABLE_4],
+        mode="markers",
+        marker={"color": PREDICTION_COLOR, "size": 7, "symbol": "x-thin", "line": {"width": 1.5}},
+        name="the paper's Table 4 (T5 pairs)",
+        text=[f"{r.task} {r.draft} T={r.temperature:g}" for r in TABLE_4],
+        hovertemplate="%{text}: α %{x:.2f}, c %{y:.2f}<extra></extra>",
+    )
 
 
 def table4_rows() -> list[dict[str, Any]]:
@@ -333,29 +355,7 @@ def draft_training_figure(history: Sequence[dict[str, Any]], c: float, gamma_max
         name="α at temperature 1 (held-out text)",
         hovertemplate="step %{x}: α %{y:.3f}<extra></extra>",
     )
-    # Lines drawn only when every point of the record has that measure: key, dash, marker, legend, hover.
-    optional = (
-        ("greedy_agreement", "dot", "circle", "greedy agreement (α at temperature 0)", "greedy agreement %{y:.3f}"),
-        (
-            "alpha_bench_prompts",
-            "dash",
-            "diamond",
-            "α at temperature 1 on the benchmark's free-text prompts",
-            "α %{y:.3f} on the benchmark's prompts",
-        ),
-    )
-    for key, dash, symbol, name, hover in optional:
-        values = [h.get(key) for h in history]
-        if all(v is not None for v in values):
-            fig.add_scatter(
-                x=steps,
-                y=values,
-                mode="lines+markers",
-                line={"color": THEORY_COLOR, "width": 2, "dash": dash},
-                marker={"symbol": symbol},
-                name=name,
-                hovertemplate=f"step %{{x}}: {hover}<extra></extra>",
-            )
+    _optional_measures(fig, history, steps)
     speedups = [walltime_improvement(a, best_gamma(a, c, gamma_max), c) for a in alphas]
     best_gs = [best_gamma(a, c, gamma_max) for a in alphas]
     fig.add_scatter(
@@ -387,6 +387,36 @@ def draft_training_figure(history: Sequence[dict[str, Any]], c: float, gamma_max
     )
     fig.update_layout(margin={**LAYOUT["margin"], "r": 70})
     return fig
+
+
+# The draft's other measures along its training, each drawn only when every point of the record
+# has it: key, dash, marker, legend, hover.
+OPTIONAL_MEASURES = (
+    ("greedy_agreement", "dot", "circle", "greedy agreement (α at temperature 0)", "greedy agreement %{y:.3f}"),
+    (
+        "alpha_bench_prompts",
+        "dash",
+        "diamond",
+        "α at temperature 1 on the benchmark's free-text prompts",
+        "α %{y:.3f} on the benchmark's prompts",
+    ),
+)
+
+
+def _optional_measures(fig: go.Figure, history: Sequence[dict[str, Any]], steps: list[Any]) -> None:
+    """A dotted or dashed line for each of OPTIONAL_MEASURES that every point of `history` recorded."""
+    for key, dash, symbol, name, hover in OPTIONAL_MEASURES:
+        values = [h.get(key) for h in history]
+        if all(v is not None for v in values):
+            fig.add_scatter(
+                x=steps,
+                y=values,
+                mode="lines+markers",
+                line={"color": THEORY_COLOR, "width": 2, "dash": dash},
+                marker={"symbol": symbol},
+                name=name,
+                hovertemplate=f"step %{{x}}: {hover}<extra></extra>",
+            )
 
 
 def drafting_against_formula(trace: Trace) -> tuple[str, str] | None:
