@@ -62,20 +62,7 @@ def timeline_figure(trace: Trace, baseline: Trace | None = None, lang: str = "en
     spec = trace.mode == "speculative"
     row = spec_row if spec else base_row
     if spec:
-        notes = [_iteration_words(it, trace.config) for it in its]
-        fig.add_bar(
-            y=[row] * len(its),
-            x=[it["draft_ms"] for it in its],
-            base=[it["start_ms"] for it in its],
-            orientation="h",
-            name=w["draft_bar"],
-            marker_color=Q_COLOR,
-            customdata=[
-                [it["index"] + 1, it["draft_ms"], it["start_ms"], note] for it, note in zip(its, notes, strict=True)
-            ],
-            hovertemplate="iteration %{customdata[0]}, draft phase<br>lasted %{customdata[1]:.1f} ms, started at "
-            "%{customdata[2]:,.1f} ms<br>%{customdata[3]}<extra></extra>",
-        )
+        _draft_phases(fig, row, its, trace.config, w["draft_bar"])
     # A bar's x is where it ends on the axis (base + length), never its length: hover cards read
     # the durations and start times from customdata, each labelled as what it is.
     _target_passes(
@@ -98,19 +85,7 @@ def timeline_figure(trace: Trace, baseline: Trace | None = None, lang: str = "en
             "%{customdata[2]:,.1f} ms<extra></extra>",
         )  # fmt: skip
         rows.append(base_row)
-    for name, t in ((row, trace), (base_row, baseline)):
-        if t is None or not t.iterations or (name == base_row and t is trace and spec):
-            continue
-        end = time_to_tokens_ms(t, common)
-        cut = "" if t.summary["new_tokens"] == common else w["cut"].format(total=t.summary["new_tokens"])
-        fig.add_annotation(
-            x=end,
-            y=name,
-            text=w["first_tokens"].format(ms=end, n=common, cut=cut),
-            showarrow=False,
-            xanchor="left",
-            font={"size": 12},
-        )
+    _finish_lines(fig, trace, baseline, common, row, w)
     if not its:
         fig.add_annotation(text=w["no_iterations"], showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
     fig.update_layout(
@@ -123,6 +98,43 @@ def timeline_figure(trace: Trace, baseline: Trace | None = None, lang: str = "en
     fig.update_xaxes(title=w["timeline_x"], tickformat=",d")
     fig.update_yaxes(title="", categoryorder="array", categoryarray=list(reversed(rows)))
     return fig
+
+
+def _draft_phases(fig: go.Figure, row: str, its: list[dict], config: dict, name: str) -> None:
+    """One horizontal bar per draft phase of `its` on `row`, from the iteration's start."""
+    notes = [_iteration_words(it, config) for it in its]
+    fig.add_bar(
+        y=[row] * len(its),
+        x=[it["draft_ms"] for it in its],
+        base=[it["start_ms"] for it in its],
+        orientation="h",
+        name=name,
+        marker_color=Q_COLOR,
+        customdata=[
+            [it["index"] + 1, it["draft_ms"], it["start_ms"], note] for it, note in zip(its, notes, strict=True)
+        ],
+        hovertemplate="iteration %{customdata[0]}, draft phase<br>lasted %{customdata[1]:.1f} ms, started at "
+        "%{customdata[2]:,.1f} ms<br>%{customdata[3]}<extra></extra>",
+    )
+
+
+def _finish_lines(fig: go.Figure, trace: Trace, baseline: Trace | None, common: int, row: str, w: dict) -> None:
+    """At the end of each run's row (`row` for `trace`), the time it took to write the race's `common`
+    tokens, and that the row was cut there when the run wrote more. A speculative trace given as its
+    own baseline has one row, not two."""
+    for name, t in ((row, trace), (w["row_base"], baseline)):
+        if t is None or not t.iterations or (name == w["row_base"] and t is trace and trace.mode == "speculative"):
+            continue
+        end = time_to_tokens_ms(t, common)
+        cut = "" if t.summary["new_tokens"] == common else w["cut"].format(total=t.summary["new_tokens"])
+        fig.add_annotation(
+            x=end,
+            y=name,
+            text=w["first_tokens"].format(ms=end, n=common, cut=cut),
+            showarrow=False,
+            xanchor="left",
+            font={"size": 12},
+        )
 
 
 def _target_passes(fig: go.Figure, row: str, its: list[dict], name: str, opacity: float, **hover) -> None:
