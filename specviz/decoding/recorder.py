@@ -23,7 +23,31 @@ class IterationRecorder:
 
     def record(self, index: int, start_ms: float, draft_ms: float, verify_ms: float, step, position0: int) -> dict:
         """step: a specviz.decoding.decoder.Step. position0: index in the generated text of its first draft."""
-        drafts, q, p, verdict, correction = step.drafts, step.q, step.p, step.verdict, step.correction
+        q_top, p_top = top_tokens(step.q), top_tokens(step.p)
+        draft_records = self.draft_records(step, position0, q_top, p_top)
+        corr = self.correction(step, position0, p_top)
+        residual_top = [corr["residual_top"]] if corr and corr["residual_top"] else []
+        for pairs in q_top + p_top + residual_top:  # every id a chart may label: the residual's too
+            for token_id, _ in pairs:
+                self.text(token_id)
+        record = {
+            "index": index,
+            "start_ms": start_ms,
+            "draft_ms": draft_ms,
+            "verify_ms": verify_ms,
+            "accepted_count": step.verdict.accepted_count,
+            "drafts": draft_records,
+            "correction": corr,
+        }
+        if self.speculative:  # how many of gamma were drafted, by which drafter, and why it stopped
+            record["drafting"] = self.drafting(step)
+        if step.other_branches is not None:  # a draft tree: which branch was kept, and the others
+            record["tree"] = self.tree(step)
+        return record
+
+    def draft_records(self, step, position0: int, q_top: list, p_top: list) -> list[dict]:
+        """The iteration's `drafts` (specviz.traces.trace): each draft's q, p, test and top lists."""
+        drafts, q, p, verdict = step.drafts, step.q, step.p, step.verdict
         g, n = drafts.shape[0], verdict.accepted_count
         rows = torch.arange(g, device=drafts.device)
         q_x, p_x = q[rows, drafts].tolist(), p[rows, drafts].tolist()
@@ -31,9 +55,8 @@ class IterationRecorder:
         # Only the drafts up to the first rejection were judged; later ones never met their r.
         r = verdict.r.tolist() if verdict.r is not None else [None] * g
         betas = beta(p[:g], q).clamp(max=1.0).tolist()  # float32 sums can overshoot 1 by ~1e-5
-        q_top, p_top = top_tokens(q), top_tokens(p)
         ids = drafts.tolist()
-        draft_records = [
+        return [
             {
                 "position": position0 + j,
                 "token_id": ids[j],
@@ -49,54 +72,43 @@ class IterationRecorder:
             }
             for j in range(g)
         ]
-        corr = None
-        if correction is not None:
-            kind = verdict.correction_kind if self.speculative else "target"
-            dist = verdict.residual if verdict.residual is not None else p[n]
-            corr = {
-                "kind": kind,
-                "position": position0 + n,
-                "token_id": correction,
-                "token": self.text(correction),
-                "p": float(dist[correction]),
-                "residual_top": top_tokens(verdict.residual[None])[0] if verdict.residual is not None else None,
-                "p_top": p_top[n],
-            }
-        residual_top = [corr["residual_top"]] if corr and corr["residual_top"] else []
-        for pairs in q_top + p_top + residual_top:  # every id a chart may label: the residual's too
-            for token_id, _ in pairs:
-                self.text(token_id)
-        record = {
-            "index": index,
-            "start_ms": start_ms,
-            "draft_ms": draft_ms,
-            "verify_ms": verify_ms,
-            "accepted_count": n,
-            "drafts": draft_records,
-            "correction": corr,
+
+    def correction(self, step, position0: int, p_top: list) -> dict | None:
+        """The iteration's `correction` (specviz.traces.trace); None when it ended on an end-of-sequence draft."""
+        verdict, correction, n = step.verdict, step.correction, step.verdict.accepted_count
+        if correction is None:
+            return None
+        dist = verdict.residual if verdict.residual is not None else step.p[n]
+        return {
+            "kind": verdict.correction_kind if self.speculative else "target",
+            "position": position0 + n,
+            "token_id": correction,
+            "token": self.text(correction),
+            "p": float(dist[correction]),
+            "residual_top": top_tokens(verdict.residual[None])[0] if verdict.residual is not None else None,
+            "p_top": p_top[n],
         }
-        if self.speculative:  # how many of gamma were drafted, by which drafter, and why it stopped
-            record["drafting"] = self.drafting(step)
-        if step.other_branches is not None:  # a draft tree: which branch was kept, and the others
-            record["tree"] = {
-                "kept_branch": step.kept_branch,
-                "other_branches": [
-                    [{"token_id": t, "token": self.text(t)} for t in branch] for branch in step.other_branches.tolist()
-                ],
-                "rejected_first": [
-                    {
-                        "branch": t.branch,
-                        "token_id": t.token,
-                        "token": self.text(t.token),
-                        "p": t.p,
-                        "q": t.q,
-                        "accept_prob": t.accept_prob,
-                        "r": t.r,
-                    }
-                    for t in step.rejected_first or []
-                ],
-            }
-        return record
+
+    def tree(self, step) -> dict:
+        """The iteration's `tree` (specviz.traces.trace): the branch kept, the others, the first tokens rejected."""
+        return {
+            "kept_branch": step.kept_branch,
+            "other_branches": [
+                [{"token_id": t, "token": self.text(t)} for t in branch] for branch in step.other_branches.tolist()
+            ],
+            "rejected_first": [
+                {
+                    "branch": t.branch,
+                    "token_id": t.token,
+                    "token": self.text(t.token),
+                    "p": t.p,
+                    "q": t.q,
+                    "accept_prob": t.accept_prob,
+                    "r": t.r,
+                }
+                for t in step.rejected_first or []
+            ],
+        }
 
     def drafting(self, step) -> dict:
         """The iteration's `drafting` (specviz.traces.trace): gamma, source, stop, confidence, threshold."""
