@@ -67,6 +67,19 @@ def test_bench_tiny(tmp_path):
     )
     for row in ngram_run["results"]:
         assert "hf" not in row["tokens_per_s"] and row["specviz_over_hf"] is None  # no assistant model to compare
+    # The roofline: the target's bytes a step are its weights (one copy), the fraction is bytes / step / bandwidth.
+    roof = report["roofline"]
+    weights = sum(p.numel() * p.element_size() for p in {id(p): p for p in target.model.parameters()}.values())
+    embedding = target.model.get_input_embeddings().weight
+    tied = target.model.get_output_embeddings().weight is embedding
+    expected = weights - (0 if tied else embedding.numel() * embedding.element_size())
+    assert roof["bandwidth_gb_s"] > 0 and roof["target"]["bytes_per_step"] == expected
+    for t, share in roof["target"]["by_temperature"].items():
+        assert share["step_ms"] == pytest.approx(model_run["baseline"][t]["target_step_ms"], abs=0.01)
+        bytes_per_s = expected / (share["step_ms"] / 1e3)
+        assert share["fraction"] == pytest.approx(bytes_per_s / (roof["bandwidth_gb_s"] * 1e9), rel=0.02)
+    assert list(roof["drafts"]) == [str(tmp_path / "draft")]  # the n-gram reads no weights
+    assert "of the roofline" in out.with_suffix(".md").read_text()
     assert len(model_run["results"]) == 2
     for row in model_run["results"]:
         assert len(row["acceptance_by_position"]) == row["gamma"] == len(row["beta_by_position"])

@@ -26,6 +26,9 @@ definitions: the draft's time per drafted token and the verify pass, over the ta
 
 and `predicted_speedup_paper` is the paper's own, at v = 1.
 
+It also measures the memory bandwidth (specviz.labs.roofline) and reports, for the target alone and
+each draft with weights, the bytes a step reads, the measured step and the share of the roofline.
+
 Writes JSON and a markdown table (docs/benchmarks.md explains every column).
 """
 
@@ -45,6 +48,7 @@ import torch
 
 from specviz.engine.machine import cpu_name, load_average
 from specviz.engine.transformers_generate import generation_config
+from specviz.labs import roofline
 from specviz.labs.theory import expected_tokens_per_iteration, walltime_improvement
 from specviz.traces.trace import acceptance_by_position, reached_betas, summarize
 
@@ -375,6 +379,8 @@ def markdown(report: dict) -> str:
             f"{alone['hf_generate_tokens_per_s']:.2f} ({alone['specviz_over_hf_generate']:.2f}x), its prompt lookup "
             f"{alone['hf_lookup_tokens_per_s']:.2f} tokens/s"
         )
+    if "roofline" in report:
+        lines += roofline.markdown_lines(report["roofline"])
     for run in report["runs"]:
         lines += ["", f"### Draft `{run['draft']}`", ""]
         for t, b in run["baseline"].items():
@@ -498,7 +504,9 @@ def _main(args) -> int:
     plain = None if args.no_hf_generate else load_model(args.target, dtype=args.dtype, pack=False, lean=False)
     load_before = load_average()
     t0 = time.perf_counter()
-    runs = [_sweep_draft(args, target, name, prompts, temperatures, gammas, plain, log) for name in names]
+    bandwidth = roofline.measured_bandwidth()  # before the sweeps, with the same threads
+    drafts: dict = {}
+    runs = [_sweep_draft(args, target, name, prompts, temperatures, gammas, plain, log, drafts) for name in names]
     report = {
         "schema": "specviz.bench/2",
         **environment(torch.get_num_threads()),
@@ -521,14 +529,15 @@ def _main(args) -> int:
     }
     if plain is not None:
         report["target_alone"] = target_alone_over_hf(runs[0]["baseline"])
+    report["roofline"] = roofline.report(bandwidth, target, runs, drafts)
     report.update(load_before=load_before, load_after=load_average(), seconds=round(time.perf_counter() - t0, 1))
     _write_report(report, args.out)
     return 0
 
 
-def _sweep_draft(args, target, name: str, prompts, temperatures, gammas, plain, log) -> dict:
+def _sweep_draft(args, target, name: str, prompts, temperatures, gammas, plain, log, drafts: dict) -> dict:
     """One draft's run of the report: loaded beside the target (a model draft) and swept over gammas
-    and temperatures, with its best gamma per temperature."""
+    and temperatures, with its best gamma per temperature. drafts[name] keeps the draft as run."""
     from specviz.engine.models import HYBRID_DRAFT, NGRAM_DRAFT, SELF_DRAFT, check_vocabulary, is_head, load_model
 
     if name in (NGRAM_DRAFT, SELF_DRAFT, HYBRID_DRAFT) or is_head(name):
@@ -538,6 +547,7 @@ def _sweep_draft(args, target, name: str, prompts, temperatures, gammas, plain, 
         check_vocabulary(target, draft)
         hf = not args.no_hf
     log(f"draft {name}")
+    drafts[name] = draft
     bench = Bench(target, draft, prompts, args.max_new_tokens, args.seed, plain)
     measured = sweep(bench, temperatures, gammas, args.reps, hf, log)
     return {"draft": name, **measured, "best": best_by_temperature(measured["results"])}

@@ -71,3 +71,68 @@ def describe(name: str, tokens_per_s: float, bytes_per_step: int, bandwidth: flo
         f"{tokens_per_s * bytes_per_step / 1e9:.1f} GB/s = {fraction:.2f} of the roofline "
         f"(a step at the roofline: {floor_ms:.1f} ms; measured: {1e3 / tokens_per_s:.1f} ms)"
     )
+
+
+def draft_module(draft, target):
+    """The module whose weights a draft step reads, or None for a drafter with no weights (the n-gram):
+    a draft model's, the draft head's (the hybrid's head too), the target's when it drafts itself."""
+    from specviz.engine.models import HEAD_DRAFT, HYBRID_DRAFT, NGRAM_DRAFT, SELF_DRAFT, is_head
+
+    if hasattr(draft, "model"):  # a loaded draft model
+        return draft.model
+    if draft == SELF_DRAFT:
+        return target.model
+    if draft == NGRAM_DRAFT or not isinstance(draft, str):
+        return None
+    if draft == HYBRID_DRAFT or is_head(draft):
+        from specviz.drafters import load_draft_head
+
+        return load_draft_head(HEAD_DRAFT if draft == HYBRID_DRAFT else draft, target)
+    return None
+
+
+def report(bandwidth: float, target, runs: list[dict], drafts: dict) -> dict:
+    """The bench's roofline section: the measured bandwidth; the target alone's bytes a step and, per
+    temperature, its measured step and the share of the roofline; each draft's the same, its step
+    being c x the target's step (the median over its rows at that temperature). drafts: name -> the
+    draft as the bench ran it (a name or a loaded model)."""
+    target_bytes = step_bytes(target.model)
+    out = {"bandwidth_gb_s": round(bandwidth / 1e9, 2), "target": {"bytes_per_step": target_bytes}, "drafts": {}}
+    baseline = runs[0]["baseline"]
+    out["target"]["by_temperature"] = {
+        t: _share(target_bytes, b["target_step_ms"], bandwidth) for t, b in baseline.items()
+    }
+    for run in runs:
+        module = draft_module(drafts[run["draft"]], target)
+        if module is None:
+            continue
+        nbytes = step_bytes(module)
+        by_t = {}
+        for t, b in run["baseline"].items():
+            cs = sorted(r["c"] for r in run["results"] if str(r["temperature"]) == str(t) and r.get("c"))
+            if cs:
+                by_t[t] = _share(nbytes, cs[len(cs) // 2] * b["target_step_ms"], bandwidth)
+        out["drafts"][run["draft"]] = {"bytes_per_step": nbytes, "by_temperature": by_t}
+    return out
+
+
+def _share(nbytes: int, step_ms: float, bandwidth: float) -> dict:
+    return {
+        "step_ms": round(step_ms, 2),
+        "roofline_ms": round(nbytes / bandwidth * 1e3, 2),
+        "fraction": round(nbytes / (step_ms / 1e3) / bandwidth, 3),
+    }
+
+
+def markdown_lines(section: dict) -> list[str]:
+    """The roofline section as the bench's markdown prints it."""
+    bw = section["bandwidth_gb_s"]
+    lines = [f"- memory bandwidth (torch summing {BANDWIDTH_BYTES >> 20} MiB): {bw:.1f} GB/s"]
+    entries = [("target alone", section["target"])] + [(f"draft `{n}`", d) for n, d in section["drafts"].items()]
+    for name, entry in entries:
+        for t, s in entry["by_temperature"].items():
+            lines.append(
+                f"- {name} at T={t}: {entry['bytes_per_step'] / 1e6:.0f} MB a step in {s['step_ms']:.1f} ms "
+                f"(at the roofline {s['roofline_ms']:.1f} ms): {s['fraction']:.2f} of the roofline"
+            )
+    return lines
