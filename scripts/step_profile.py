@@ -11,7 +11,10 @@ the lean forward), prefills a short chat prompt, and times one-token steps three
 
 It prints each as ms per step and GB/s over the step's bytes (specviz.labs.roofline.step_bytes),
 the measured bandwidth, and the split by operator from torch.profiler (linears, attention, norms
-and rotary, the rest), so the gap to the roofline is named before anything is changed.
+and rotary, the rest), so the gap to the roofline is named before anything is changed. Then two
+probes of what could close it: the step's linears as loaded (seven products a layer) against q, k, v
+and gate, up fused (four), and one-row products of each shape with every kernel torch offers
+(eager, torch.mv, oneDNN packed, and bfloat16 packed, which reads half the bytes).
 """
 
 from __future__ import annotations
@@ -84,6 +87,86 @@ def operator_split(step, steps: int) -> dict[str, float]:
     return kinds
 
 
+def packed(weight: torch.Tensor) -> torch.Tensor:
+    return torch.ops.mkldnn._reorder_linear_weight(weight.contiguous())
+
+
+def packed_product(x: torch.Tensor, layout: torch.Tensor) -> torch.Tensor:
+    return torch.ops.mkldnn._linear_pointwise(x, layout, None, "none", [], "")
+
+
+def fused_probe(model, steps: int) -> dict[str, float]:
+    """ms of one step's linears: seven products a layer as loaded, or four with q|k|v and gate|up fused."""
+    layers, fused = model.model.layers, []
+    for layer in layers:
+        a, m = layer.self_attn, layer.mlp
+        qkv = torch.cat([a.q_proj.weight_as_loaded(), a.k_proj.weight_as_loaded(), a.v_proj.weight_as_loaded()])
+        gate_up = torch.cat([m.gate_proj.weight_as_loaded(), m.up_proj.weight_as_loaded()])
+        fused.append(
+            (packed(qkv), packed(a.o_proj.weight_as_loaded()), packed(gate_up), packed(m.down_proj.weight_as_loaded()))
+        )
+    head = packed(model.lm_head.weight_as_loaded())
+    x, wide = torch.randn(1, model.config.hidden_size), torch.randn(1, model.config.intermediate_size)
+
+    def seven() -> None:
+        for layer in layers:
+            a, m = layer.self_attn, layer.mlp
+            for lin in (a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj):
+                lin(x)
+            m.down_proj(wide)
+        model.lm_head(x)
+
+    def four() -> None:
+        for qkv, o, gate_up, down in fused:
+            packed_product(x, qkv), packed_product(x, o), packed_product(x, gate_up), packed_product(wide, down)
+        packed_product(x, head)
+
+    return interleaved({"seven products a layer": seven, "four, fused": four}, steps)
+
+
+def shape_rates(rows: int, cols: int, copies: int) -> dict[str, float]:
+    """GB/s of one-row products with a [rows, cols] weight, per kernel (bfloat16's over its own, halved,
+    bytes); `copies` weights in turn, so none is served from a cache."""
+    weights = [torch.randn(rows, cols) for _ in range(copies)]
+    layouts, halves = [packed(w) for w in weights], [packed(w.bfloat16()) for w in weights]
+    x = torch.randn(1, cols)
+    kernels = {
+        "eager": lambda: [torch.nn.functional.linear(x, w) for w in weights],
+        "torch.mv": lambda: [torch.mv(w, x[0]) for w in weights],
+        "packed": lambda: [packed_product(x, p) for p in layouts],
+        "bf16 packed": lambda: [packed_product(x.bfloat16(), p) for p in halves],
+    }
+    ms = interleaved(kernels, 10, rounds=5)
+    full = rows * cols * 4 * copies
+    return {k: full / (2 if k.startswith("bf16") else 1) / (v / 1e3) / 1e9 for k, v in ms.items()}
+
+
+def step_shapes(config) -> dict[str, tuple[int, int]]:
+    """The weight shapes of one layer's products, q|k|v and gate|up fused, and the LM head's."""
+    d, ff = config.hidden_size, config.intermediate_size
+    kv = config.num_key_value_heads * d // config.num_attention_heads
+    return {
+        "q|k|v": (d + 2 * kv, d),
+        "o": (d, d),
+        "gate|up": (2 * ff, d),
+        "down": (d, ff),
+        "LM head": (config.vocab_size, d),
+    }
+
+
+def print_probes(model, steps: int) -> None:
+    """What could close the gap: fused products, and every kernel torch offers per shape."""
+    with torch.inference_mode():
+        fusion = fused_probe(model, steps)
+        shapes = step_shapes(model.config)
+        copies = {name: max(2, min(30, (256 << 20) // (r * c * 4))) for name, (r, c) in shapes.items()}
+        kernels = {name: shape_rates(r, c, copies[name]) for name, (r, c) in shapes.items()}
+    print("the step's linears, fused or not (ms):", ", ".join(f"{k} {v:.1f}" for k, v in fusion.items()))
+    print("one-row products, GB/s (bfloat16 over its own bytes):")
+    for name, rates in kernels.items():
+        print(f"  {name:8s} {shapes[name]}: " + ", ".join(f"{k} {v:.1f}" for k, v in rates.items()))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--target", default=DEFAULT_TARGET)
@@ -137,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     print("by operator (torch.profiler, ms per step; the profiler's own cost included):")
     for kind, value in split.items():
         print(f"  {kind:24s} {value:6.1f} ms")
+    print_probes(loaded.model, args.steps)
     return 0
 
 
