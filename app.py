@@ -1,12 +1,15 @@
-"""`streamlit run app.py` from the repository root serves the specviz app (specviz_app/app.py).
+"""`streamlit run app.py` from the repository root serves the specviz app (specviz_app/app.py), with
+the server's routes beside its pages (specviz_app/server.py: /metrics).
 
-This file only runs that script, on every rerun, as Streamlit runs a main script. The packaged
-command `specviz app` (specviz_app/launch.py) serves the same script with the same server
-settings; for this way Streamlit reads them from .streamlit/config.toml beside this file, which a
-test keeps equal to launch.SERVER_SETTINGS.
+`streamlit run` finds `app = st.App(...)` here and serves it (Streamlit's Starlette server, with
+uvicorn); Streamlit then runs specviz_app/app.py on every rerun, as a main script. The packaged
+command `specviz app` (specviz_app/launch.py) serves the same st.App (specviz_app/asgi.py) with the
+same server settings; for this way Streamlit reads them from .streamlit/config.toml beside this file,
+which a test keeps equal to launch.SERVER_SETTINGS.
 """
 
-import runpy
-from pathlib import Path
+import streamlit as st
 
-runpy.run_path(str(Path(__file__).resolve().parent / "specviz_app" / "app.py"), run_name="__main__")
+from specviz_app.server import ROUTES
+
+app = st.App("specviz_app/app.py", routes=ROUTES)

@@ -15,7 +15,8 @@ import os
 import sys
 from pathlib import Path
 
-APP_SCRIPT = Path(__file__).resolve().parent / "app.py"
+# The st.App that serves the page script specviz_app/app.py with the server's routes (/metrics).
+APP_SCRIPT = Path(__file__).resolve().parent / "asgi.py"
 SOURCE_ROOT = APP_SCRIPT.parents[1]  # a source checkout, when it holds pyproject.toml
 
 SERVER_SETTINGS = {

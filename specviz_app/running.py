@@ -25,7 +25,7 @@ import streamlit as st
 from specviz import config
 from specviz.engine.gate import device_gate, place_words
 from specviz.engine.models import LoadedModel
-from specviz.traces import speedup, trace_store
+from specviz.traces import metrics, speedup, trace_store
 from specviz_app import background, keys, params, render, shared_runs
 from specviz_app.loading import float32_of, load_pair
 from specviz_app.params import Settings
@@ -91,6 +91,7 @@ def preload_defaults() -> None:
 
 def run(settings: Settings) -> None:
     """Decode with the settings, streaming tokens into the page; keep the old trace on failure."""
+    timer = metrics.RunTimer()  # the server's /metrics (specviz_app/server.py)
     area = st.empty()
     with area.container(border=True):
         # First, so the click is answered at once, even while the preload still holds the models.
@@ -105,7 +106,7 @@ def run(settings: Settings) -> None:
                 request = run_request(settings)
                 recording, lead = _shared_recording(request, status)
                 if recording is None:
-                    trace, baseline = _decode_with_progress(request, status)
+                    trace, baseline = _decode_with_progress(request, status, timer)
             if guard.failed:
                 return
             area.empty()
@@ -113,8 +114,10 @@ def run(settings: Settings) -> None:
             if recording is None:  # this session's own run: recorded (its timing pairs started) and stored
                 recording = _record(request, lead, trace, baseline)
                 _show(request, recording, "run here", shared=lead is not shared_runs.SOLO)
+                metrics.record_spec_decode(trace.iterations)
             else:  # the same trace object, its timing pairs included
                 _show(request, recording, f"run here, {shared_runs.made_words(recording)}", shared=True)
+            timer.finished()
             _link_stored(recording.trace_id)
         finally:
             lead.abandon()  # failed, cancelled or a closed tab: a session waiting for this run decodes it
@@ -171,7 +174,7 @@ def _cancelled() -> None:
     st.session_state[keys.RUN_ERROR] = CANCELLED  # app.py says it once, with "nothing was lost"
 
 
-def _decode_with_progress(request: RunRequest, status):
+def _decode_with_progress(request: RunRequest, status, timer: metrics.RunTimer | None = None):
     """The run itself (and its baseline), streaming into the page: (trace, baseline or None)."""
     gate = device_gate(str(request.target.device))
     gate.check_room(config.MAX_QUEUED_RUNS)  # a full queue refuses at once, never a long wait
@@ -190,6 +193,8 @@ def _decode_with_progress(request: RunRequest, status):
             text=f"speculative decoding: {pr.new_tokens}/{pr.max_new_tokens} tokens, iteration {pr.iteration}",
         )
         stream.html(render.token_stream_html(records, {"token_text": pr.token_text}, gamma=request.gamma))
+        if timer is not None:
+            timer.first_token()
 
     def on_wait(ahead: int) -> None:  # one decode per device at a time (specviz.engine.gate)
         # Called every poll while queued; a closed tab or Cancel raises out of status.update here.

@@ -33,6 +33,8 @@ from specviz.errors import SpecvizError
 
 _gates: dict[str, DeviceGate] = {}
 _gates_lock = threading.Lock()
+# Called with the seconds each turn waited, as it starts (the app's /metrics: specviz_app/server.py).
+_wait_observers: list[Callable[[float], None]] = []
 
 
 class QueueFullError(SpecvizError):
@@ -52,6 +54,12 @@ class DeviceGate:
         """Decodes holding or waiting for this gate."""
         with self._cond:
             return len(self._queue)
+
+    def counts(self) -> tuple[int, int]:
+        """(decodes holding the gate, decodes waiting for it), as the app's /metrics reports them."""
+        with self._cond:
+            holding = sum(t.started is not None for t in self._queue)
+            return holding, len(self._queue) - holding
 
     def check_room(self, limit: int) -> None:
         """Refuse at once (QueueFullError) when `limit` decodes already hold or wait for the gate."""
@@ -118,6 +126,8 @@ class DeviceGate:
                 with self._cond:
                     if self._ahead(ticket):
                         self._cond.wait(timeout=poll_s)
+            for observe in _wait_observers:
+                observe(ticket.started - ticket.queued)
             yield
         finally:
             # Also runs when a waiting caller is interrupted (a closed tab, Cancel): its place is freed.
@@ -150,12 +160,27 @@ class _Ticket:
 
     def __init__(self, share: object | None):
         self.share = share  # None: holds the gate alone
+        self.queued = time.monotonic()  # when it joined the queue
         self.started: float | None = None  # when it got the gate
 
 
 def device_gate(device: str) -> DeviceGate:
     with _gates_lock:
         return _gates.setdefault(str(device), DeviceGate())
+
+
+def all_gates() -> list[DeviceGate]:
+    """Every device's gate made so far."""
+    with _gates_lock:
+        return list(_gates.values())
+
+
+def observe_waits(observer: Callable[[float], None]) -> None:
+    """Have observer(seconds) called with each turn's wait for its gate, as the turn starts (once for
+    an observer added twice)."""
+    with _gates_lock:
+        if observer not in _wait_observers:
+            _wait_observers.append(observer)
 
 
 def ordinal(n: int) -> str:

@@ -1,0 +1,13 @@
+"""The app as `specviz app` serves it: the page script specviz_app/app.py with the server's routes
+(specviz_app/server.py: /metrics), as an `st.App`.
+
+`streamlit run` finds `app = st.App(...)` in the file it is given and serves it with uvicorn, so
+launch.APP_SCRIPT is this file; the root app.py is the same for `streamlit run app.py` in a checkout.
+The page script's path is relative to this file.
+"""
+
+import streamlit as st
+
+from specviz_app.server import ROUTES
+
+app = st.App("app.py", routes=ROUTES)
