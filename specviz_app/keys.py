@@ -51,6 +51,11 @@ LAB_ERROR = "lab_error"  # Distribution lab, one-shot: the message of an experim
 RACE_REQUEST = "race_request"  # Drafters, one-shot: the race to run on this rerun
 RACE_RESULT = "race_result"  # Drafters: the race on show
 RACE_ERROR = "race_error"  # Drafters, one-shot: the message of a race that failed
+WORKLOADS_RESULT = "workloads_result"  # Workloads: the result on show (None: the shipped recording)
+WORKLOADS_SOURCE = "workloads_source"  # Workloads: where it came from (the recording, run here, a file)
+WORKLOADS_RUNNING = "workloads_running"  # Workloads, one-shot: a run to start on this rerun
+WORKLOADS_STOP = "workloads_stop"  # Workloads: Stop was clicked
+WORKLOADS_ERROR = "workloads_error"  # Workloads, one-shot: the message of a run that failed
 LESSON_STEP = "lesson_step"  # Lesson: the step on show
 LESSON_LANG = "lesson_lang"  # Lesson: en or zh
 LESSON_PRESENTER = "lesson_presenter"  # Lesson: large type
@@ -98,6 +103,13 @@ SWEEP_RUN, SWEEP_STOP_BUTTON = "sweep_run", "sweep_stop_button"
 SWEEP_HEATMAP, SWEEP_TOKENS_CHART, SWEEP_SPEEDUP_CHART = "sweep-heatmap", "sweep-tokens", "sweep-speedup"
 SWEEP_JSON, SWEEP_CSV = "sw_dl_json", "sw_dl_csv"  # its downloads
 SWEEP_UPLOAD, SWEEP_OPEN = "sweep_upload", "sweep_open"  # a saved sweep to open
+# Workloads
+WORKLOADS_DRAFTS, WORKLOADS_PROMPTS, WORKLOADS_MAX_NEW = "wl_drafts", "wl_prompts", "wl_max_new"
+WORKLOADS_RUN, WORKLOADS_STOP_BUTTON = "wl_run", "wl_stop_button"
+WORKLOADS_CHART_PREFIX = "wl-"  # + the measure: its chart
+WORKLOADS_POSITION_DRAFT, WORKLOADS_POSITIONS_CHART = "wl_position_draft", "wl-positions"
+WORKLOADS_JSON, WORKLOADS_CSV = "wl_dl_json", "wl_dl_csv"  # its downloads
+WORKLOADS_UPLOAD, WORKLOADS_OPEN = "wl_upload", "wl_open"  # a saved result to open
 # Lesson
 LESSON_BACK, LESSON_NEXT = "lesson_back", "lesson_next"
 LESSON_CONTENTS_PREFIX = "lesson_contents_"  # + the step on show: the table of contents' picker

@@ -157,6 +157,10 @@ PAGE_INTROS = {
         "Step inspector",
         "Pick an iteration: see what the draft proposed, how the target judged each token, and why.",
     ),
+    "workloads": (
+        "Where it pays: workloads",
+        "The gain depends on the task: the same target and drafters, measured on six kinds of task side by side.",
+    ),
 }
 
 
