@@ -15,15 +15,7 @@ from specviz.engine.gate import DeviceGate, observe_waits
 from specviz.traces import metrics
 from specviz_app import ws_client
 
-
-def samples(text: str) -> dict[str, float]:
-    """`name{labels} value` lines of an exposition, by their name with labels."""
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            out[name] = float(value)
-    return out
+samples = metrics.parse_samples
 
 
 def test_a_histogram_counts_into_cumulative_buckets_with_its_sum_and_count():

@@ -212,6 +212,17 @@ SPEC_DECODE_NUM_ACCEPTED_TOKENS_PER_POS = REGISTRY.add(Counter(
 ))  # fmt: skip
 
 
+def parse_samples(text: str) -> dict[str, float]:
+    """The sample lines of an exposition as {series (name with its labels): value}: what a load test
+    or a test reads back from a scrape (comments skipped; the values this module writes)."""
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            series, value = line.rsplit(" ", 1)
+            samples[series] = float(value)
+    return samples
+
+
 class RunTimer:
     """One Run's clock, started as the Run starts: first_token() observes its time to first token
     (once), finished() its end-to-end latency, and its time to first token too when no token was

@@ -1,0 +1,75 @@
+"""/metrics scraped from the running app, started as an admin starts it: `streamlit run app.py`
+(tests/browser/conftest.py's serve_app) after Runs driven through Streamlit's own websocket protocol
+(specviz_app/ws_client.py), and `specviz app` (specviz_app/launch.py) answering it too."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from browser.conftest import serve_app
+
+from specviz.traces.metrics import CONTENT_TYPE, parse_samples
+from specviz_app import launch, ws_client
+from specviz_app.replicas import free_port, healthy
+
+ROOT = Path(__file__).resolve().parent.parent
+P = "specviz:"
+LINK = {"prompt": "Name three colours.", "max_new": "8", "temperature": "0", "baseline": "1", "pair": "offline"}
+
+
+def scrape(url: str) -> tuple[str, dict[str, float]]:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
+        assert r.status == 200
+        return r.headers["Content-Type"], parse_samples(r.read().decode())
+
+
+@pytest.mark.slow
+def test_a_scrape_after_two_sessions_counts_their_first_tokens_runs_and_drafts(tmp_path):
+    with serve_app(tmp_path / "app.log") as url:
+        kind, before = scrape(url)
+        assert kind == CONTENT_TYPE and before[f"{P}time_to_first_token_seconds_count"] == 0
+        decoded = ws_client.open_link(url, dict(LINK, seed="1"), timeout_s=300)
+        assert decoded.ok, decoded.error
+        shared = ws_client.open_link(url, dict(LINK, seed="1"), timeout_s=300)  # the same link: its recording
+        assert shared.ok, shared.error
+        _, after = scrape(url)  # running.run observed both before their pages drew "Showing: run here"
+    assert after[f"{P}time_to_first_token_seconds_count"] == 2  # both sessions, the shared one at its end
+    assert after[f"{P}e2e_request_latency_seconds_count"] == 2
+    assert after[f'{P}time_to_first_token_seconds_bucket{{le="+Inf"}}'] == 2
+    assert after[f"{P}e2e_request_latency_seconds_sum"] >= after[f"{P}time_to_first_token_seconds_sum"] > 0
+    # The run, its baseline and the preload's two decodes at least each waited for the gate once.
+    assert after[f"{P}request_queue_time_seconds_count"] >= 4
+    drafts, drafted = after[f"{P}spec_decode_num_drafts_total"], after[f"{P}spec_decode_num_draft_tokens_total"]
+    accepted = after[f"{P}spec_decode_num_accepted_tokens_total"]
+    per_position = {k: v for k, v in after.items() if k.startswith(f"{P}spec_decode_num_accepted_tokens_per_pos")}
+    assert 0 < drafts <= drafted and accepted <= drafted  # one decoded run: the shared one drafted nothing
+    assert sum(per_position.values()) == accepted
+    assert after[f"{P}num_requests_waiting"] == 0
+
+
+def test_specviz_app_serves_metrics_beside_the_pages(tmp_path):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
+    cmd = launch.app_command(["--server.port", str(port), "--server.address", "127.0.0.1"])
+    log = (tmp_path / "app.log").open("w")
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)  # any folder
+    try:
+        deadline = time.monotonic() + 90
+        while not healthy(url):
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "app.log").read_text()
+            time.sleep(0.3)
+        kind, samples = scrape(url)
+        with urllib.request.urlopen(url, timeout=10) as r:
+            page = r.read().decode()
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        log.close()
+    assert kind == CONTENT_TYPE and f"{P}num_requests_running" in samples
+    assert "<noscript>" in page  # the app's own page still answers at /
