@@ -1,6 +1,7 @@
 """/metrics scraped from the running app, started as an admin starts it: `streamlit run app.py`
 (tests/browser/conftest.py's serve_app) after Runs driven through Streamlit's own websocket protocol
-(specviz_app/ws_client.py), and `specviz app` (specviz_app/launch.py) answering it too."""
+(specviz_app/ws_client.py), `specviz app` (specviz_app/launch.py) answering it too, and each replica
+behind nginx (specviz_app/replicas.py) on its own port."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from browser.conftest import serve_app
 
 from specviz.traces.metrics import CONTENT_TYPE, parse_samples
 from specviz_app import launch, ws_client
-from specviz_app.replicas import free_port, healthy
+from specviz_app.replicas import Deployment, free_port, healthy, nginx_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 P = "specviz:"
@@ -73,3 +74,13 @@ def test_specviz_app_serves_metrics_beside_the_pages(tmp_path):
         log.close()
     assert kind == CONTENT_TYPE and f"{P}num_requests_running" in samples
     assert "<noscript>" in page  # the app's own page still answers at /
+
+
+def test_behind_nginx_each_replica_is_scraped_on_its_own_port(tmp_path):
+    if nginx_binary() is None:
+        pytest.skip("nginx is not installed: `apt-get install nginx` (./dev.sh test installs it)")
+    with Deployment(2, free_port(), work=tmp_path) as dep:
+        kinds = [scrape(dep.replica_url(i))[0] for i in range(2)]
+        through_proxy, samples = scrape(dep.url)  # one replica's, the one this client's cookie picks
+    assert kinds == [CONTENT_TYPE, CONTENT_TYPE] and through_proxy == CONTENT_TYPE
+    assert f"{P}num_requests_running" in samples
