@@ -37,10 +37,11 @@ def test_one_bar_per_drafter_grouped_by_kind_with_predictions(result):
     bars = [t for t in fig.data if t.type == "bar"]
     diamonds = [t for t in fig.data if t.type == "scatter"]
     assert [b.name for b in bars] == ["n-gram", "hybrid"]
-    assert all(list(b.x) == ["code", "open-ended story"] for b in bars)  # KINDS' order, their labels
+    assert all(list(b.x) == ["code", "story"] for b in bars)  # KINDS' order, their one-word keys
+    assert bars[0].customdata[1][0] == "open-ended story"  # the full name in the hover
     assert list(bars[0].y) == [1.3, 0.95] and list(diamonds[0].y) == [1.2, None]
     assert [d.showlegend for d in diamonds] == [True, False]  # one legend entry says what a diamond is
-    assert fig.layout.shapes[0].y0 == 1.0  # the 1× line
+    assert fig.layout.shapes[0].y0 == 1.0 and "1× = no gain" in fig.layout.yaxis.title.text  # the 1× line
     assert "speedup" in fig.layout.title.text.lower() and "×" in fig.layout.yaxis.title.text
     assert fig.layout.xaxis.title.text
 
@@ -71,7 +72,7 @@ def test_the_table_has_a_row_per_cell_in_kind_order(result):
     assert [(r["kind"], r["drafter"]) for r in table] == [
         ("code", "hybrid"), ("code", "n-gram"), ("open-ended story", "n-gram"), ("open-ended story", "hybrid"),
     ]  # fmt: skip
-    assert table[0]["speedup"] == 1.6 and table[0]["predicted speedup"] == 1.7
+    assert table[0]["speedup ×"] == 1.6 and table[0]["predicted ×"] == 1.7
 
 
 def test_the_shipped_recording_draws_every_chart():

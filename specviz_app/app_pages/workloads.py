@@ -86,8 +86,9 @@ def _show(result: workloads.WorkloadsResult, source: str) -> None:
     st.plotly_chart(speed, key=keys.WORKLOADS_CHART_PREFIX + "speedup")
     st.caption(
         "Bars are measured here: tokens/s over the target alone's, the median of one timed pair per prompt. "
-        "Diamonds are the paper's τ / (γc + v) from the same runs' α, c and v. Speed numbers belong to the "
-        "machine named above; α and tokens per pass are the models' own and move much less."
+        "Diamonds are the paper's τ / (γc + v) from the same runs' α, c and v; it assumes γ drafts every "
+        "iteration, so it runs ahead of a drafter that often drafts fewer (the n-gram without a match, the head's "
+        "early stop). Speed numbers belong to the machine named above; α and tokens per pass are the models' own."
     )
     left, right = st.columns(2)
     for column, measure in ((left, "alpha"), (right, "tokens_per_iteration")):
@@ -99,9 +100,14 @@ def _show(result: workloads.WorkloadsResult, source: str) -> None:
     )  # fmt: skip
     if draft is not None:
         st.plotly_chart(workload_charts.position_figure(result, draft), key=keys.WORKLOADS_POSITIONS_CHART)
-    number = st.column_config.NumberColumn(format="%.2f")
+    number = st.column_config.NumberColumn(format="%.2f", width="small")
     table = workload_charts.workloads_table(result)
     st.dataframe(table, hide_index=True, column_config={k: number for k in table[0] if k not in ("kind", "drafter")})
+    st.caption(
+        "tokens/pass: tokens per iteration (one target pass), its prediction from α beside it; c: the draft's "
+        "time per drafted token and v: a verify pass, both in target-alone steps; speedup × beside the predicted "
+        "τ / (γc + v)."
+    )
 
 
 def _export_and_load(result: workloads.WorkloadsResult | None) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from specviz.labs.workloads import WorkloadsResult, draft_label, kind_label
+from specviz.labs.workloads import KIND_KEYS, WorkloadsResult, draft_label, kind_label
 from specviz.teaching import glossary
 from specviz.teaching.charts.style import PREDICTION_COLOR, house_figure, titled
 
@@ -21,7 +21,7 @@ _SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star")
 # measure -> (chart title, y-axis title with its unit, the prediction's column or None)
 MEASURES = {
     "alpha": (
-        "α by kind of task: how often the draft guesses the target's token",
+        "α by kind of task: how often a draft passes",
         f"{glossary.ALPHA.label} (0 to 1)",
         None,
     ),
@@ -32,13 +32,13 @@ MEASURES = {
     ),
     "speedup": (
         "Measured speedup over the target alone, by kind of task",
-        "speedup (× the target alone's tokens/s)",
+        "speedup (×; dashed: 1× = no gain)",
         "predicted_speedup",
     ),
 }
 PREDICTED_NAME = {
-    "predicted_tokens_per_iteration": "◆ predicted from α: (1 − α^(γ+1)) / (1 − α)",
-    "predicted_speedup": "◆ predicted from α, γ, c, v: τ / (γc + v)",
+    "predicted_tokens_per_iteration": "predicted from α: (1 − α^(γ+1)) / (1 − α)",
+    "predicted_speedup": "predicted from α, γ, c, v: τ / (γc + v)",
 }
 
 
@@ -48,7 +48,7 @@ def measure_figure(result: WorkloadsResult, measure: str) -> go.Figure:
         raise ValueError(f"measure must be one of {', '.join(MEASURES)}; got {measure!r}.")
     title, y_title, predicted = MEASURES[measure]
     kinds = result.kinds()
-    x = [kind_label(k) for k in kinds]
+    x = [tick_label(k) for k in kinds]
     fig = house_figure()
     for i, draft in enumerate(result.drafts()):
         cells = [result.cell(k, draft) or {} for k in kinds]
@@ -56,9 +56,10 @@ def measure_figure(result: WorkloadsResult, measure: str) -> go.Figure:
         fig.add_bar(
             x=x, y=[c.get(measure) for c in cells], name=draft_label(draft), marker_color=color,
             offsetgroup=draft, legendgroup=draft,
-            customdata=[[c.get("prompts"), c.get("new_tokens"), c.get("pairs")] for c in cells],
-            hovertemplate=f"{draft_label(draft)}<br>%{{x}}: %{{y:.2f}}<br>%{{customdata[0]}} prompt(s), "
-            "%{customdata[1]} tokens, %{customdata[2]} timed pair(s)<extra></extra>",
+            customdata=[[kind_label(k), c.get("prompts"), c.get("new_tokens"), c.get("pairs")]
+                        for k, c in zip(kinds, cells, strict=True)],
+            hovertemplate=f"{draft_label(draft)}<br>%{{customdata[0]}}: %{{y:.2f}}<br>%{{customdata[1]}} prompt(s), "
+            "%{customdata[2]} tokens, %{customdata[3]} timed pair(s)<extra></extra>",
         )  # fmt: skip
         if predicted:
             fig.add_scatter(
@@ -68,13 +69,18 @@ def measure_figure(result: WorkloadsResult, measure: str) -> go.Figure:
                 name=PREDICTED_NAME[predicted], showlegend=i == 0,
                 hovertemplate=f"{draft_label(draft)}<br>%{{x}}: predicted %{{y:.2f}}<extra></extra>",
             )  # fmt: skip
-    if measure == "speedup":
-        fig.add_hline(y=1.0, line_dash="dash", line_color="#757575", annotation_text="1× = no gain",
-                      annotation_position="top right")  # fmt: skip
+    if measure == "speedup":  # named in the axis title: a label on the line ran into the last group's bars
+        fig.add_hline(y=1.0, line_dash="dash", line_color="#757575")
     fig.update_layout(barmode="group", scattermode="group", height=420, title=titled(title))
     fig.update_yaxes(title=y_title, rangemode="tozero", range=[0, 1.05] if measure == "alpha" else None)
-    fig.update_xaxes(title="kind of task (its prompts pooled)")
+    fig.update_xaxes(title="kind of task (its prompts pooled; the table names each)", tickangle=0)
     return fig
+
+
+def tick_label(kind: str) -> str:
+    """A kind's one-word key under its group (its full name is in the hover and the table): six
+    groups in half the page's width leave no room for "summarization / extraction", even on two lines."""
+    return kind if kind in KIND_KEYS else kind_label(kind)
 
 
 def position_figure(result: WorkloadsResult, draft: str) -> go.Figure:
@@ -98,19 +104,19 @@ def position_figure(result: WorkloadsResult, draft: str) -> go.Figure:
 
 
 def workloads_table(result: WorkloadsResult) -> list[dict[str, Any]]:
-    """The page's table: one row per (kind, drafter), measured beside predicted."""
+    """The page's table: one row per (kind, drafter), each measure beside the formula's prediction
+    from the same row (short headers: the nine columns fit the page's width at 1280 px)."""
     return [
         {
             "kind": kind_label(c["kind"]),
             "drafter": c["label"],
             "α": c["alpha"],
-            "tokens per pass": c["tokens_per_iteration"],
-            "predicted tokens per pass": c["predicted_tokens_per_iteration"],
+            "tokens/pass": c["tokens_per_iteration"],
+            "predicted": c["predicted_tokens_per_iteration"],
             "c": c["c"],
             "v": c["verify_cost"],
-            "speedup": c["speedup"],
-            "predicted speedup": c["predicted_speedup"],
-            "pairs": c["pairs"],
+            "speedup ×": c["speedup"],
+            "predicted ×": c["predicted_speedup"],
         }
         for kind in result.kinds()
         for c in result.cells
