@@ -241,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"specviz: {args.replicas} replicas behind nginx on {deployment.url}")
     print(f"logs and nginx.conf: {deployment.work}")
+    urls = ", ".join(f"{deployment.replica_url(i)}/metrics" for i in range(args.replicas))
+    print(f"each replica's own metrics (docs/reliability.md, Metrics): {urls}")
     print(f"trace store: {deployment.store}; Ctrl-C stops everything")
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
