@@ -88,14 +88,17 @@ def private_calls_across_modules(folder: str) -> list[str]:
     return bad
 
 
-def test_library_never_imports_streamlit_or_the_app():
-    assert streamlit_importers("specviz") == []
-    upward = [
+def app_importers(package: str) -> list[str]:
+    return [
         module_name(p)
-        for p in (ROOT / "specviz").rglob("*.py")
+        for p in (ROOT / package).rglob("*.py")
         if any(i == "specviz_app" or i.startswith("specviz_app.") for i in imports_of(p))
     ]
-    assert upward == []
+
+
+def test_library_never_imports_streamlit_or_the_app():
+    assert streamlit_importers("specviz") == []
+    assert app_importers("specviz") == []
 
 
 def test_no_import_circles():
@@ -150,15 +153,42 @@ def test_no_import_runs_back_up_the_floors():
     assert upward_imports() == []
 
 
-def test_the_library_is_folders_by_job():
+def house_faults(package: str = "specviz") -> list[str]:
+    """What breaks "folders by job": a module standing directly in the package that is neither a
+    basic nor an entry point, a folder that is no floor of MAY_IMPORT (or a floor with no folder),
+    and a folder whose __init__.py does not say its job (a docstring of a sentence or more)."""
+    root = ROOT / package
+    faults = [
+        f"{package}/{p.name}: not a basic" for p in sorted(root.glob("*.py")) if p.stem not in {*BASICS, *ENTRY_POINTS}
+    ]
+    folders = {p.parent.name for p in root.glob("*/__init__.py")}
+    faults += [f"{package}/{f}/: in no floor" for f in sorted(folders - set(MAY_IMPORT))]
+    faults += [f"{package}/{f}/: missing" for f in sorted(set(MAY_IMPORT) - folders)]
+    for folder in sorted(folders):
+        doc = ast.get_docstring(ast.parse((root / folder / "__init__.py").read_text(encoding="utf-8")))
+        if not doc or len(doc) < 80:
+            faults.append(f"{package}/{folder}/__init__.py: says nothing of its job")
+    return faults
+
+
+def test_the_library_is_folders_by_job(tmp_path, monkeypatch):
     """Only the basics and the entry points stand directly in specviz/; every subpackage says its job."""
-    loose = sorted(p.stem for p in (ROOT / "specviz").glob("*.py"))
-    assert set(loose) <= {*BASICS, *ENTRY_POINTS}, loose
-    folders = sorted(p.parent.name for p in (ROOT / "specviz").glob("*/__init__.py"))
-    assert set(folders) == set(MAY_IMPORT), folders
-    for folder in folders:
-        doc = ast.get_docstring(ast.parse((ROOT / "specviz" / folder / "__init__.py").read_text(encoding="utf-8")))
-        assert doc and len(doc) > 80, f"specviz/{folder}/__init__.py says nothing of its job"
+    assert house_faults() == []
+    planted = tmp_path / "lib"
+    for folder in (*MAY_IMPORT, "misc"):
+        (planted / folder).mkdir(parents=True)
+        doc = "" if folder == "labs" else f'"""The {folder}: {"what this folder does, in a sentence. " * 3}"""\n'
+        (planted / folder / "__init__.py").write_text(doc)
+    (planted / "engine" / "__init__.py").unlink()  # a floor with no package
+    for name in (*BASICS, "cli", "helpers"):
+        (planted / f"{name}.py").write_text("")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert house_faults("lib") == [
+        "lib/helpers.py: not a basic",
+        "lib/misc/: in no floor",
+        "lib/engine/: missing",
+        "lib/labs/__init__.py: says nothing of its job",
+    ]
 
 
 # What imports without torch: the traces and everything a learner sees (so the app, the notebook and
@@ -221,6 +251,8 @@ def test_the_checks_catch_what_they_look_for(tmp_path, monkeypatch):
         "torchy.through",
     ]
     assert streamlit_importers("pkg") == ["pkg.x"]
+    (planted / "z.py").write_text("def late():\n    from specviz_app import keys\n")
+    assert app_importers("pkg") == ["pkg.z"]
     assert private_calls_across_modules("pkg") == ["pkg/x.py: other._hidden"]
     assert cycles(import_graph("pkg")) == [["pkg.a", "pkg.b", "pkg.a"]]
     assert import_graph("pkg")["pkg.y"] == {"pkg"}
