@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -78,6 +79,21 @@ def start_app(log: Path) -> tuple[subprocess.Popen, str]:
             raise SystemExit(f"the app did not start; see {log}")
         time.sleep(0.3)
     return proc, url
+
+
+def listening_pid(url: str) -> int | None:
+    """The process listening on the --url's port, to sample its memory and CPU (None when psutil is
+    missing or the process is not this user's to see)."""
+    try:
+        import psutil
+    except ImportError:
+        return None
+    port = urllib.parse.urlsplit(url).port
+    try:
+        listening = [c for c in psutil.net_connections("tcp") if c.status == "LISTEN" and c.laddr.port == port]
+    except (OSError, psutil.Error):
+        return None
+    return next((c.pid for c in listening if c.pid is not None), None)
 
 
 def scrape(url: str) -> dict[str, float]:
@@ -246,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         url = args.url
     try:
-        report = load(url, proc.pid if proc else None, args)
+        report = load(url, proc.pid if proc else listening_pid(url), args)
     finally:
         if proc is not None:
             proc.terminate()
