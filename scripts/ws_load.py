@@ -7,7 +7,8 @@
 Each client is one student (specviz_app/ws_client.py): it sends the page load's `rerun_script` with
 its own shared link's query string (its prompt and seed; greedy, --max-new tokens, the target-alone
 baseline on), which starts a decode on the first visit, and times from opening the link to its first
-tokens and to its finished run, or notes its failure. A class's browsers run on the students' own
+tokens and to its finished run, or notes its failure (a session past the queue's bound that is told
+"The model is busy: …" and started nothing counts as refused, not failed). A class's browsers run on the students' own
 machines, so this measures the server alone (scripts/soak.py drives Chromium, for what a screen shows).
 
 It starts the app itself (`streamlit run app.py` on a free port of 127.0.0.1, offline; --url uses one
@@ -35,6 +36,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from specviz.engine.gate import BUSY  # noqa: E402
+from specviz.engine.machine import cpu_name  # noqa: E402
 from specviz.traces import metrics  # noqa: E402
 from specviz_app import ws_client  # noqa: E402
 from specviz_app.replicas import free_port, healthy  # noqa: E402 - the app's own port and health checks
@@ -213,7 +216,9 @@ def load(url: str, pid: int | None, args) -> dict:
         "settings": f"greedy, {args.max_new} new tokens, baseline {'off' if args.no_baseline else 'on'}, offline pair",
         "first_tokens_s": spread([v.first_tokens_s for v in visits]),
         "finished_s": spread([v.finished_s for v in visits]),
-        "failures": sum(not v.ok for v in visits),
+        # A session past the queue's bound is told so and nothing is started: a refusal, not a failure.
+        "refused": sum(v.error.startswith(BUSY) for v in visits),
+        "failures": sum(not v.ok and not v.error.startswith(BUSY) for v in visits),
         "errors": sorted({v.error for v in visits if v.error}),
         "app": used,
         "metrics": check,
@@ -221,16 +226,6 @@ def load(url: str, pid: int | None, args) -> dict:
         "cores": os.cpu_count(),
         "visits": [{"first_tokens_s": v.first_tokens_s, "finished_s": v.finished_s, "error": v.error} for v in visits],
     }
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:

@@ -66,8 +66,16 @@ GATE_HISTORY = 20  # recent decode durations the gate keeps for a waiting caller
 # than BATCH_WINDOW_S after the oldest one came once the compute lock is free, so a decode that is
 # slow to take its seat's lock (one just starting) never stalls the others long; a few ms is well
 # below one target step of the offline target (about 40 ms on a 2-core AMD EPYC).
-BATCH_MAX_SESSIONS = 8
+# 32 lets a class of 30 join at once: on a 2-core AMD EPYC, thirty websocket clients with thirty prompts
+# (scripts/ws_load.py, docs/reliability.md) got their first tokens after 3.3 s median and 7.6 s for
+# the last with 32, against 8.3 and 17.1 s with 8 (16: 14.9 s, 24: 19.9 s for the last: whoever
+# misses the first batch waits a whole round), for 2-3 s more to a finished run and about 330 MB more
+# at the peak.
+BATCH_MAX_SESSIONS = 32
 BATCH_WINDOW_S = 0.005
+# The distribution lab's samples decoding at once (batched, one thread each): more threads than this
+# only contend on two cores, and each thread holds a decode's caches.
+LAB_WORKERS = 8
 
 TEMPERATURE_MAX = 10.0  # beyond this every distribution is flat enough to teach nothing new
 MAX_NEW_TOKENS_MAX = 1024  # keeps one run (and its trace) bounded in time and memory

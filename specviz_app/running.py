@@ -226,7 +226,8 @@ def _baseline_with_progress(request: RunRequest, trace, status, bar, on_wait):
             text=f"target alone (baseline): {pr.new_tokens}/{pr.max_new_tokens} tokens",
         )
 
-    baseline = request.target_alone(on_iteration=on_base, on_wait=on_wait, batched=True)
+    # Behind: other sessions' runs pass the baseline at the gate, so their first tokens never wait for it.
+    baseline = request.target_alone(on_iteration=on_base, on_wait=on_wait, batched=True, behind=True)
     trace.extra["sameness"] = compare_runs(trace, baseline, request.reference).to_dict()
     return baseline
 

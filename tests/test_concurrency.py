@@ -185,6 +185,43 @@ def test_a_cancelled_waiter_frees_its_place_for_the_ones_behind_it():
     assert gate.waiting() == 0
 
 
+def test_a_caller_behind_lets_later_runs_pass_and_never_shares_a_solo_turn():
+    """The app's baselines wait `behind`: a run that comes later takes the gate first, so no student's
+    first tokens wait for another's baseline; the baseline still never runs beside a solo holder."""
+    gate = DeviceGate()
+    release, th = _hold(gate)
+    order, places = [], {"baseline": [], "run": []}
+    inside = threading.Lock()
+    overlaps = []
+
+    def caller(name: str, behind: bool) -> None:
+        with gate.turn(on_wait=places[name].append, poll_s=0.05, behind=behind):
+            if not inside.acquire(blocking=False):
+                overlaps.append(name)  # two solo turns at once
+                return
+            order.append(name)
+            time.sleep(0.05)
+            inside.release()
+
+    baseline = threading.Thread(target=caller, args=("baseline", True))
+    baseline.start()
+    while not places["baseline"]:
+        time.sleep(0.01)
+    run = threading.Thread(target=caller, args=("run", False))
+    run.start()
+    while not places["run"]:
+        time.sleep(0.01)
+    deadline = time.monotonic() + 60  # bounds a hang only: the baseline's place is re-read at each poll
+    while places["baseline"][-1] != 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert places["run"][-1] == 1 and places["baseline"][-1] == 2  # the later run is now ahead of it
+    release.set()
+    for thread in (th, run, baseline):
+        thread.join(10)
+    assert order == ["run", "baseline"] and overlaps == []
+    assert gate.waiting() == 0
+
+
 def test_a_full_queue_refuses_at_once_with_a_message_that_says_what_to_do():
     from specviz.engine.gate import QueueFullError
     from specviz.errors import SpecvizError

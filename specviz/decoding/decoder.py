@@ -115,13 +115,15 @@ def autoregressive_generate(
     on_iteration: Callable[[Progress], None] | None = None,
     on_wait: Callable[[int], None] | None = None,
     batched: bool = False,
+    behind: bool = False,
 ) -> Trace:
     """The target alone, one token per step: the baseline every speedup is measured against.
-    batched: as speculative_generate's."""
+    batched: as speculative_generate's. behind: while it waits for the device, every decode that
+    is not behind passes it (the app's baselines: other students' runs get their first tokens first)."""
     sampling = SamplingConfig(temperature, top_k, top_p)
     cfg = DecodeConfig(_name(target), None, 1, sampling, seed, max_new_tokens, chat_template)
     target_model = _target_for(prompt, target, device, dtype)
-    return _decode(prompt, target_model, None, cfg, trace, "exact", on_iteration, on_wait, batched)
+    return _decode(prompt, target_model, None, cfg, trace, "exact", on_iteration, on_wait, batched, behind)
 
 
 def _name(model: str | LoadedModel | Drafter | None) -> str | None:
@@ -292,13 +294,22 @@ def _emitted(accepted: torch.Tensor, correction: int | None) -> torch.Tensor:
 
 
 def _decode(
-    prompt, target: LoadedModel, drafter, cfg: DecodeConfig, traced: bool, rule: str, on_iteration, on_wait, batched
+    prompt,
+    target: LoadedModel,
+    drafter,
+    cfg: DecodeConfig,
+    traced: bool,
+    rule: str,
+    on_iteration,
+    on_wait,
+    batched,
+    behind: bool = False,
 ) -> Trace:
     # One decode per device at a time (see specviz.engine.gate); on_wait(ahead) reports the queue. A batched
     # decode of a lean target shares its turn with that target's other batched decodes, each seated at
     # its batcher for the whole run (specviz.engine.batching); any other target decodes alone.
     batcher = batcher_for(target) if batched else None
-    with device_gate(target.device).turn(on_wait, share=batcher), torch.inference_mode():
+    with device_gate(target.device).turn(on_wait, share=batcher, behind=behind), torch.inference_mode():
         if batcher is None:
             return _decode_loop(prompt, target, drafter, cfg, traced, rule, on_iteration)
         with batcher.seat() as seat:

@@ -37,6 +37,10 @@ _gates_lock = threading.Lock()
 _wait_observers: list[Callable[[float], None]] = []
 
 
+# How every refusal of a full queue begins, so a client (scripts/ws_load.py) tells a refusal from a failure.
+BUSY = "The model is busy:"
+
+
 class QueueFullError(SpecvizError):
     """Too many decodes already wait for the device; the caller was refused rather than queued."""
 
@@ -66,7 +70,7 @@ class DeviceGate:
         queued = self.waiting()
         if queued >= limit:
             raise QueueFullError(
-                f"The model is busy: {queued} runs are already queued, the most this server takes at once. "
+                f"{BUSY} {queued} runs are already queued, the most this server takes at once. "
                 "Nothing was started. Try Run again in a minute, or open an example on the Traces page "
                 "(examples need no model)."
             )
@@ -96,18 +100,24 @@ class DeviceGate:
 
     @contextmanager
     def turn(
-        self, on_wait: Callable[[int], None] | None = None, poll_s: float = 0.5, share: object | None = None
+        self,
+        on_wait: Callable[[int], None] | None = None,
+        poll_s: float = 0.5,
+        share: object | None = None,
+        behind: bool = False,
     ) -> Iterator[None]:
         """Hold the gate for the body. on_wait(ahead) is called (outside the lock) while queued,
         at least every poll_s seconds, so a caller that wants to leave gets a chance to raise.
         share: None holds the gate alone; callers passing the same object (a batcher,
         specviz.engine.batching) may hold it together, up to config.BATCH_MAX_SESSIONS, still first come
-        first served (a caller never passes one queued before it)."""
-        ticket = _Ticket(share)
+        first served (a caller never passes one queued before it). behind: this caller lets every
+        caller that is not behind pass it while it waits, even one that came later (the app's
+        target-alone baselines, so no student's first tokens wait for another's baseline)."""
+        ticket = _Ticket(share, behind)
         with self._cond:
             if len(self._queue) >= self.limit:
                 raise QueueFullError(
-                    f"The model is busy: {len(self._queue)} decodes are already queued for it, the most it "
+                    f"{BUSY} {len(self._queue)} decodes are already queued for it, the most it "
                     "takes. Nothing was started; try again in a minute."
                 )
             self._queue.append(ticket)
@@ -139,10 +149,15 @@ class DeviceGate:
 
     def _ahead(self, ticket: _Ticket) -> int:
         """0 when `ticket` may hold the gate now; else how many decodes are before it, the holders
-        counting as one (so "1st in line" means next). Holders are always the front of the queue."""
-        index = self._queue.index(ticket)
-        holders = [t for t in list(self._queue)[:index] if t.started is not None]
-        waiting_before = index - len(holders)
+        counting as one (so "1st in line" means next)."""
+        queue = list(self._queue)
+        index = queue.index(ticket)
+        holders = [t for t in queue if t.started is not None and t is not ticket]  # behind ones can be passed
+        # Waiting callers that go first: those queued before it (a caller not behind passes those
+        # that are), and for a caller behind, those not behind queued after it too.
+        waiting_before = sum(1 for t in queue[:index] if t.started is None and (ticket.behind or not t.behind))
+        if ticket.behind:
+            waiting_before += sum(1 for t in queue[index + 1 :] if t.started is None and not t.behind)
         if waiting_before == 0 and (
             not holders
             or (
@@ -158,8 +173,9 @@ class DeviceGate:
 class _Ticket:
     """A place in a gate's queue."""
 
-    def __init__(self, share: object | None):
+    def __init__(self, share: object | None, behind: bool = False):
         self.share = share  # None: holds the gate alone
+        self.behind = behind  # lets callers that are not behind pass it while it waits
         self.queued = time.monotonic()  # when it joined the queue
         self.started: float | None = None  # when it got the gate
 

@@ -16,7 +16,7 @@ Everything it returns is plain data (ints, floats, lists), so the app can plot i
 session state. Sample i uses seed `seed + 2 i` for speculative decoding and `seed + 2 i + 1` for
 the target alone: the two samplers are independent, and raising n keeps the earlier samples.
 Samples are independent decodes, so on a target whose passes batch (specviz.engine.batching) up to
-config.BATCH_MAX_SESSIONS of them decode at once, one thread each, every target pass serving all
+config.LAB_WORKERS of them decode at once, one thread each, every target pass serving all
 of them (a CPU pass streams the weights once for all their rows): the same tokens as one at a time,
 since the seeds fix them.
 
@@ -428,7 +428,7 @@ def draw_sample(
 
 
 def sample_workers(target: LoadedModel, draft: Any) -> int:
-    """How many of the lab's samples decode at once: config.BATCH_MAX_SESSIONS when the target's
+    """How many of the lab's samples decode at once: config.LAB_WORKERS when the target's
     passes can batch (a lean target, specviz.engine.batching), so that every pass serves that many
     samples; 1 otherwise, and for a ready-made Drafter, whose state belongs to one decode."""
     from specviz.drafters import resolve_drafter
@@ -437,7 +437,7 @@ def sample_workers(target: LoadedModel, draft: Any) -> int:
     if batcher_for(target) is None or not (draft is None or isinstance(draft, str | LoadedModel)):
         return 1
     resolve_drafter(draft, target)  # load a named draft once, here, rather than in every thread at once
-    return config.BATCH_MAX_SESSIONS
+    return config.LAB_WORKERS
 
 
 def draw_in_parallel(
