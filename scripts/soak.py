@@ -1,5 +1,9 @@
 """The classroom soak: N browser sessions open the app at once, on loopback, and each is timed.
 
+It measures what a screen shows, with every Chromium on this machine's cores beside the server; the
+server alone, as a class whose browsers run on the students' machines loads it, is
+scripts/ws_load.py's (Streamlit's websocket protocol, no browser).
+
     .venv/bin/python scripts/soak.py                 # 30 sessions, 30 prompts (greedy, 16 new, baseline on)
     .venv/bin/python scripts/soak.py --shared        # 30 sessions opening one link
     .venv/bin/python scripts/soak.py --sessions 5 --timeout 120 --out artifacts/soak-small.json
