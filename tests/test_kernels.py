@@ -41,6 +41,20 @@ def test_every_kernel_computes_the_linear(one_row, many_rows):
     assert set(linear.layouts) == {one_row, many_rows} - {EAGER}  # unused layouts are freed
 
 
+@pytest.mark.skipif(not torch.ops.mkldnn._is_mkldnn_bf16_supported(), reason="this CPU has no native bfloat16")
+def test_bfloat16_weights_pack_where_the_cpu_computes_bfloat16():
+    model = _mlp().to(torch.bfloat16)
+    linears, reason = kernel_linears(model)
+    assert reason is None and len(linears) == 2
+    x = torch.randn(3, 16, dtype=torch.bfloat16)
+    with torch.no_grad():
+        expected = model(x).float()
+        for linear in linears:
+            linear.use(PACKED, PACKED)
+        assert linears[0].weight.is_meta  # one copy: the packed bfloat16 layout
+        torch.testing.assert_close(model(x).float(), expected, atol=3e-2, rtol=3e-2)  # bfloat16's own rounding
+
+
 def test_a_call_runs_the_kernel_of_its_row_count():
     linear = KernelLinear(nn.Linear(16, 32))
     linear.use(EAGER, PACKED)
@@ -99,7 +113,7 @@ def test_a_second_layout_is_kept_only_when_it_pays_for_its_memory():
 
 
 def test_packing_refuses_what_it_cannot_pack():
-    assert kernel_linears(_mlp().to(torch.bfloat16))[1] == "torch.bfloat16 weights (packing is used for float32 only)"
+    assert kernel_linears(_mlp().to(torch.float16))[1] == "torch.float16 weights (packing is for float32 and bfloat16)"
     assert kernel_linears(nn.Sequential(nn.ReLU())) == ([], "no weights")
 
 

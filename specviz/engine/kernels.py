@@ -258,9 +258,9 @@ def choose_for_target(model, name: str, cache_file: Path, lean=None) -> dict:
         forward(context[:rows])
         cache.crop(CONTEXT_TOKENS)
 
-    return choose(
-        machine_key(name), cache_file, model, model.get_output_embeddings, run, default_verify_rows(), prepare
-    )
+    dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+    key = machine_key(name if dtype == "float32" else f"{name} | {dtype}")  # float32's key as before
+    return choose(key, cache_file, model, model.get_output_embeddings, run, default_verify_rows(), prepare)
 
 
 def choose_for_head(head, name: str, cache_file: Path) -> dict:
