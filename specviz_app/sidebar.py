@@ -172,8 +172,9 @@ def _decoding(sb) -> None:
     sb.caption("The same seed and settings give the same trace, token for token.")
     sb.selectbox("Precision", params.DTYPE_CHOICES, key=keys.setting("dtype"))
     sb.caption(
-        "float32: greedy output identical to the target alone, token for token. bfloat16: faster where the "
-        "hardware has it, but where the two best tokens nearly tie it may pick the other one (the run says where)."
+        "float32: greedy output identical to the target alone, token for token. bfloat16: the target's weights in "
+        "half the bytes, so a slightly different target: faster where the CPU computes bfloat16 natively, and where "
+        "the two best tokens nearly tie it may pick the other one (the run says where)."
     )
     sb.checkbox("Also run the target alone (baseline)", key=keys.setting("baseline"))
     sb.caption("Needed for the speedup and the timeline comparison; doubles the run time.")
