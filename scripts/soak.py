@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from specviz_app.replicas import free_port, healthy  # noqa: E402 - the app's own port and health checks
+from specviz_app.replicas import start_one_app  # noqa: E402 - the app's own port and health checks
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
@@ -63,21 +63,6 @@ def link(prompt: str, seed: int) -> dict:
         "pair": "offline",
         "seed": str(seed),
     }
-
-
-def start_app(log: Path) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONPATH=str(ROOT))
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
-    cmd += ["--server.address", "127.0.0.1"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while not healthy(url):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"the app did not start; see {log}")
-        time.sleep(0.3)
-    return proc, url
 
 
 def rss_mb(pid: int | None) -> float | None:
@@ -323,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.url:
             url, pid = args.url.rstrip("/"), None
         else:
-            proc, url = start_app(artifacts / "soak-app.log")
+            proc, url = start_one_app(artifacts / "soak-app.log")
             pid = proc.pid
         started = time.monotonic()
         report = soak(url, pid, args.sessions, args.shared, args.timeout)

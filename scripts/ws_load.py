@@ -40,7 +40,7 @@ from specviz.engine.gate import BUSY  # noqa: E402
 from specviz.engine.machine import cpu_name  # noqa: E402
 from specviz.traces import metrics  # noqa: E402
 from specviz_app import ws_client  # noqa: E402
-from specviz_app.replicas import free_port, healthy  # noqa: E402 - the app's own port and health checks
+from specviz_app.replicas import start_one_app  # noqa: E402 - the app's own port and health checks
 
 MAX_CLIENTS = 100  # bounded: two classes and then some; a typo of 3000 must not fork a flood
 SAMPLE_S = 0.5  # how often the app's memory and CPU are read
@@ -65,23 +65,6 @@ def link(i: int, max_new: int, baseline: bool) -> dict[str, str]:
         "pair": "offline",
         "seed": str(i + 1),
     }
-
-
-def start_app(log: Path) -> tuple[subprocess.Popen, str]:
-    """`streamlit run app.py` on a free loopback port, offline, as the browser tests start it."""
-    port = free_port()
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONPATH=str(ROOT))
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
-    cmd += ["--server.address", "127.0.0.1"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while not healthy(url):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise SystemExit(f"the app did not start; see {log}")
-        time.sleep(0.3)
-    return proc, url
 
 
 def listening_pid(url: str) -> int | None:
@@ -253,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     proc = None
     if args.url is None:
         (ROOT / "artifacts").mkdir(exist_ok=True)
-        proc, url = start_app(ROOT / "artifacts" / "ws-load-app.log")
+        proc, url = start_one_app(ROOT / "artifacts" / "ws-load-app.log")
     else:
         url = args.url
     try:

@@ -173,3 +173,23 @@ def open_trace_page(page: str, timing_line: bool = True):
     st.caption(caption)
     loaded = session.current()
     return loaded if trace_notice(loaded, st.session_state[keys.SETTINGS], timing_line) else None
+
+
+def open_upload(column, read: Callable, labels: tuple[str, str], upload_keys: tuple[str, str], shown: tuple[str, str],
+                source: str) -> None:  # fmt: skip
+    """An uploader and its Open button in `column`: the file read with `read(name, data)` (a SpecvizError
+    is said above the page, the result on show stays), else put on show under the session keys `shown`
+    (result, source: `source` with {name}) and the page drawn again. labels: (uploader, button)."""
+    from specviz.errors import SpecvizError
+
+    upload = column.file_uploader(labels[0], type=["json", "csv"], key=upload_keys[0])
+    if upload is None or not column.button(labels[1], key=upload_keys[1]):
+        return
+    try:
+        loaded = read(upload.name, upload.getvalue())
+    except SpecvizError as exc:
+        st.error(f"{md_escape(upload.name)}: {exc}")
+        return
+    st.session_state[shown[0]] = loaded
+    st.session_state[shown[1]] = source.format(name=upload.name)
+    st.rerun()

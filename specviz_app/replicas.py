@@ -101,6 +101,25 @@ def healthy(url: str) -> bool:
         return False
 
 
+def start_one_app(log: Path, timeout_s: float = 120) -> tuple[subprocess.Popen, str]:
+    """`streamlit run app.py` on a free loopback port, offline, as the browser tests start it; returns
+    the process and its URL once it answers its health check (the load tests: scripts/ws_load.py,
+    scripts/soak.py)."""
+    port = free_port()
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONPATH=str(ROOT))
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
+    cmd += ["--server.address", "127.0.0.1"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout_s
+    while not healthy(url):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise SystemExit(f"the app did not start; see {log}")
+        time.sleep(0.3)
+    return proc, url
+
+
 class Deployment:
     """N replicas and nginx. start() returns once the proxy and every replica answer."""
 

@@ -151,8 +151,9 @@ def load_model(
 
     On the CPU in float32 (and in bfloat16 where the CPU computes it natively) each linear runs the
     kernel measured fastest here for its shape (specviz.engine.kernels) unless pack=False; where that
-    is not possible the model stays eager and `kernels` says why. A Llama-family model on the CPU also gets the lean forward
-    (specviz.engine.lean_llama) unless lean=False; pack=False and lean=False load it as transformers does."""
+    is not possible the model stays eager and `kernels` says why. A Llama-family model on the CPU also
+    gets the lean forward (specviz.engine.lean_llama) unless lean=False; pack=False and lean=False load
+    it as transformers does."""
     name = name or DEFAULT_TARGET
     if name in (NGRAM_DRAFT, SELF_DRAFT, HYBRID_DRAFT):
         raise ModelError(f"{name!r} is a draft strategy, not a model; use it only as the draft.")

@@ -8,7 +8,6 @@ import streamlit as st
 
 from specviz.config import slug
 from specviz.engine import toy
-from specviz.errors import SpecvizError
 from specviz.labs import sweep
 from specviz.teaching import glossary
 from specviz.teaching.charts import sweep as sweep_charts
@@ -134,16 +133,10 @@ def _export_and_load(result: sweep.SweepResult | None) -> None:
         cols[0].caption("JSON keeps the settings; CSV is one row per (γ, temperature). Both load back here.")
     else:
         cols[0].caption("Run a sweep to download it.")
-    upload = cols[1].file_uploader("Load a saved sweep (JSON or CSV)", type=["json", "csv"], key=keys.SWEEP_UPLOAD)
-    if upload is not None and cols[1].button("Open the uploaded sweep", key=keys.SWEEP_OPEN):
-        try:
-            loaded = sweep.read(upload.name, upload.getvalue())
-        except SpecvizError as exc:
-            st.error(f"{render.md_escape(upload.name)}: {exc}")
-            return
-        st.session_state[keys.SWEEP_RESULT] = loaded
-        st.session_state[keys.SWEEP_SOURCE] = f"file: {upload.name}"
-        st.rerun()
+    render.open_upload(
+        cols[1], sweep.read, ("Load a saved sweep (JSON or CSV)", "Open the uploaded sweep"),
+        (keys.SWEEP_UPLOAD, keys.SWEEP_OPEN), (keys.SWEEP_RESULT, keys.SWEEP_SOURCE), "file: {name}",
+    )  # fmt: skip
 
 
 def sweep_page() -> None:

@@ -5,7 +5,6 @@ results export as JSON/CSV and load back (validated). The measuring is specviz.l
 
 import streamlit as st
 
-from specviz.errors import SpecvizError
 from specviz.labs import workloads
 from specviz.teaching.charts import workloads as workload_charts
 from specviz_app import keys, loading, params, render, session
@@ -120,17 +119,10 @@ def _export_and_load(result: workloads.WorkloadsResult | None) -> None:
         sub[1].download_button("Workloads (CSV)", result.to_csv(), "specviz-workloads.csv", "text/csv",
                                key=keys.WORKLOADS_CSV)  # fmt: skip
         cols[0].caption("JSON keeps the settings and the machine; CSV is one row per kind and drafter.")
-    upload = cols[1].file_uploader("Load saved workloads (JSON or CSV)", type=["json", "csv"],
-                                   key=keys.WORKLOADS_UPLOAD)  # fmt: skip
-    if upload is not None and cols[1].button("Open the uploaded file", key=keys.WORKLOADS_OPEN):
-        try:
-            loaded = workloads.read(upload.name, upload.getvalue())
-        except SpecvizError as exc:
-            st.error(f"{render.md_escape(upload.name)}: {exc}")
-            return
-        st.session_state[keys.WORKLOADS_RESULT] = loaded
-        st.session_state[keys.WORKLOADS_SOURCE] = f"the file {upload.name}"
-        st.rerun()
+    render.open_upload(
+        cols[1], workloads.read, ("Load saved workloads (JSON or CSV)", "Open the uploaded file"),
+        (keys.WORKLOADS_UPLOAD, keys.WORKLOADS_OPEN), (keys.WORKLOADS_RESULT, keys.WORKLOADS_SOURCE), "the file {name}",
+    )  # fmt: skip
 
 
 def workloads_page() -> None:
