@@ -160,3 +160,11 @@ def test_bad_csv_files_get_clear_errors(small):
     header = small.to_csv().splitlines()[0]
     with pytest.raises(sweep.SweepError, match="no sweep results"):
         sweep.from_csv(header + "\n")
+    # The trace's careful reading of an upload, in a sweep's words (specviz.traces.trace.uploaded_text).
+    with pytest.raises(sweep.SweepError, match="The sweep file is not UTF-8 text"):
+        sweep.from_csv(b"gamma,temperature\n\xff\xfe\n")
+    with pytest.raises(sweep.SweepError, match="The sweep file is empty"):
+        sweep.from_csv(b"  \n")
+    with pytest.raises(sweep.SweepError, match="the limit is 2 MB. A sweep file is a few kB"):
+        sweep.from_csv(b"x" * (sweep.MAX_SWEEP_BYTES + 1))
+    assert sweep.from_csv(("\ufeff" + small.to_csv()).encode()).cells == sweep.from_csv(small.to_csv()).cells  # a BOM

@@ -34,7 +34,7 @@ from typing import Any
 
 from specviz.errors import SpecvizError
 from specviz.labs.theory import expected_tokens_per_iteration, walltime_improvement
-from specviz.traces.trace import parse_json
+from specviz.traces.trace import parse_json, uploaded_text
 
 SCHEMA = "specviz.sweep/1"
 DEFAULT_GAMMAS = (1, 2, 3, 4, 5, 6, 7, 8)
@@ -359,15 +359,10 @@ def from_json(text: str | bytes) -> SweepResult:
 
 def from_csv(text: str | bytes) -> SweepResult:
     """Read a sweep saved with SweepResult.to_csv (the header names the columns, in any order)."""
-    if isinstance(text, bytes):
-        if len(text) > MAX_SWEEP_BYTES:
-            raise SweepError("The file is too large to be a sweep.")
-        try:
-            text = text.decode("utf-8-sig")
-        except UnicodeDecodeError:
-            raise SweepError("The file is not UTF-8 text; upload the JSON or CSV the sweep page saved.") from None
-    if not text.strip():
-        raise SweepError("The file is empty.")
+    text = uploaded_text(
+        text, what="sweep", max_bytes=MAX_SWEEP_BYTES, error=SweepError, encoding="utf-8-sig",
+        too_big="A sweep file is a few kB: is this one a sweep?",
+    )  # fmt: skip
     reader = csv.DictReader(io.StringIO(text))
     header = reader.fieldnames or []
     missing = [col for col in _REQUIRED if col not in header]

@@ -40,7 +40,7 @@ from specviz.errors import SpecvizError
 from specviz.labs.race import LABELS
 from specviz.labs.theory import expected_tokens_per_iteration, walltime_improvement
 from specviz.shipped import ASSETS
-from specviz.traces.trace import parse_json
+from specviz.traces.trace import parse_json, uploaded_text
 
 SCHEMA = "specviz.workloads/1"
 RECORDING = ASSETS / "workloads.json"  # made by scripts/record_workloads.py
@@ -380,13 +380,10 @@ def from_json(text: str | bytes) -> WorkloadsResult:
 
 def from_csv(text: str | bytes) -> WorkloadsResult:
     """Read a file saved with WorkloadsResult.to_csv (the header names the columns, in any order)."""
-    if isinstance(text, bytes):
-        if len(text) > MAX_BYTES:
-            raise WorkloadsError("The file is too large to be a workloads file.")
-        try:
-            text = text.decode("utf-8-sig")
-        except UnicodeDecodeError:
-            raise WorkloadsError("The file is not UTF-8 text; load the JSON or CSV this page saved.") from None
+    text = uploaded_text(
+        text, what="workloads", max_bytes=MAX_BYTES, error=WorkloadsError, encoding="utf-8-sig",
+        too_big="A workloads file is tens of kB: is this one a workloads file?",
+    )  # fmt: skip
     rows = list(csv.DictReader(io.StringIO(text)))
     if rows and (missing := [col for col in _REQUIRED if col not in rows[0]]):
         raise WorkloadsError(f"The CSV has no column {', '.join(missing)}.")

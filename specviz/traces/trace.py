@@ -337,17 +337,7 @@ def parse_json(
     with it): input over `max_bytes` (`too_big` says what to do), text that is not UTF-8, NaN and
     Infinity, JSON nested deeper than Python recurses and JSON that does not parse each raise
     `error` with a message for the person who uploaded it."""
-    if isinstance(text, bytes):
-        if len(text) > max_bytes:
-            raise error(_too_big(what, len(text), max_bytes, too_big))
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise error(f"The {what} file is not UTF-8 text ({exc.reason} at byte {exc.start}).") from None
-    if len(text) > max_bytes:
-        raise error(_too_big(what, len(text), max_bytes, too_big))
-    if not text.strip():
-        raise error(f"The {what} file is empty.")
+    text = uploaded_text(text, what=what, max_bytes=max_bytes, error=error, too_big=too_big)
 
     def refuse_constant(name: str) -> None:
         raise error(f"The {what} file contains {name}, which is not a valid number in a {what}.")
@@ -366,6 +356,32 @@ def parse_json(
         ) from None
     except RecursionError:  # e.g. "[[[[..." 100 000 deep: json gives up with RecursionError, not a decode error
         raise error(f"The {what} file is nested too deeply to be a {what} (was it made by specviz?).") from None
+
+
+def uploaded_text(
+    text: str | bytes,
+    *,
+    what: str,
+    max_bytes: int,
+    error: type[SpecvizError],
+    too_big: str,
+    encoding: str = "utf-8",
+) -> str:
+    """An uploaded `what` file as text (JSON, or CSV with encoding "utf-8-sig"): over `max_bytes`
+    (`too_big` says what to do), not UTF-8, or empty, it raises `error` with a message for the
+    person who uploaded it."""
+    if isinstance(text, bytes):
+        if len(text) > max_bytes:
+            raise error(_too_big(what, len(text), max_bytes, too_big))
+        try:
+            text = text.decode(encoding)
+        except UnicodeDecodeError as exc:
+            raise error(f"The {what} file is not UTF-8 text ({exc.reason} at byte {exc.start}).") from None
+    if len(text) > max_bytes:
+        raise error(_too_big(what, len(text), max_bytes, too_big))
+    if not text.strip():
+        raise error(f"The {what} file is empty.")
+    return text
 
 
 def _too_big(what: str, size: int, max_bytes: int, advice: str) -> str:
