@@ -193,3 +193,12 @@ def open_upload(column, read: Callable, labels: tuple[str, str], upload_keys: tu
     st.session_state[shown[0]] = loaded
     st.session_state[shown[1]] = source.format(name=upload.name)
     st.rerun()
+
+
+def download_pair(column, what: str, result, stem: str, download_keys: tuple[str, str]) -> None:
+    """Two download buttons side by side in `column`: `result` as JSON and as CSV (`stem`.json, .csv)."""
+    json_col, csv_col = column.columns(2)
+    json_col.download_button(
+        f"{what} (JSON)", result.to_json(), f"{stem}.json", "application/json", key=download_keys[0]
+    )
+    csv_col.download_button(f"{what} (CSV)", result.to_csv(), f"{stem}.csv", "text/csv", key=download_keys[1])

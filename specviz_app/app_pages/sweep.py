@@ -125,11 +125,7 @@ def _export_and_load(result: sweep.SweepResult | None) -> None:
     cols = st.columns(2)
     if result is not None and result.cells:
         stem = "specviz-sweep-" + (slug(str(result.config.get("target", "")), 30) or "x")
-        sub = cols[0].columns(2)
-        sub[0].download_button(
-            "Sweep (JSON)", result.to_json(), f"{stem}.json", "application/json", key=keys.SWEEP_JSON
-        )
-        sub[1].download_button("Sweep (CSV)", result.to_csv(), f"{stem}.csv", "text/csv", key=keys.SWEEP_CSV)
+        render.download_pair(cols[0], "Sweep", result, stem, (keys.SWEEP_JSON, keys.SWEEP_CSV))
         cols[0].caption("JSON keeps the settings; CSV is one row per (γ, temperature). Both load back here.")
     else:
         cols[0].caption("Run a sweep to download it.")

@@ -113,11 +113,9 @@ def _export_and_load(result: workloads.WorkloadsResult | None) -> None:
     st.subheader("Save or load")
     cols = st.columns(2)
     if result is not None and result.cells:
-        sub = cols[0].columns(2)
-        sub[0].download_button("Workloads (JSON)", result.to_json(), "specviz-workloads.json", "application/json",
-                               key=keys.WORKLOADS_JSON)  # fmt: skip
-        sub[1].download_button("Workloads (CSV)", result.to_csv(), "specviz-workloads.csv", "text/csv",
-                               key=keys.WORKLOADS_CSV)  # fmt: skip
+        render.download_pair(
+            cols[0], "Workloads", result, "specviz-workloads", (keys.WORKLOADS_JSON, keys.WORKLOADS_CSV)
+        )
         cols[0].caption("JSON keeps the settings and the machine; CSV is one row per kind and drafter.")
     render.open_upload(
         cols[1], workloads.read, ("Load saved workloads (JSON or CSV)", "Open the uploaded file"),
