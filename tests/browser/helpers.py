@@ -32,11 +32,13 @@ classroom = pytest.mark.skipif(
 )
 
 
-def wait_idle(page, timeout_ms: int = RUN_TIMEOUT_MS) -> None:
+def wait_idle(page, timeout_ms: int = RUN_TIMEOUT_MS, sidebar: bool = True) -> None:
     """Wait until the app drew its page and finished the current script run (the 'running' badge is
-    gone and no element is left stale from the run before)."""
+    gone and no element is left stale from the run before). sidebar=False: a page that hides it (the
+    lesson's presenter view)."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
-    page.wait_for_selector('[data-testid="stSidebar"]', timeout=timeout_ms)
+    if sidebar:
+        page.wait_for_selector('[data-testid="stSidebar"]', timeout=timeout_ms)
     page.wait_for_selector('[data-testid="stMain"] h1', timeout=timeout_ms)  # the page itself has drawn
     app = page.locator('[data-testid="stApp"]')
     deadline = time.monotonic() + timeout_ms / 1000

@@ -21,7 +21,7 @@ import pytest
 
 from specviz.teaching.lesson import load_lesson
 
-from .helpers import assert_no_traceback, shot
+from .helpers import assert_no_traceback, shot, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -144,6 +144,7 @@ def test_presenter_view_switched_on_from_the_page_keeps_next_and_back_working(ne
     back, next_ = page.locator(".st-key-lesson_back button"), page.locator(".st-key-lesson_next button")
     expect(back).to_be_disabled()
     for step in range(2, count + 1):
+        wait_idle(page, sidebar=False)  # the step before is drawn and its link written: Next is the live one
         next_.click()
         expect_step(page, step, titles)
     expect(next_).to_be_disabled(timeout=60_000)
