@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from specviz_app.replicas import start_one_app  # noqa: E402 - the app's own port and health checks
+from specviz_app.replicas import start_one_app, stop_process  # noqa: E402 - one app on a free port, and its stop
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
@@ -316,11 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         report["cpu"] = cpu_name()
     finally:
         if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(90)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_process(proc, grace_s=90)
     out = Path(args.out) if args.out else artifacts / f"soak-{'shared' if args.shared else 'prompts'}.json"
     out.write_text(json.dumps(report, indent=1), encoding="utf-8")
     first, done = report["first_tokens_s"], report["finished_s"]

@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -40,7 +39,7 @@ from specviz.engine.gate import BUSY  # noqa: E402
 from specviz.engine.machine import cpu_name  # noqa: E402
 from specviz.traces import metrics  # noqa: E402
 from specviz_app import ws_client  # noqa: E402
-from specviz_app.replicas import start_one_app  # noqa: E402 - the app's own port and health checks
+from specviz_app.replicas import start_one_app, stop_process  # noqa: E402 - one app on a free port, and its stop
 
 MAX_CLIENTS = 100  # bounded: two classes and then some; a typo of 3000 must not fork a flood
 SAMPLE_S = 0.5  # how often the app's memory and CPU are read
@@ -243,11 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         report = load(url, proc.pid if proc else listening_pid(url), args)
     finally:
         if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_process(proc, grace_s=20)
     if args.out:
         args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))

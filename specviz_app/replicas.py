@@ -215,12 +215,12 @@ class Deployment:
                 proc.kill()
                 proc.wait(10)
             else:
-                _stop(proc)
+                stop_process(proc)
             self.apps[i] = None
 
     def stop(self) -> None:
         if self.proxy is not None:
-            _stop(self.proxy, signal.SIGQUIT)  # nginx's graceful stop
+            stop_process(self.proxy, signal.SIGQUIT)  # nginx's graceful stop
             self.proxy = None
         for i in range(len(self.apps)):
             self.stop_replica(i)
@@ -235,10 +235,11 @@ class Deployment:
         self.stop()
 
 
-def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
+def stop_process(proc: subprocess.Popen, sig: int = signal.SIGTERM, grace_s: float = 30) -> None:
+    """Ask a server process to stop (`sig`), and kill it if it has not within `grace_s` seconds."""
     proc.send_signal(sig)
     try:
-        proc.wait(30)
+        proc.wait(grace_s)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(10)
