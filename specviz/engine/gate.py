@@ -10,6 +10,9 @@ Batched decodes are the exception (specviz.engine.batching): decodes of one targ
 passes run as one forward and their other work in turn under the batcher's compute lock (the
 tokenizer included). A decode that does not ask still gets the device to itself.
 
+A caller may wait `behind` (the app's target-alone baselines): every caller that is not behind
+passes it while it waits, so a class's first tokens never wait for anyone's baseline.
+
 A waiting caller is told how many decodes are ahead of it (`on_wait(ahead)`, called again every
 poll while it waits), and can ask the gate for an estimate of its wait (`estimate_s`), made from
 the durations of the last decodes it let through. A caller leaves the queue by raising from
@@ -51,7 +54,7 @@ class DeviceGate:
             raise ValueError(f"a gate must let at least one decode queue; got limit={limit!r}")
         self.limit = limit
         self._cond = threading.Condition()
-        self._queue: deque[_Ticket] = deque()  # the holders first, then the waiting, in arrival order
+        self._queue: deque[_Ticket] = deque()  # in arrival order (a caller behind may be passed: see turn)
         self._durations: deque[float] = deque(maxlen=history)  # seconds each recent turn was held
 
     def waiting(self) -> int:
