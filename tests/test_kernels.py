@@ -44,6 +44,7 @@ def test_every_kernel_computes_the_linear(one_row, many_rows):
 @pytest.mark.skipif(not torch.ops.mkldnn._is_mkldnn_bf16_supported(), reason="this CPU has no native bfloat16")
 def test_bfloat16_weights_pack_where_the_cpu_computes_bfloat16():
     model = _mlp().to(torch.bfloat16)
+    model_weights = [model[0].weight.detach().clone()]
     linears, reason = kernel_linears(model)
     assert reason is None and len(linears) == 2
     x = torch.randn(3, 16, dtype=torch.bfloat16)
@@ -52,6 +53,7 @@ def test_bfloat16_weights_pack_where_the_cpu_computes_bfloat16():
         for linear in linears:
             linear.use(PACKED, PACKED)
         assert linears[0].weight.is_meta  # one copy: the packed bfloat16 layout
+        assert torch.equal(linears[0].weight_as_loaded(), model_weights[0])  # given back exactly
         torch.testing.assert_close(model(x).float(), expected, atol=3e-2, rtol=3e-2)  # bfloat16's own rounding
 
 

@@ -11,8 +11,9 @@ which kernel to set; this module only provides them.
 The kernels (names stored in traces):
     eager     torch.nn.functional.linear on the weight as loaded
     packed    oneDNN's blocked layout, laid out once (`mkldnn._reorder_linear_weight`), run with
-              `mkldnn._linear_pointwise`; a row's numbers are the same whether it is computed alone
-              or among others, so with packed everywhere greedy output is bit-identical
+              `mkldnn._linear_pointwise`; in float32 a row's numbers are the same whether it is
+              computed alone or among others, so with packed everywhere greedy output is
+              bit-identical (bfloat16 layouts, used where the CPU has native bfloat16, can differ)
     packed1   the same, laid out with a batch-size hint of 1: a candidate for one-row calls only
               (it makes a 5-row pass about 1.7x slower than one row, measured on AMD EPYC)
 
@@ -74,7 +75,7 @@ class KernelLinear(nn.Module):
         if not self.weight.is_meta:
             return self.weight.detach()
         layout = self.layouts.get(PACKED) if PACKED in self.layouts else next(iter(self.layouts.values()))
-        eye = torch.eye(self.in_features)  # [in, in]
+        eye = torch.eye(self.in_features, dtype=self.weight.dtype)  # [in, in], in the layout's dtype
         with torch.no_grad():
             return torch.ops.mkldnn._linear_pointwise(eye, layout, None, "none", [], "").T.contiguous()  # [out, in]
 
