@@ -42,3 +42,13 @@ def test_the_fraction_is_bytes_times_rate_over_bandwidth():
 def test_the_bandwidth_is_measured_on_a_real_sum():
     bandwidth = roofline.measured_bandwidth(nbytes=4 * 2**20, reps=3)
     assert bandwidth > 0
+
+
+def test_a_draft_reads_the_weights_of_the_drafter_its_name_builds():
+    from specviz.engine import toy
+    from specviz.engine.models import NGRAM_DRAFT, SELF_DRAFT
+
+    target, draft = toy.toy_pair()
+    assert roofline.draft_module(draft, target) is draft.model
+    assert roofline.draft_module(SELF_DRAFT, target) is target.model
+    assert roofline.draft_module(NGRAM_DRAFT, target) is None

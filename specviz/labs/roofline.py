@@ -75,20 +75,18 @@ def describe(name: str, tokens_per_s: float, bytes_per_step: int, bandwidth: flo
 
 def draft_module(draft, target):
     """The module whose weights a draft step reads, or None for a drafter with no weights (the n-gram):
-    a draft model's, the draft head's (the hybrid's head too), the target's when it drafts itself."""
-    from specviz.engine.models import HEAD_DRAFT, HYBRID_DRAFT, NGRAM_DRAFT, SELF_DRAFT, is_head
+    of the drafter the decoder builds from `draft` (specviz.drafters.resolve_drafter, the one place that
+    knows the names): a draft model's, the draft head's (the hybrid's and the paper preset's too), the
+    target's when it drafts itself."""
+    from specviz.drafters import HybridDrafter, resolve_drafter
 
-    if hasattr(draft, "model"):  # a loaded draft model
-        return draft.model
-    if draft == SELF_DRAFT:
-        return target.model
-    if draft == NGRAM_DRAFT or not isinstance(draft, str):
-        return None
-    if draft == HYBRID_DRAFT or is_head(draft):
-        from specviz.drafters import load_draft_head
-
-        return load_draft_head(HEAD_DRAFT if draft == HYBRID_DRAFT else draft, target)
-    return None
+    drafter = resolve_drafter(draft, target)
+    if isinstance(drafter, HybridDrafter):
+        drafter = drafter.head_drafter
+    if hasattr(drafter, "head"):  # a HeadDrafter
+        return drafter.head
+    loaded = getattr(drafter, "loaded", None)  # a ModelDrafter
+    return loaded.model if loaded is not None else None
 
 
 def report(bandwidth: float, target, runs: list[dict], drafts: dict) -> dict:
