@@ -101,15 +101,13 @@ SWEEP_MODELS = "sweep_models"
 SWEEP_GAMMAS, SWEEP_TEMPERATURES, SWEEP_MAX_NEW = "sweep_gammas", "sweep_temps", "sweep_max_new"
 SWEEP_RUN, SWEEP_STOP_BUTTON = "sweep_run", "sweep_stop_button"
 SWEEP_HEATMAP, SWEEP_TOKENS_CHART, SWEEP_SPEEDUP_CHART = "sweep-heatmap", "sweep-tokens", "sweep-speedup"
-SWEEP_JSON, SWEEP_CSV = "sw_dl_json", "sw_dl_csv"  # its downloads
-SWEEP_UPLOAD, SWEEP_OPEN = "sweep_upload", "sweep_open"  # a saved sweep to open
+SWEEP_FILES = "sweep"  # render.save_or_load: its downloads, the uploader and its Open button
 # Workloads
 WORKLOADS_DRAFTS, WORKLOADS_PROMPTS, WORKLOADS_MAX_NEW = "wl_drafts", "wl_prompts", "wl_max_new"
 WORKLOADS_RUN, WORKLOADS_STOP_BUTTON = "wl_run", "wl_stop_button"
 WORKLOADS_CHART_PREFIX = "wl-"  # + the measure: its chart
 WORKLOADS_POSITION_DRAFT, WORKLOADS_POSITIONS_CHART = "wl_position_draft", "wl-positions"
-WORKLOADS_JSON, WORKLOADS_CSV = "wl_dl_json", "wl_dl_csv"  # its downloads
-WORKLOADS_UPLOAD, WORKLOADS_OPEN = "wl_upload", "wl_open"  # a saved result to open
+WORKLOADS_FILES = "wl"  # render.save_or_load: its downloads, the uploader and its Open button
 # Lesson
 LESSON_BACK, LESSON_NEXT = "lesson_back", "lesson_next"
 LESSON_CONTENTS_PREFIX = "lesson_contents_"  # + the step on show: the table of contents' picker

@@ -9,6 +9,7 @@ from a user or a model passes through html.escape before it reaches st.html.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import streamlit as st
@@ -175,30 +176,49 @@ def open_trace_page(page: str, timing_line: bool = True):
     return loaded if trace_notice(loaded, st.session_state[keys.SETTINGS], timing_line) else None
 
 
-def open_upload(column, read: Callable, labels: tuple[str, str], upload_keys: tuple[str, str], shown: tuple[str, str],
-                source: str) -> None:  # fmt: skip
-    """An uploader and its Open button in `column`: the file read with `read(name, data)` (a SpecvizError
-    is said above the page, the result on show stays), else put on show under the session keys `shown`
-    (result, source: `source` with {name}) and the page drawn again. labels: (uploader, button)."""
+@dataclass(frozen=True)
+class SavedResults:
+    """How a page saves its result and opens a saved one (the Sweep's, the Workloads'): a result
+    class with to_json() and to_csv(), read back by `read`."""
+
+    what: str  # the download buttons' word: "Sweep (JSON)", "Sweep (CSV)"
+    read: Callable  # (file name, bytes) -> a result; a SpecvizError says what is wrong with the file
+    key_stem: str  # keys.py: the widgets' keys are <stem>_dl_json, <stem>_dl_csv, <stem>_upload, <stem>_open
+    shown: tuple[str, str]  # the session keys of the result on show and of where it came from
+    formats: str  # the caption under the downloads: what each file keeps
+
+
+def save_or_load(files: SavedResults, result, stem: str) -> None:
+    """A page's "Save or load" block: `result` (None: nothing to save yet) as JSON and CSV (`stem`.json,
+    .csv) beside an uploader. An uploaded file is read with files.read (a SpecvizError is said above the
+    page and the result on show stays), else put on show under files.shown and the page drawn again."""
     from specviz.errors import SpecvizError
 
-    upload = column.file_uploader(labels[0], type=["json", "csv"], key=upload_keys[0])
-    if upload is None or not column.button(labels[1], key=upload_keys[1]):
+    st.subheader("Save or load")
+    save, load = st.columns(2)
+    if result is None:
+        save.caption("Run it first to download the results.")
+    else:
+        json_col, csv_col = save.columns(2)
+        json_col.download_button(
+            f"{files.what} (JSON)",
+            result.to_json(),
+            f"{stem}.json",
+            "application/json",
+            key=f"{files.key_stem}_dl_json",
+        )
+        csv_col.download_button(
+            f"{files.what} (CSV)", result.to_csv(), f"{stem}.csv", "text/csv", key=f"{files.key_stem}_dl_csv"
+        )
+        save.caption(files.formats + " Both load back here.")
+    upload = load.file_uploader("Load a saved file (JSON or CSV)", type=["json", "csv"], key=f"{files.key_stem}_upload")
+    if upload is None or not load.button("Open the uploaded file", key=f"{files.key_stem}_open"):
         return
     try:
-        loaded = read(upload.name, upload.getvalue())
+        loaded = files.read(upload.name, upload.getvalue())
     except SpecvizError as exc:
         st.error(f"{md_escape(upload.name)}: {exc}")
         return
-    st.session_state[shown[0]] = loaded
-    st.session_state[shown[1]] = source.format(name=upload.name)
+    st.session_state[files.shown[0]] = loaded
+    st.session_state[files.shown[1]] = f"file: {upload.name}"
     st.rerun()
-
-
-def download_pair(column, what: str, result, stem: str, download_keys: tuple[str, str]) -> None:
-    """Two download buttons side by side in `column`: `result` as JSON and as CSV (`stem`.json, .csv)."""
-    json_col, csv_col = column.columns(2)
-    json_col.download_button(
-        f"{what} (JSON)", result.to_json(), f"{stem}.json", "application/json", key=download_keys[0]
-    )
-    csv_col.download_button(f"{what} (CSV)", result.to_csv(), f"{stem}.csv", "text/csv", key=download_keys[1])

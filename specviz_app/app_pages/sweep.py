@@ -120,19 +120,10 @@ def _show(result: sweep.SweepResult) -> None:
     st.dataframe(table, hide_index=True, column_config=formats)
 
 
-def _export_and_load(result: sweep.SweepResult | None) -> None:
-    st.subheader("Save or load a sweep")
-    cols = st.columns(2)
-    if result is not None and result.cells:
-        stem = "specviz-sweep-" + (slug(str(result.config.get("target", "")), 30) or "x")
-        render.download_pair(cols[0], "Sweep", result, stem, (keys.SWEEP_JSON, keys.SWEEP_CSV))
-        cols[0].caption("JSON keeps the settings; CSV is one row per (γ, temperature). Both load back here.")
-    else:
-        cols[0].caption("Run a sweep to download it.")
-    render.open_upload(
-        cols[1], sweep.read, ("Load a saved sweep (JSON or CSV)", "Open the uploaded sweep"),
-        (keys.SWEEP_UPLOAD, keys.SWEEP_OPEN), (keys.SWEEP_RESULT, keys.SWEEP_SOURCE), "file: {name}",
-    )  # fmt: skip
+SAVED = render.SavedResults(
+    "Sweep", sweep.read, keys.SWEEP_FILES, (keys.SWEEP_RESULT, keys.SWEEP_SOURCE),
+    "JSON keeps the settings; CSV is one row per (γ, temperature).",
+)  # fmt: skip
 
 
 def sweep_page() -> None:
@@ -181,7 +172,8 @@ def sweep_page() -> None:
         _show(result)
     else:
         st.info("No sweep yet. Pick the grid and press **Run the sweep**, or load a saved one below.")
-    _export_and_load(result)
+    stem = "specviz-sweep-" + (slug(str(result.config.get("target", "")), 30) or "x") if result is not None else ""
+    render.save_or_load(SAVED, result if result is not None and result.cells else None, stem)
 
 
 sweep_page()

@@ -109,18 +109,10 @@ def _show(result: workloads.WorkloadsResult, source: str) -> None:
     )
 
 
-def _export_and_load(result: workloads.WorkloadsResult | None) -> None:
-    st.subheader("Save or load")
-    cols = st.columns(2)
-    if result is not None and result.cells:
-        render.download_pair(
-            cols[0], "Workloads", result, "specviz-workloads", (keys.WORKLOADS_JSON, keys.WORKLOADS_CSV)
-        )
-        cols[0].caption("JSON keeps the settings and the machine; CSV is one row per kind and drafter.")
-    render.open_upload(
-        cols[1], workloads.read, ("Load saved workloads (JSON or CSV)", "Open the uploaded file"),
-        (keys.WORKLOADS_UPLOAD, keys.WORKLOADS_OPEN), (keys.WORKLOADS_RESULT, keys.WORKLOADS_SOURCE), "the file {name}",
-    )  # fmt: skip
+SAVED = render.SavedResults(
+    "Workloads", workloads.read, keys.WORKLOADS_FILES, (keys.WORKLOADS_RESULT, keys.WORKLOADS_SOURCE),
+    "JSON keeps the settings and the machine; CSV is one row per kind and drafter.",
+)  # fmt: skip
 
 
 def workloads_page() -> None:
@@ -142,7 +134,7 @@ def workloads_page() -> None:
         st.info("No measurements yet: open **Run on this machine** above, or load a saved file below.")
     else:
         _show(result, source)
-    _export_and_load(result)
+    render.save_or_load(SAVED, result if result is not None and result.cells else None, "specviz-workloads")
 
 
 workloads_page()
