@@ -7,6 +7,8 @@ A failed run leaves the previous trace in place.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import streamlit as st
@@ -82,3 +84,17 @@ class ErrorGuard:
 def apply_settings(settings: Settings) -> None:
     """Ask the sidebar's next run to put these values into its widgets (they cannot change once drawn)."""
     st.session_state[keys.APPLY_SETTINGS] = settings
+
+
+@contextlib.contextmanager
+def progress_box(error_key: str, stop: Callable[[], None], stop_key: str, first_text: str):
+    """`with progress_box(...) as (bar, guard): ...`, then `if guard.failed: return`: a stoppable
+    measurement's box above the page (a Stop button calling `stop`, a progress bar starting at
+    `first_text`), gone when the measurement ends; an error inside is ErrorGuard's (under `error_key`)."""
+    area = st.empty()
+    box = area.container(border=True)
+    box.button("Stop", icon=":material/stop:", on_click=stop, key=stop_key)
+    bar = box.progress(0.0, text=first_text)
+    with ErrorGuard(error_key, area) as guard:
+        yield bar, guard
+    area.empty()

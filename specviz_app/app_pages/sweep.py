@@ -47,11 +47,8 @@ def _models(choice: str, settings: params.Settings):
 
 def _run(choice: str, gammas: list[int], temperatures: list[float], max_new: int) -> None:
     settings = st.session_state[keys.SETTINGS]
-    area = st.empty()  # the progress box disappears when the sweep ends
-    box = area.container(border=True)
-    box.button("Stop", icon=":material/stop:", on_click=_stop, key=keys.SWEEP_STOP_BUTTON, type="secondary")
-    bar = box.progress(0.0, text="Loading the models…")
-    with session.ErrorGuard(keys.SWEEP_ERROR, area) as guard:
+    box = session.progress_box(keys.SWEEP_ERROR, _stop, keys.SWEEP_STOP_BUTTON, "Loading the models…")
+    with box as (bar, guard):
         prompt, target, draft, _ = _models(choice, settings)
         total = len(temperatures) * (len(gammas) + 1)
         # A new sweep replaces the shown one at once: a Stop click interrupts this script, and what
@@ -71,10 +68,8 @@ def _run(choice: str, gammas: list[int], temperatures: list[float], max_new: int
                 max_new_tokens=max_new, seed=settings.seed, **settings.filters(),
                 on_progress=progress, should_stop=lambda: bool(st.session_state.get(keys.SWEEP_STOP)),
             )  # fmt: skip
-    if guard.failed:
-        return
-    area.empty()
-    st.session_state[keys.SWEEP_RESULT] = result
+    if not guard.failed:
+        st.session_state[keys.SWEEP_RESULT] = result
 
 
 def _show(result: sweep.SweepResult) -> None:

@@ -28,11 +28,8 @@ def _stop() -> None:
 
 def _run(drafts: list[str], prompts: int, max_new: int) -> None:
     settings = st.session_state[keys.SETTINGS]
-    area = st.empty()  # the progress box goes when the run ends
-    box = area.container(border=True)
-    box.button("Stop", icon=":material/stop:", on_click=_stop, key=keys.WORKLOADS_STOP_BUTTON)
-    bar = box.progress(0.0, text="Loading the target and warming up every drafter…")
-    with session.ErrorGuard(keys.WORKLOADS_ERROR, area) as guard:
+    first = "Loading the target and warming up every drafter…"
+    with session.progress_box(keys.WORKLOADS_ERROR, _stop, keys.WORKLOADS_STOP_BUTTON, first) as (bar, guard):
         target = loading.get_model(params.DEFAULTS.model_names()[0], settings.dtype)
 
         def progress(done: int, total: int, partial: workloads.WorkloadsResult) -> None:
@@ -48,11 +45,9 @@ def _run(drafts: list[str], prompts: int, max_new: int) -> None:
             temperature=float(settings.temperature), seed=settings.seed, max_new_tokens=max_new,
             on_progress=progress, should_stop=lambda: bool(st.session_state.get(keys.WORKLOADS_STOP)),
         )  # fmt: skip
-    if guard.failed:
-        return
-    area.empty()
-    st.session_state[keys.WORKLOADS_RESULT] = result
-    st.session_state[keys.WORKLOADS_SOURCE] = "measured here, on this machine"
+    if not guard.failed:
+        st.session_state[keys.WORKLOADS_RESULT] = result
+        st.session_state[keys.WORKLOADS_SOURCE] = "measured here, on this machine"
 
 
 def _live() -> None:
