@@ -10,6 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from specviz.labs import race
 from specviz.shipped import ASSETS
 from specviz.traces.trace import Trace
 
@@ -19,16 +20,11 @@ TRAINING_RECORDS = {
     "Draft head (reads the target's features)": ASSETS / "head_training.json",
     "Distilled 3-layer draft": ASSETS / "draft_training.json",
 }
-RACE_RECORD = ASSETS / "race.json"  # the race of drafters recorded with the offline target
 
 
 def shipped_race() -> dict | None:
-    """The recorded race of drafters, or None when this copy has none (or it cannot be read)."""
-    try:
-        data = json.loads(RACE_RECORD.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and data.get("schema") == "specviz.race/1" else None
+    """The recorded race of drafters, or None when this copy has none (specviz.labs.race.shipped)."""
+    return race.shipped()
 
 
 @dataclass

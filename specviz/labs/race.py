@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from specviz.config import DEFAULT_GAMMA
 from specviz.engine.models import HEAD_DRAFT, HYBRID_DRAFT, NGRAM_DRAFT, SELF_DRAFT, TRAINED_DRAFT
 from specviz.labs.theory import walltime_improvement
+from specviz.shipped import ASSETS
 from specviz.traces.speedup import measured_costs, speedup
 from specviz.traces.trace import acceptance_by_position
 
 RACE_SCHEMA = "specviz.race/1"
+RECORDING = ASSETS / "race.json"  # the race recorded with the offline target (scripts/record_examples.py)
 OFFLINE_DRAFTS = (NGRAM_DRAFT, TRAINED_DRAFT, HEAD_DRAFT, HYBRID_DRAFT, SELF_DRAFT)
 LABELS = {
     NGRAM_DRAFT: "n-gram",
@@ -130,3 +133,13 @@ def race_to_csv(result: dict[str, Any]) -> str:
              by_position]
         )  # fmt: skip
     return out.getvalue()
+
+
+def shipped() -> dict[str, Any] | None:
+    """The recorded race that ships, or None when this copy has none (or it cannot be read): the
+    Drafters page opens on it and the lesson quotes it."""
+    try:
+        data = json.loads(RECORDING.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("schema") == RACE_SCHEMA else None
