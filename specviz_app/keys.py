@@ -101,13 +101,23 @@ SWEEP_MODELS = "sweep_models"
 SWEEP_GAMMAS, SWEEP_TEMPERATURES, SWEEP_MAX_NEW = "sweep_gammas", "sweep_temps", "sweep_max_new"
 SWEEP_RUN, SWEEP_STOP_BUTTON = "sweep_run", "sweep_stop_button"
 SWEEP_HEATMAP, SWEEP_TOKENS_CHART, SWEEP_SPEEDUP_CHART = "sweep-heatmap", "sweep-tokens", "sweep-speedup"
-SWEEP_FILES = "sweep"  # render.save_or_load: its downloads, the uploader and its Open button
+SWEEP_FILES = "sw_dl_json", "sw_dl_csv", "sweep_upload", "sweep_open"  # render.save_or_load: downloads, uploader, Open
 # Workloads
 WORKLOADS_DRAFTS, WORKLOADS_PROMPTS, WORKLOADS_MAX_NEW = "wl_drafts", "wl_prompts", "wl_max_new"
 WORKLOADS_RUN, WORKLOADS_STOP_BUTTON = "wl_run", "wl_stop_button"
 WORKLOADS_CHART_PREFIX = "wl-"  # + the measure: its chart
 WORKLOADS_POSITION_DRAFT, WORKLOADS_POSITIONS_CHART = "wl_position_draft", "wl-positions"
-WORKLOADS_FILES = "wl"  # render.save_or_load: its downloads, the uploader and its Open button
+WORKLOADS_FILES = "wl_dl_json", "wl_dl_csv", "wl_upload", "wl_open"  # render.save_or_load: downloads, uploader, Open
+# Serving
+SERVING_RESULT = "serving_result"  # Serving: the result on show (None: the shipped recording)
+SERVING_SOURCE = "serving_source"  # Serving: where it came from (the recording, run here, a file)
+SERVING_RUNNING = "serving_running"  # Serving, one-shot: a run to start on this rerun
+SERVING_STOP = "serving_stop"  # Serving: Stop was clicked
+SERVING_ERROR = "serving_error"  # Serving, one-shot: the message of a run that failed
+SERVING_BATCHES, SERVING_MAX_NEW = "sv_batches", "sv_max_new"
+SERVING_RUN, SERVING_STOP_BUTTON = "sv_run", "sv_stop_button"
+SERVING_CHART_PREFIX = "sv-"  # + the chart's name
+SERVING_FILES = "sv_dl_json", "sv_dl_csv", "sv_upload", "sv_open"  # render.save_or_load: downloads, uploader, Open
 # Lesson
 LESSON_BACK, LESSON_NEXT = "lesson_back", "lesson_next"
 LESSON_CONTENTS_PREFIX = "lesson_contents_"  # + the step on show: the table of contents' picker

@@ -183,7 +183,7 @@ class SavedResults:
 
     what: str  # the download buttons' word: "Sweep (JSON)", "Sweep (CSV)"
     read: Callable  # (file name, bytes) -> a result; a SpecvizError says what is wrong with the file
-    key_stem: str  # keys.py: the widgets' keys are <stem>_dl_json, <stem>_dl_csv, <stem>_upload, <stem>_open
+    widget_keys: tuple[str, str, str, str]  # keys.py: the JSON and CSV downloads', the uploader's, Open's
     shown: tuple[str, str]  # the session keys of the result on show and of where it came from
     formats: str  # the caption under the downloads: what each file keeps
 
@@ -205,14 +205,14 @@ def save_or_load(files: SavedResults, result, stem: str) -> None:
             result.to_json(),
             f"{stem}.json",
             "application/json",
-            key=f"{files.key_stem}_dl_json",
+            key=files.widget_keys[0],
         )
         csv_col.download_button(
-            f"{files.what} (CSV)", result.to_csv(), f"{stem}.csv", "text/csv", key=f"{files.key_stem}_dl_csv"
+            f"{files.what} (CSV)", result.to_csv(), f"{stem}.csv", "text/csv", key=files.widget_keys[1]
         )
         save.caption(files.formats + " Both load back here.")
-    upload = load.file_uploader("Load a saved file (JSON or CSV)", type=["json", "csv"], key=f"{files.key_stem}_upload")
-    if upload is None or not load.button("Open the uploaded file", key=f"{files.key_stem}_open"):
+    upload = load.file_uploader("Load a saved file (JSON or CSV)", type=["json", "csv"], key=files.widget_keys[2])
+    if upload is None or not load.button("Open the uploaded file", key=files.widget_keys[3]):
         return
     try:
         loaded = files.read(upload.name, upload.getvalue())

@@ -122,7 +122,7 @@ def test_json_and_csv_round_trip(small):
         (b"{not json", "not valid JSON"),
         (b"[1, 2]", "not a sweep"),
         (json.dumps({"schema": "specviz.trace/1"}).encode(), "Unsupported schema"),
-        (json.dumps({"schema": sweep.SCHEMA, "cells": []}).encode(), "no sweep results"),
+        (json.dumps({"schema": sweep.SCHEMA, "cells": []}).encode(), "holds no results"),
         (json.dumps({"schema": sweep.SCHEMA, "cells": [{"gamma": 1}]}).encode(), "missing"),
         (b'{"schema": "specviz.sweep/1", "cells": [{"gamma": NaN}]}', "not a valid number"),
         (b"\xff\xfe", "UTF-8"),
@@ -158,7 +158,7 @@ def test_bad_csv_files_get_clear_errors(small):
     with pytest.raises(sweep.SweepError, match="not a number"):
         sweep.from_csv(bad)
     header = small.to_csv().splitlines()[0]
-    with pytest.raises(sweep.SweepError, match="no sweep results"):
+    with pytest.raises(sweep.SweepError, match="holds no results"):
         sweep.from_csv(header + "\n")
     # The trace's careful reading of an upload, in a sweep's words (specviz.traces.trace.uploaded_text).
     with pytest.raises(sweep.SweepError, match="The sweep file is not UTF-8 text"):

@@ -114,7 +114,7 @@ def test_a_position_no_iteration_reached_survives_the_csv(measured):
         (lambda d: d["cells"][0].update(pairs=1.5), "whole number"),
         (lambda d: d["cells"][0].update(acceptance_by_position=[0.5, 2]), "position 2"),
         (lambda d: d["cells"].append(dict(d["cells"][0])), "twice"),
-        (lambda d: d.update(cells=[]), "no cells"),
+        (lambda d: d.update(cells=[]), "no rows"),
         (lambda d: d.update(cells="x"), "must be a list"),
     ],
 )

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from specviz.errors import SpecvizError
+from specviz.labs.saved_results import check_cells, number
 from specviz.labs.theory import expected_tokens_per_iteration, walltime_improvement
 from specviz.traces.trace import parse_json, uploaded_text
 
@@ -267,25 +268,6 @@ def _run_grid(
 # ----- reading back ---------------------------------------------------------------------------
 
 
-def _number(value: Any, where: str, *, optional: bool = False, lo: float = 0.0) -> float | None:
-    if value is None or value == "":
-        if optional:
-            return None
-        raise SweepError(f"{where}: a number is missing.")
-    if isinstance(value, bool):
-        raise SweepError(f"{where}: expected a number, got {value!r}.")
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            raise SweepError(f"{where}: {value[:40]!r} is not a number.") from None
-    if not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise SweepError(f"{where}: expected a finite number, got {str(value)[:40]!r}.")
-    if value < lo:
-        raise SweepError(f"{where}: {value} is below {lo}.")
-    return float(value)
-
-
 def _clean_cell(raw: Any, where: str) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise SweepError(f"{where}: expected an object with the columns {', '.join(_REQUIRED)}.")
@@ -294,7 +276,7 @@ def _clean_cell(raw: Any, where: str) -> dict[str, Any]:
         raise SweepError(f"{where}: missing {', '.join(missing)}.")
     cell: dict[str, Any] = {}
     for col in CSV_COLUMNS:
-        cell[col] = _number(raw.get(col), f"{where}, {col}", optional=col not in _REQUIRED)
+        cell[col] = number(raw.get(col), f"{where}, {col}", SweepError, optional=col not in _REQUIRED)
     gamma = cell["gamma"]
     if gamma != int(gamma) or not 1 <= gamma <= 64:
         raise SweepError(f"{where}, gamma: expected a whole number from 1 to 64, got {gamma}.")
@@ -311,19 +293,14 @@ def _clean_cell(raw: Any, where: str) -> dict[str, Any]:
     return cell
 
 
+def _twice(key: tuple) -> str:
+    return f"γ {key[0]} at temperature {key[1]}"
+
+
 def _finish(
     cells: list[dict[str, Any]], config: dict[str, Any], stopped: bool, source: str, runs_total: Any = None
 ) -> SweepResult:
-    if not cells:
-        raise SweepError(f"The {source} holds no sweep results (no rows).")
-    if len(cells) > MAX_CELLS:
-        raise SweepError(f"The {source} has {len(cells)} rows; a sweep has at most {MAX_CELLS}.")
-    seen = set()
-    for cell in cells:
-        key = (cell["gamma"], cell["temperature"])
-        if key in seen:
-            raise SweepError(f"The {source} has γ {key[0]} at temperature {key[1]} twice.")
-        seen.add(key)
+    check_cells(cells, source, MAX_CELLS, lambda c: (c["gamma"], c["temperature"]), _twice, SweepError)
     baselines = {str(c["temperature"]): c["baseline_tokens_per_s"] for c in cells}
     result = SweepResult(config=config, baselines=baselines, cells=cells, stopped=stopped)
     result.runs_done = len(cells) + len(baselines)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import numbers
 import os
 from collections.abc import Callable, Sequence
@@ -38,6 +37,7 @@ from specviz.config import DEFAULT_GAMMA
 from specviz.engine.models import HEAD_DRAFT, HYBRID_DRAFT, NGRAM_DRAFT, TRAINED_DRAFT
 from specviz.errors import SpecvizError
 from specviz.labs.race import LABELS
+from specviz.labs.saved_results import check_cells, number
 from specviz.labs.theory import expected_tokens_per_iteration, walltime_improvement
 from specviz.shipped import ASSETS
 from specviz.traces.trace import parse_json, uploaded_text
@@ -300,27 +300,12 @@ def _set_cell(result: WorkloadsResult, kind: str, draft: str, traces, pairs, gam
 # ----- reading back ---------------------------------------------------------------------------
 
 
-def _number(value: Any, where: str, lo: float = 0.0, hi: float = math.inf) -> float | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            raise WorkloadsError(f"{where}: {value[:40]!r} is not a number.") from None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise WorkloadsError(f"{where}: expected a finite number, got {str(value)[:40]!r}.")
-    if not lo <= value <= hi:
-        raise WorkloadsError(f"{where}: {value} is outside {lo:g} to {hi:g}.")
-    return float(value)
-
-
 def _positions(raw: Any, where: str) -> list[float | None]:
     if isinstance(raw, str):  # the CSV's space-separated form
         raw = [None if a == NOT_REACHED else a for a in raw.split()]
     if not isinstance(raw, list) or len(raw) > MAX_POSITIONS:
         raise WorkloadsError(f"{where}: expected a list of at most {MAX_POSITIONS} rates.")
-    return [_number(a, f"{where}, position {i + 1}", hi=1.0 + 1e-9) for i, a in enumerate(raw)]
+    return [number(a, f"{where}, position {i + 1}", WorkloadsError, hi=1.0 + 1e-9) for i, a in enumerate(raw)]
 
 
 def clean_cell(raw: Any, where: str) -> dict[str, Any]:
@@ -336,28 +321,24 @@ def clean_cell(raw: Any, where: str) -> dict[str, Any]:
             raise WorkloadsError(f"{where}, {col}: expected a short text.")
         cell[col] = text
     for col in _COUNTS:
-        number = _number(raw.get(col), f"{where}, {col}")
-        if number is not None and number != int(number):
-            raise WorkloadsError(f"{where}, {col}: expected a whole number, got {number}.")
-        cell[col] = None if number is None else int(number)
+        count = number(raw.get(col), f"{where}, {col}", WorkloadsError)
+        if count is not None and count != int(count):
+            raise WorkloadsError(f"{where}, {col}: expected a whole number, got {count}.")
+        cell[col] = None if count is None else int(count)
     for col in _RATES:
-        cell[col] = _number(raw.get(col), f"{where}, {col}", hi=1.0 + 1e-9)
+        cell[col] = number(raw.get(col), f"{where}, {col}", WorkloadsError, hi=1.0 + 1e-9)
     for col in _NUMBERS:
-        cell[col] = _number(raw.get(col), f"{where}, {col}")
+        cell[col] = number(raw.get(col), f"{where}, {col}", WorkloadsError)
     cell["acceptance_by_position"] = _positions(raw.get("acceptance_by_position", []), where)
     return cell
 
 
+def _twice(key: tuple) -> str:
+    return f"kind {key[0]!r} with drafter {key[1]!r}"
+
+
 def _finish(cells: list[dict], config: dict, stopped: bool, source: str) -> WorkloadsResult:
-    if not cells:
-        raise WorkloadsError(f"The {source} holds no workload results (no cells).")
-    if len(cells) > MAX_CELLS:
-        raise WorkloadsError(f"The {source} has {len(cells)} cells; a workloads file has at most {MAX_CELLS}.")
-    seen = set()
-    for cell in cells:
-        if (key := (cell["kind"], cell["draft"])) in seen:
-            raise WorkloadsError(f"The {source} has kind {key[0]!r} with drafter {key[1]!r} twice.")
-        seen.add(key)
+    check_cells(cells, source, MAX_CELLS, lambda c: (c["kind"], c["draft"]), _twice, WorkloadsError)
     done = sum(c["pairs"] or 0 for c in cells)
     return WorkloadsResult(config=config, cells=cells, stopped=stopped, pairs_done=done, pairs_total=done)
 
