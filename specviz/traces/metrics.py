@@ -175,36 +175,34 @@ class Registry:
 
 
 REGISTRY = Registry()
-TIME_TO_FIRST_TOKEN = REGISTRY.add(Histogram(
-    f"{PREFIX}time_to_first_token_seconds",
-    "Seconds from a Run's start (a click, or a shared link's first visit) to its first tokens on the page.",
-    TTFT_BUCKETS,
-))  # fmt: skip
-E2E_REQUEST_LATENCY = REGISTRY.add(Histogram(
-    f"{PREFIX}e2e_request_latency_seconds",
-    "Seconds from a Run's start to its finished trace on show (its baseline included).",
-    REQUEST_BUCKETS,
-))  # fmt: skip
-REQUEST_QUEUE_TIME = REGISTRY.add(Histogram(
-    f"{PREFIX}request_queue_time_seconds",
-    "Seconds each decode (a Run, its baseline, a timing pair) waited for its device's gate.",
-    REQUEST_BUCKETS,
-))  # fmt: skip
-NUM_REQUESTS_RUNNING = REGISTRY.add(Gauge(
-    f"{PREFIX}num_requests_running", "Decodes holding a device's gate now (batched ones together)."
-))  # fmt: skip
-NUM_REQUESTS_WAITING = REGISTRY.add(Gauge(
-    f"{PREFIX}num_requests_waiting", "Decodes queued for a device's gate now."
-))  # fmt: skip
-SPEC_DECODE_NUM_DRAFTS = REGISTRY.add(Counter(
-    f"{PREFIX}spec_decode_num_drafts", "Draft proposals of Runs' speculative decodes (iterations that drafted)."
-))  # fmt: skip
-SPEC_DECODE_NUM_DRAFT_TOKENS = REGISTRY.add(Counter(
-    f"{PREFIX}spec_decode_num_draft_tokens", "Tokens drafted by Runs' speculative decodes."
-))  # fmt: skip
-SPEC_DECODE_NUM_ACCEPTED_TOKENS = REGISTRY.add(Counter(
-    f"{PREFIX}spec_decode_num_accepted_tokens", "Drafted tokens the target accepted in Runs' speculative decodes."
-))  # fmt: skip
+# The metrics, in vLLM's names where they fit (each after PREFIX), registered in the order they render.
+TIME_TO_FIRST_TOKEN, E2E_REQUEST_LATENCY, REQUEST_QUEUE_TIME = (
+    REGISTRY.add(Histogram(f"{PREFIX}{name}", help_text, buckets))
+    for name, help_text, buckets in (
+        ("time_to_first_token_seconds",
+         "Seconds from a Run's start (a click, or a shared link's first visit) to its first tokens on the page.",
+         TTFT_BUCKETS),
+        ("e2e_request_latency_seconds",
+         "Seconds from a Run's start to its finished trace on show (its baseline included).", REQUEST_BUCKETS),
+        ("request_queue_time_seconds",
+         "Seconds each decode (a Run, its baseline, a timing pair) waited for its device's gate.", REQUEST_BUCKETS),
+    )
+)  # fmt: skip
+NUM_REQUESTS_RUNNING, NUM_REQUESTS_WAITING = (
+    REGISTRY.add(Gauge(f"{PREFIX}{name}", help_text))
+    for name, help_text in (
+        ("num_requests_running", "Decodes holding a device's gate now (batched ones together)."),
+        ("num_requests_waiting", "Decodes queued for a device's gate now."),
+    )
+)  # fmt: skip
+SPEC_DECODE_NUM_DRAFTS, SPEC_DECODE_NUM_DRAFT_TOKENS, SPEC_DECODE_NUM_ACCEPTED_TOKENS = (
+    REGISTRY.add(Counter(f"{PREFIX}spec_decode_{name}", help_text))
+    for name, help_text in (
+        ("num_drafts", "Draft proposals of Runs' speculative decodes (iterations that drafted)."),
+        ("num_draft_tokens", "Tokens drafted by Runs' speculative decodes."),
+        ("num_accepted_tokens", "Drafted tokens the target accepted in Runs' speculative decodes."),
+    )
+)  # fmt: skip
 SPEC_DECODE_NUM_ACCEPTED_TOKENS_PER_POS = REGISTRY.add(Counter(
     f"{PREFIX}spec_decode_num_accepted_tokens_per_pos",
     "Accepted drafted tokens by draft position (1 = the first draft of an iteration).",
