@@ -21,6 +21,7 @@ PAGES = [
     st.Page(PAGES_DIR / "sweep.py", title="Sweep", icon=":material/grid_on:"),
     st.Page(PAGES_DIR / "drafts.py", title="Drafters", icon=":material/sports_score:"),
     st.Page(PAGES_DIR / "workloads.py", title="Workloads", icon=":material/work:"),
+    st.Page(PAGES_DIR / "serving.py", title="Serving", icon=":material/dns:"),
     st.Page(PAGES_DIR / "lab.py", title="Distribution lab", icon=":material/science:"),
     st.Page(PAGES_DIR / "lesson.py", title="Lesson", icon=":material/school:"),
 ]

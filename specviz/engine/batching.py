@@ -30,6 +30,10 @@ between any two kernels). Its timings are not a solo run's: a verify phase inclu
 waiting for the others. A batched trace says so (config.batched, extra.batch) and
 specviz.traces.speedup never figures a speedup from it.
 
+`timed()` collects every pass run while its body runs (requests, rows, seconds, whether a prompt's
+first pass was among them): the Serving lab's measure of what a pass costs per row
+(specviz.labs.serving); nothing is kept outside it, so a long-running server grows no log.
+
 Only targets with the lean forward (a Llama-family target on the CPU: `LoadedModel.lean`) batch;
 `batcher_for` gives None for any other, and its decodes take the device gate one at a time.
 """
@@ -63,6 +67,16 @@ def batcher_for(target) -> VerifyBatcher | None:
         return _batchers[target.lean]
 
 
+@dataclass(frozen=True)
+class PassTiming:
+    """One pass, as `VerifyBatcher.timed` records it."""
+
+    requests: int  # decodes served
+    rows: int  # token rows through the linears (every request's new tokens)
+    seconds: float  # forward_many alone, no waiting
+    prefill: bool  # some request's cache was empty: a prompt's first pass, its rows the prompt's
+
+
 @dataclass
 class _Slot:
     """One submitted request and, once its pass ran, its result."""
@@ -89,6 +103,7 @@ class VerifyBatcher:
         self._pending: list[_Slot] = []  # submitted, not yet in a pass (oldest first)
         self._in_flight = 0  # requests in the pass now running
         self.pass_sizes: list[int] = []  # requests per pass, for the tests and the curious
+        self._timed: list[list[PassTiming]] = []  # the open timed() logs
 
     @contextmanager
     def seat(self) -> Iterator[Seat]:
@@ -105,6 +120,18 @@ class VerifyBatcher:
             with self._cond:
                 self._joined -= 1
                 self._cond.notify_all()  # the others may now all have submitted
+
+    @contextmanager
+    def timed(self) -> Iterator[list[PassTiming]]:
+        """A list that gets every pass run while the body runs (see PassTiming)."""
+        log: list[PassTiming] = []
+        with self._cond:
+            self._timed.append(log)
+        try:
+            yield log
+        finally:
+            with self._cond:
+                self._timed = [other for other in self._timed if other is not log]  # by identity: logs may be equal
 
     def run(self, request: LeanRequest) -> _Slot:
         """Submit one request (holding the compute lock) and return once a pass has served it,
@@ -150,17 +177,25 @@ class VerifyBatcher:
         with self._cond:
             batch, self._pending = self._pending[: self.max_sessions], self._pending[self.max_sessions :]
             self._in_flight += len(batch)
+        prefill = any(slot.request.cache.length == 0 for slot in batch)
+        started = time.perf_counter()
         try:
             results = self.lean.forward_many([slot.request for slot in batch])
         except BaseException as exc:  # every decode of the pass sees the failure, not only this one
             results, error = [None] * len(batch), exc
         else:
             error = None
+        seconds = time.perf_counter() - started
         with self._cond:
             for slot, result in zip(batch, results, strict=True):
                 slot.result, slot.error, slot.sessions, slot.done = result, error, len(batch), True
             self._in_flight -= len(batch)
             self.pass_sizes.append(len(batch))
+            if self._timed:
+                rows = sum(int(slot.request.input_ids.shape[0]) for slot in batch)
+                timing = PassTiming(len(batch), rows, seconds, prefill)
+                for log in self._timed:
+                    log.append(timing)
             self._cond.notify_all()
 
 

@@ -1,0 +1,208 @@
+"""Serving (specviz.labs.serving): B requests at once, with and without speculation. Total tokens/s by
+B, a pass's cost per row by rows per pass (with the line a fixed-cost, memory-bound pass would
+follow), per-request latency by B; the table the page shows and its sentences, computed from the
+same cells so that every number on the page is one of the table's."""
+
+from __future__ import annotations
+
+from itertools import takewhile
+from typing import Any
+
+import plotly.graph_objects as go
+
+from specviz.labs.serving import MODE_LABELS, MODES, ServingResult
+from specviz.teaching.charts.style import PREDICTION_COLOR, house_figure, titled
+
+MODE_COLORS = {"target": "#616161", "speculative": "#1565c0"}
+MODE_STYLE = {"target": ("dash", "square"), "speculative": ("solid", "circle")}
+# A pass that costs more than this many times the smallest pass measured no longer gets its extra rows
+# nearly free: past here, the extra rows cost compute, not only the weights' one read.
+MEMORY_BOUND_FACTOR = 2.0
+
+
+def _by_batch(fig: go.Figure, result: ServingResult, title: str, y_title: str) -> go.Figure:
+    """The layout of a chart by B: B on a log axis ticked at the sizes measured, y from zero."""
+    batches = result.batches()
+    axis = {"title": {"text": "B: requests decoding at once"}, "type": "log", "tickvals": batches,
+            "ticktext": [str(b) for b in batches]}  # fmt: skip
+    y_axis = {"title": {"text": y_title}, "rangemode": "tozero"}
+    fig.update_layout(title=titled(title), xaxis=axis, yaxis=y_axis, height=360)
+    return fig
+
+
+def _line(fig: go.Figure, result: ServingResult, mode: str, y: str, hover: str, **extra: Any) -> None:
+    cells = [result.cell(b, mode) for b in result.batches()]
+    cells = [c for c in cells if c is not None and c.get(y) is not None]
+    dash, symbol = MODE_STYLE[mode]
+    fig.add_scatter(
+        x=[c["batch"] for c in cells],
+        y=[c[y] for c in cells],
+        name=MODE_LABELS[mode],
+        mode="lines+markers",
+        line={"color": MODE_COLORS[mode], "dash": dash},
+        marker={"symbol": symbol, "size": 9},
+        hovertemplate=hover + f"<extra>{MODE_LABELS[mode]}</extra>",
+        **extra,
+    )
+
+
+def throughput_figure(result: ServingResult) -> go.Figure:
+    """Total tokens/s of all B requests, the target alone and speculative, by B; the crossover marked."""
+    fig = house_figure()
+    for mode in MODES:
+        _line(fig, result, mode, "tokens_per_s", "B %{x}: %{y:.1f} tokens/s in all")
+    if (b := result.crossover()) is not None:
+        fig.add_vline(x=b, line={"color": PREDICTION_COLOR, "dash": "dot"}, annotation_text=f"B = {b}: no gain")
+    return _by_batch(fig, result, "Total tokens/s of all B requests", "tokens/s (all requests)")
+
+
+def latency_figure(result: ServingResult) -> go.Figure:
+    """Each request's seconds from the common start to its last token: the median request, the slowest as a bar."""
+    fig = house_figure()
+    for mode in MODES:
+        cells = [c for b in result.batches() if (c := result.cell(b, mode)) and c.get("latency_s") is not None]
+        spread = [(c.get("latency_max_s") or c["latency_s"]) - c["latency_s"] for c in cells]
+        _line(
+            fig,
+            result,
+            mode,
+            "latency_s",
+            "B %{x}: the median request took %{y:.2f} s",
+            error_y={"type": "data", "array": spread, "arrayminus": [0] * len(cells), "visible": True},
+        )
+    return _by_batch(fig, result, "Per-request latency (median; bar to the slowest)", "seconds per request")
+
+
+def pass_cost_figure(result: ServingResult) -> go.Figure:
+    """A verification pass's time per token row, by rows per pass (each point one B and mode), beside
+    what a pass of fixed cost (purely memory-bound: the weights read once, whatever the rows) would give."""
+    fig = house_figure()
+    cells = [c for c in result.cells if c.get("pass_ms_per_row") is not None and c.get("rows_per_pass")]
+    for mode in MODES:
+        mine = sorted((c for c in cells if c["mode"] == mode), key=lambda c: c["rows_per_pass"])
+        dash, symbol = MODE_STYLE[mode]
+        fig.add_scatter(
+            x=[c["rows_per_pass"] for c in mine],
+            y=[c["pass_ms_per_row"] for c in mine],
+            name=MODE_LABELS[mode],
+            mode="markers+text",
+            text=[f"B {c['batch']}" for c in mine],
+            textposition="top center",
+            marker={"symbol": symbol, "size": 10, "color": MODE_COLORS[mode]},
+            customdata=[[c["batch"], c["pass_ms"]] for c in mine],
+            hovertemplate="B %{customdata[0]}: %{x:.1f} rows a pass, %{customdata[1]:.0f} ms a pass, "
+            "%{y:.1f} ms per row<extra>" + MODE_LABELS[mode] + "</extra>",
+        )
+    if cells:
+        first = min(cells, key=lambda c: c["rows_per_pass"])
+        xs = sorted({first["rows_per_pass"], *(c["rows_per_pass"] for c in cells)})
+        fig.add_scatter(
+            x=xs,
+            y=[first["pass_ms"] / x for x in xs],
+            name="if a pass cost the same for any rows",
+            mode="lines",
+            line={"color": PREDICTION_COLOR, "dash": "dot"},
+            hoverinfo="skip",
+        )
+    fig.update_layout(
+        title=titled("A verification pass's cost per token row"),
+        xaxis={"title": {"text": "token rows per pass (mean)"}, "type": "log"},
+        yaxis={"title": {"text": "ms per row"}, "type": "log"},
+        height=360,
+    )
+    return fig
+
+
+def serving_table(result: ServingResult) -> list[dict[str, Any]]:
+    """One row per B: both modes' tokens/s, the gain, latency, pass cost, and greedy identity."""
+    rows = []
+    for b in result.batches():
+        alone, spec = result.cell(b, "target") or {}, result.cell(b, "speculative") or {}
+        same = spec.get("identical")
+        rows.append(
+            {
+                "B": b,
+                "alone tok/s": alone.get("tokens_per_s"),
+                "spec tok/s": spec.get("tokens_per_s"),
+                "gain ×": result.gain(b),
+                "alone latency s": alone.get("latency_s"),
+                "spec latency s": spec.get("latency_s"),
+                "alone ms/row": alone.get("pass_ms_per_row"),
+                "spec ms/row": spec.get("pass_ms_per_row"),
+                "alone rows/pass": alone.get("rows_per_pass"),
+                "spec rows/pass": spec.get("rows_per_pass"),
+                "identical": "–" if same is None else f"{same} of {spec.get('requests')}",
+            }
+        )
+    return rows
+
+
+def crossover_sentence(result: ServingResult) -> str:
+    """Where speculation's gain shrinks, in one plain sentence from the measured gains."""
+    gains = [(b, g) for b in result.batches() if (g := result.gain(b)) is not None]
+    if not gains:
+        return "Both modes must be measured at a batch size before their gain can be compared."
+    listed = ", ".join(f"{g:.2f}× at B = {b}" for b, g in gains)
+    crossover = result.crossover()
+    if crossover is None:
+        return (
+            f"Speculation beat the target alone at every B measured ({listed}); no crossover up to "
+            f"B = {gains[-1][0]} on this machine."
+        )
+    paid = [b for b, g in gains if g > 1 and b < crossover]
+    before = f"paid up to B = {paid[-1]}" if paid else "did not pay even at the smallest B"
+    return f"Speculation {before}; from B = {crossover} the target alone was faster in total tokens/s ({listed})."
+
+
+def memory_bound_sentence(result: ServingResult) -> str:
+    """Up to how many token rows a pass stayed memory-bound (its cost under MEMORY_BOUND_FACTOR times
+    the smallest pass's), from the measured passes."""
+    cells = sorted(
+        (c for c in result.cells if c.get("pass_ms") and c.get("rows_per_pass")), key=lambda c: c["rows_per_pass"]
+    )
+    if not cells:
+        return "No decoding pass was timed."
+    first, limit = cells[0], cells[0]["pass_ms"] * MEMORY_BOUND_FACTOR
+    bound = list(takewhile(lambda c: c["pass_ms"] <= limit, cells))  # from the fewest rows up to the first over
+    last = bound[-1]
+    said = (
+        f"A pass over {first['rows_per_pass']:.1f} rows took {first['pass_ms']:.0f} ms and one over "
+        f"{last['rows_per_pass']:.1f} rows {last['pass_ms']:.0f} ms ({last['pass_ms_per_row']:.1f} ms per row)"
+    )
+    if len(bound) == len(cells):
+        return (
+            f"{said}: every pass measured cost under {MEMORY_BOUND_FACTOR:g}× the smallest, so up to "
+            f"{last['rows_per_pass']:.1f} rows the pass stayed memory-bound (its extra rows nearly free)."
+        )
+    over = cells[len(bound)]
+    return (
+        f"{said}; at {over['rows_per_pass']:.1f} rows it took {over['pass_ms']:.0f} ms, over "
+        f"{MEMORY_BOUND_FACTOR:g}× the smallest: past about {last['rows_per_pass']:.0f} rows the pass stops being "
+        "memory-bound and extra rows cost compute."
+    )
+
+
+def provenance(result: ServingResult) -> str:
+    """Where and how the numbers were measured, in one line: speed is this machine's."""
+    cfg = result.config
+    load = cfg.get("load_before")
+    load = f", load average {load[0]:g} at the start" if isinstance(load, list) and load else ""
+    parts = [
+        f"target {cfg.get('target', '?')} with draft {cfg.get('draft', '?')}",
+        f"γ {cfg.get('gamma', '?')}, temperature {cfg.get('temperature', '?')}, "
+        f"{cfg.get('max_new_tokens', '?')} new tokens per request",
+        f"CPU {cfg.get('cpu', 'not recorded')} ({cfg.get('cores', '?')} cores){load}",
+    ]
+    if cfg.get("recorded_with"):
+        parts.append(str(cfg["recorded_with"]))
+    return " · ".join(parts)
+
+
+GPU_NOTE = (
+    "**On a GPU.** A GPU reads its weights at several TB/s and computes far faster still, so its pass stays "
+    "memory-bound up to hundreds of rows, not a handful: a batch of 16 requests with γ + 1 rows each still "
+    "fits in a pass that costs about what one row costs. The crossover moves right, to much larger B, and "
+    "speculation keeps paying at batch sizes where it loses on this CPU; it shrinks there only once the batch "
+    "alone fills the pass (large-batch serving), which is why servers such as vLLM turn speculation down "
+    "under heavy load."
+)
