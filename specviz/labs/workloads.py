@@ -61,39 +61,11 @@ class Kind:
     prompts: tuple[str | tuple[int, ...], ...]
 
 
-# Written for specviz (no prompt comes from a data set or from the drafts' training prompts).
-KINDS = (
-    Kind("code", "code", "code repeats names and follows fixed syntax", (
-        "Write a Python function `is_even(n)` that returns True when n is even, with a docstring.",
-        "Add type hints to this function and return it whole:\ndef area(width, height):\n    return width * height",
-        "Write a for loop in Python that prints the numbers 1 to 5, one per line.",
-    )),
-    Kind("rewrite", "translation / rewriting", "the answer restates text the prompt already holds", (
-        "Rewrite in the past tense: I walk to the station, buy a ticket and wait for the train.",
-        "Translate into French: The cat sleeps on the warm chair by the window.",
-        "Make this sentence formal: hey, can u send me the report by friday? thx",
-    )),
-    Kind("extract", "summarization / extraction", "names, dates and phrases are copied from the prompt", (
-        "From this note, list the names and dates only: Anna meets Tom on 3 May. Lena calls Tom on 9 May.",
-        "Summarize in one sentence: The library opens at nine. It closes at six. On Sundays it is closed.",
-        "Which city is mentioned in this text? 'After the rain, the streets of Lisbon shone under the lamps.'",
-    )),
-    Kind("chat", "questions / chat", "short factual answers, partly predictable", (
-        "What is the capital of Japan?",
-        "Hi! How are you today?",
-        "Why is the sky blue? Answer in two sentences.",
-    )),
-    Kind("math", "arithmetic / math", "digits are hard to guess; the words around them are not", (
-        "What is 17 + 25? Show the steps.",
-        "A box holds 6 eggs. How many eggs are in 7 boxes?",
-        "Solve for x: 3x + 4 = 19.",
-    )),
-    Kind("story", "open-ended story", "many continuations are good, so the draft guesses less often", (
-        "Write the opening of a story about a lighthouse keeper who finds a message in a bottle.",
-        "Tell a short tale about a robot learning to paint.",
-        "Invent a legend about why the moon changes shape.",
-    )),
-)  # fmt: skip
+KINDS_FILE = ASSETS / "workload_kinds.json"  # the kinds and their prompts, written for specviz
+KINDS = tuple(
+    Kind(k["key"], k["label"], k["why"], tuple(k["prompts"]))
+    for k in json.loads(KINDS_FILE.read_text(encoding="utf-8"))["kinds"]
+)
 KIND_KEYS = tuple(k.key for k in KINDS)
 
 CSV_COLUMNS = (
