@@ -205,12 +205,14 @@ class Explanation:
 
     paper: float  # tau(alpha, gamma) / (gamma c + 1), Thm 3.8
     predicted: float  # tau(alpha, gamma) / (gamma c + v)
-    measured: float  # the median of the run's timed pairs
-    low: float
-    high: float
-    pairs: int
+    spread: Any  # the run's timed pairs (specviz.traces.speedup.Spread): their median and range
     rows: list[tuple[str, float, float]]  # (what, the formula's value, the run's value)
     causes: list[str]  # the rows that part by more than CAUSE_SHARE, in words
+
+    measured = property(lambda self: self.spread.median)  # the median of the run's timed pairs
+    low = property(lambda self: self.spread.low)
+    high = property(lambda self: self.spread.high)
+    pairs = property(lambda self: self.spread.pairs)
 
     @property
     def within(self) -> bool:
@@ -260,17 +262,8 @@ def explain_measurement(point: dict[str, Any]) -> Explanation | None:
         ("the target alone's cost per token in steps", 1.0, point["alone_token_steps"]),
     ]
     causes = [_cause(*row) for row in rows if abs(row[2] - row[1]) > CAUSE_SHARE * abs(row[1])]
-    spread = point["spread"]
-    return Explanation(
-        paper=walltime_improvement(alpha, gamma, c),
-        predicted=walltime_improvement(alpha, gamma, c, v),
-        measured=spread.median,
-        low=spread.low,
-        high=spread.high,
-        pairs=spread.pairs,
-        rows=rows,
-        causes=causes,
-    )
+    predicted = walltime_improvement(alpha, gamma, c, v)
+    return Explanation(walltime_improvement(alpha, gamma, c), predicted, point["spread"], rows, causes)
 
 
 def _cause(what: str, formula: float, run: float) -> str:
