@@ -51,8 +51,10 @@ def throughput_figure(result: ServingResult) -> go.Figure:
     fig = house_figure()
     for mode in MODES:
         _line(fig, result, mode, "tokens_per_s", "B %{x}: %{y:.1f} tokens/s in all")
-    if (b := result.crossover()) is not None:
-        fig.add_vline(x=b, line={"color": PREDICTION_COLOR, "dash": "dot"}, annotation_text=f"B = {b}: no gain")
+    if (b := result.crossover()) is not None:  # a trace, not add_vline: its label stretched the log axis
+        top = max(c["tokens_per_s"] or 0 for c in result.cells)
+        fig.add_scatter(x=[b, b], y=[0, top], mode="lines", name=f"B = {b}: speculation stops paying",
+                        line={"color": PREDICTION_COLOR, "dash": "dot"}, hoverinfo="skip")  # fmt: skip
     return _by_batch(fig, result, "Total tokens/s of all B requests", "tokens/s (all requests)")
 
 
