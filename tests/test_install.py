@@ -7,6 +7,7 @@ match the ones the rest of the suite tests (and torch stays the CPU build that l
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -82,6 +83,8 @@ def test_the_wheel_carries_the_weights_assets_pages_and_the_command(installed):
         "specviz/assets/lesson/lesson.zh.json",
         "specviz/assets/examples/01-default.json",
         "specviz/assets/race.json",
+        "specviz/assets/workloads.json",
+        "specviz/assets/kv_cache.json",
         "specviz/assets/paper/leviathan_2023_table_4.csv",
         "specviz_app/app.py",
         "specviz_app/app_pages/playground.py",
@@ -165,7 +168,8 @@ def test_specviz_app_serves_the_app_from_the_installed_package(installed):
         )  # fmt: skip
         assert look.returncode == 0, look.stderr[-3000:]
         text = look.stdout
-        assert "Speculative decoding in ten steps" in text and "Step 1 of 10" in text
+        english = json.loads((ROOT / "specviz/assets/lesson/lesson.en.json").read_text(encoding="utf-8"))
+        assert english["title"] in text and f"Step 1 of {len(english['steps'])}" in text
         assert "not shipped" not in text and "Reinstall specviz" not in text and "Traceback" not in text
     finally:
         proc.terminate()

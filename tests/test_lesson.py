@@ -313,3 +313,95 @@ def test_presenter_figures_use_large_dark_type(language):
 def test_the_reading_view_keeps_its_figures_as_they_were():
     fig = lesson.shown_for("pays", REC, "en").figure
     assert fig.layout.height == 400 and "<br>" not in fig.layout.yaxis.title.text
+
+
+# ----- the second half (issue 38, item 4): numbers from the recordings the pages open on ------------
+
+
+def note_numbers(kind: str, language: str = "en") -> list[float]:
+    """The bold numbers of a step's notes, in order."""
+    text = " ".join(t for _, t in lesson.shown_for(kind, REC, language).notes)
+    return [float(x) for x in re.findall(r"\*\*(\d+(?:\.\d+)?)×?\*\*", text)]
+
+
+@pytest.mark.parametrize("language", list(lesson.LANGUAGES))
+def test_the_second_half_follows_the_first_with_the_same_steps_in_both_languages(language):
+    steps = lesson.load_lesson(language)["steps"]
+    assert [s["id"] for s in steps[-4:]] == ["layers", "task", "system", "family"]
+    assert [s["id"] for s in steps] == [s["id"] for s in lesson.load_lesson("en")["steps"]]
+    assert set(lesson.load_lesson(language)["notes"]) == set(lesson.load_lesson("en")["notes"])
+
+
+def test_the_layers_step_quotes_the_kv_cache_comparison():
+    """No cache, cache, cache + speculative: each speedup recomputed from the recorded wall times."""
+    import json
+    import statistics
+
+    from specviz.labs import kv_cache
+
+    data = json.loads(kv_cache.ASSET.read_text(encoding="utf-8"))
+    per_token = {r["mode"]: statistics.median(r["wall_ms"]) / len(r["tokens"]) for r in data["runs"]}
+    cache, spec, total = note_numbers("layers")
+    assert cache == pytest.approx(per_token["no_cache"] / per_token["kv_cache"], abs=0.06)
+    assert spec == pytest.approx(per_token["kv_cache"] / per_token["speculative"], abs=0.006)
+    assert total == pytest.approx(per_token["no_cache"] / per_token["speculative"], abs=0.06)
+
+
+def test_the_task_step_quotes_the_workloads_recording():
+    """The hybrid's best and worst kind of task and the weak draft's kinds below 1×, from the JSON."""
+    import json
+
+    from specviz.engine.models import HYBRID_DRAFT, TRAINED_DRAFT
+    from specviz.labs import workloads
+
+    cells = json.loads(workloads.RECORDING.read_text(encoding="utf-8"))["cells"]
+    hybrid = {c["kind"]: c["speedup"] for c in cells if c["draft"] == HYBRID_DRAFT}
+    weak = [c["speedup"] for c in cells if c["draft"] == TRAINED_DRAFT]
+    best, worst = note_numbers("task")
+    assert best == pytest.approx(max(hybrid.values()), abs=0.006) and best > 1
+    assert worst == pytest.approx(min(hybrid.values()), abs=0.006)
+    text = lesson.shown_for("task", REC).notes[0][1]
+    assert f"on {max(hybrid, key=hybrid.get)} but" in text and f"on {min(hybrid, key=hybrid.get)};" in text
+    assert f"below 1× on {sum(s < 1 for s in weak)} of {len(weak)} kinds" in text
+
+
+def test_the_system_step_counts_what_each_iteration_kept_and_threw_away():
+    """Kept: accepted drafts and the target's token; thrown away: every other draft made."""
+    its = REC.trace.iterations
+    kept = [it["accepted_count"] + (it["correction"] is not None) for it in its]
+    assert sum(kept) == REC.trace.summary["new_tokens"]
+    thrown = sum(len(it["drafts"]) - it["accepted_count"] for it in its)
+    text = lesson.shown_for("system", REC).notes[0][1]
+    assert f"{len(its)} iterations, each writing {min(kept)} to {max(kept)} tokens" in text, text
+    assert f"{thrown} of its {sum(len(it['drafts']) for it in its)} drafts were thrown away" in text, text
+    fig = lesson.shown_for("system", REC).figure
+    assert [list(t.y) for t in fig.data] == [kept, [len(it["drafts"]) - it["accepted_count"] for it in its]]
+
+
+def test_the_family_step_quotes_the_race_and_leaves_the_target_drafting_for_itself_out():
+    import json
+
+    from specviz.engine.models import SELF_DRAFT
+    from specviz.labs import race
+
+    rows = [r for r in json.loads(race.RECORDING.read_text(encoding="utf-8"))["rows"] if r["draft"] != SELF_DRAFT]
+    per_pass = [r["tokens_per_iteration"] for r in rows]
+    high, low, speedup = note_numbers("family")
+    assert high == pytest.approx(max(per_pass), abs=0.006) and low == pytest.approx(min(per_pass), abs=0.006)
+    assert speedup == pytest.approx(max(rows, key=lambda r: r["tokens_per_iteration"])["speedup"], abs=0.006)
+    bars = lesson.shown_for("family", REC).figure.data[0]
+    assert list(bars.y) == per_pass and len(bars.x) == len(rows)
+
+
+@pytest.mark.parametrize("language", list(lesson.LANGUAGES))
+def test_the_second_half_links_to_pages_the_app_has(language):
+    """Each difficulty links to the page that measures it, by the page's url path (its file's name)."""
+    from specviz_app.render import PAGES_DIR
+
+    pages = {p.stem for p in PAGES_DIR.glob("*.py")}
+    links = {}
+    for kind in ("task", "system", "family"):
+        for _, text in lesson.shown_for(kind, REC, language).notes:
+            links.update(dict.fromkeys(re.findall(r"\]\(([^)]+)\)", text), kind))
+    assert {"drafts", "workloads", "inspector", "timeline", "serving"} <= set(links), links
+    assert set(links) <= pages, sorted(set(links) - pages)

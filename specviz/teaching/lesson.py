@@ -17,7 +17,9 @@ the text; the curves of step 9 and 10 are for the drafts the text names (GOOD_DR
 Recordings (assets/): `lesson_trace.json` is the main example, recorded with a pair that is faster
 than the target alone on this machine, with its target-alone baseline beside it;
 `lesson_contrast.json` (optional) is the same prompt with a weak draft, shown where the lesson
-explains when drafting does not pay.
+explains when drafting does not pay. The second half quotes the recordings its pages open on: the
+KV-cache comparison (specviz.labs.kv_cache), the Workloads run (specviz.labs.workloads) and the
+race of drafters (specviz.labs.race); a copy without one shows a note in place of that figure.
 """
 
 from __future__ import annotations
@@ -32,10 +34,12 @@ from typing import Any
 import plotly.graph_objects as go
 
 from specviz.config import DEFAULT_GAMMA
+from specviz.engine.models import HYBRID_DRAFT, TRAINED_DRAFT
 from specviz.errors import SpecvizError, TraceError
-from specviz.labs import theory
+from specviz.labs import kv_cache, race, theory, workloads
 from specviz.shipped import ASSETS
 from specviz.teaching.charts import bonus_figure, draft_figure, residual_figure, timeline_figure
+from specviz.teaching.charts import kv_cache as kv_charts
 from specviz.teaching.charts import lesson as lesson_charts
 from specviz.teaching.charts.timeline import time_to_tokens_ms, tokens_in_common
 from specviz.teaching.charts.tokens import draft_facts, iteration_tokens, md_escape
@@ -269,12 +273,89 @@ def _not(rec: Recordings, lang: str) -> Shown:
     return Shown(shown_notes, None, timeline_figure(rec.contrast, rec.contrast_baseline, lang))
 
 
+# ----- the second half: where it sits, what makes it hard, the family it opened --------------------
+
+
+def _missing(name: str, notes: dict[str, str]) -> Shown:
+    return Shown([("info", notes["no_recording"].format(name=name))])
+
+
+def _layers(rec: Recordings, lang: str) -> Shown:
+    """No KV cache, the KV cache, and speculative decoding on top: they compose (measured)."""
+    notes = notes_text(lang)
+    try:
+        comparison = kv_cache.load_comparison()
+    except SpecvizError:
+        return _missing(kv_cache.ASSET.name, notes)
+    text = notes["layers"].format(
+        cpu=comparison.machine.get("cpu", "?"), tokens=len(comparison.run("kv_cache").tokens),
+        cache=comparison.speedup("kv_cache"), spec=comparison.speedup("speculative", "kv_cache"),
+        total=comparison.speedup("speculative"), same=notes["layers_same"] if comparison.identical else "",
+    )  # fmt: skip
+    figure = lesson_charts.compact_comparison(kv_charts.comparison_figure(comparison, lang), comparison, lang)
+    return Shown([("caption", text)], None, figure)
+
+
+def _task(rec: Recordings, lang: str) -> Shown:
+    """Difficulties 1 and 3: the default draft and a weak one, measured per kind of task."""
+    notes, w = notes_text(lang), words(lang)
+    result = workloads.shipped()
+    speed = {k: (result.cell(k, HYBRID_DRAFT) or {}).get("speedup") for k in result.kinds()} if result else {}
+    speed = {k: v for k, v in speed.items() if v is not None}
+    if not speed:
+        return _missing(workloads.RECORDING.name, notes)
+    best, worst = max(speed, key=speed.__getitem__), min(speed, key=speed.__getitem__)
+    weak = [(result.cell(k, TRAINED_DRAFT) or {}).get("speedup") for k in result.kinds()]
+    weak = [v for v in weak if v is not None]
+    cfg = result.config
+    text = notes["task"].format(
+        cpu=cfg.get("cpu", "?"), temperature=cfg.get("temperature", 0), best=speed[best], worst=speed[worst],
+        best_kind=w.get(f"kind_{best}", best), worst_kind=w.get(f"kind_{worst}", worst),
+        below=sum(v < 1 for v in weak), kinds=len(weak),
+    )  # fmt: skip
+    figure = lesson_charts.task_figure(result, (HYBRID_DRAFT, TRAINED_DRAFT), lang)
+    return Shown([("caption", text), ("markdown", notes["task_links"])], None, figure)
+
+
+def _system(rec: Recordings, lang: str) -> Shown:
+    """Difficulties 2 and 4: each iteration of the example keeps and throws away its own count."""
+    notes, its = notes_text(lang), rec.trace.iterations
+    kept, dropped = zip(*(lesson_charts.kept_and_dropped(it) for it in its), strict=True)
+    text = notes["system"].format(
+        iterations=len(its), low=min(kept), high=max(kept), dropped=sum(dropped),
+        drafted=sum(len(it["drafts"]) for it in its),
+    )  # fmt: skip
+    figure = lesson_charts.system_figure(its, lang)
+    return Shown([("caption", text), ("markdown", notes["system_links"])], None, figure)
+
+
+def _family(rec: Recordings, lang: str) -> Shown:
+    """The drafters specviz runs, each a member of the family, by tokens per target pass (the race)."""
+    notes = notes_text(lang)
+    result = race.shipped()
+    rows = [r for r in result["rows"] if r["draft"] in lesson_charts.DRAFTER_WORDS] if result else []
+    if not rows:
+        return _missing(race.RECORDING.name, notes)
+    low, high = (f(rows, key=lambda r: r["tokens_per_iteration"]) for f in (min, max))
+    text = notes["family"].format(
+        high=high["tokens_per_iteration"], high_name=lesson_charts.drafter_name(high["draft"], lang),
+        low=low["tokens_per_iteration"], low_name=lesson_charts.drafter_name(low["draft"], lang),
+        speedup=high["speedup"],
+    )  # fmt: skip
+    return Shown([("caption", text), ("markdown", notes["family_links"])], None,
+                 lesson_charts.family_figure(result, lang))  # fmt: skip
+
+
 FIGURES: dict[str, Callable[[Recordings, str], Shown]] = {
     "serial": _serial,
     "timeline": _timeline,
     **{kind: _iteration_part(kind) for kind in ("draft", "verify", "decide", "resample", "bonus", "unchanged")},
     "pays": _pays,
     "not": _not,
+    "layers": _layers,
+    "task": _task,
+    "system": _system,
+    "family": _family,
 }
 
 

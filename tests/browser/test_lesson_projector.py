@@ -28,7 +28,11 @@ pytestmark = pytest.mark.browser
 VIEWPORT = (1280, 720)
 MAX_PAGE_PX = 760
 MIN_TEXT_PX = 20
-STEPS = 10
+STEPS = len(load_lesson("en")["steps"])  # the second half (issue 38) included
+# The steps whose notes link to the pages that measure what they teach (issue 38, item 4): the
+# links sit beside the figure, not in the folded text, so a teacher can click them while projecting.
+LINKED = {step: s["figure"] for step, s in enumerate(load_lesson("en")["steps"], 1) if s["figure"] in
+          ("task", "system", "family")}  # fmt: skip
 
 # Everything the checks read, in one round trip: the page's scroll height (Streamlit scrolls its
 # main section, not the document, so take the tallest of the candidates) and where its content
@@ -102,6 +106,8 @@ def test_every_step_fits_a_projector_and_reads_from_the_back(new_page, lang):
         for name in ("title", "figure", "takeaway"):
             if m[name] is None or m[name] > VIEWPORT[1]:
                 problems.append(f"{where}: the {name} ends at {m[name]} px, below the screen")
+        if step in LINKED and not page.locator(".st-key-lesson_notes a[href]").count():
+            problems.append(f"{where}: no link beside the figure to the page that measures it")
         if "**" in m["visible"]:
             problems.append(f"{where}: literal ** in the text")
         small = [(size, text) for size, _, text in m["texts"] if size < MIN_TEXT_PX]

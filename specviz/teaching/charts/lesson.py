@@ -1,6 +1,8 @@
 """Figures only the lesson needs: picking the iterations to teach from a trace, the picture of
-why the output is unchanged, min(p, q) + max(0, p - q) = p, at one drafted position, and the
-restyling of any lesson figure for a projector (large dark type, titles that fit).
+why the output is unchanged, min(p, q) + max(0, p - q) = p, at one drafted position, the second
+half's measured pictures (the speedup by kind of task, what each iteration keeps and throws away,
+the drafters' tokens per target pass), and the restyling of any lesson figure for a projector
+(large dark type, titles that fit).
 
 Pure functions of plain trace data: no torch, no streamlit.
 """
@@ -14,11 +16,14 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from specviz.engine.models import HEAD_DRAFT, HYBRID_DRAFT, NGRAM_DRAFT, TRAINED_DRAFT
+from specviz.labs.workloads import OFFLINE_DRAFTS, WorkloadsResult
 from specviz.teaching.charts import theory as theory_charts
 from specviz.teaching.charts.inspector import MAX_BARS, add_token_bars
 from specviz.teaching.charts.style import P_COLOR, RESIDUAL_COLOR, STATUS_COLORS, house_figure, titled
 from specviz.teaching.charts.tokens import label_token, token_text
 from specviz.teaching.charts.words import words
+from specviz.teaching.charts.workloads import DRAFT_COLORS
 
 PROJECTOR_PX = 20  # the smallest type read from the back of a classroom
 PROJECTOR_TITLE_PX = 22
@@ -138,6 +143,100 @@ def pays_figure(alpha: float, c: float, gamma: int, lang: str = "en") -> go.Figu
     for t in fig.data:
         if t.name == yours:
             t.name = EXAMPLE_GAMMA.get(lang, EXAMPLE_GAMMA["en"]).format(gamma=gamma)
+    return fig
+
+
+# The drafters' names on the second half's charts (words.py), each in the Workloads page's colour.
+# Keys: "drafter_<short>" (its name) and "family_<short>" (its name as a member of the family).
+DRAFTER_WORDS = {HYBRID_DRAFT: "hybrid", HEAD_DRAFT: "head", NGRAM_DRAFT: "ngram", TRAINED_DRAFT: "trained"}
+
+
+def drafter_color(draft: str) -> str:
+    """The colour the Workloads page gives `draft`, so the lesson's charts and the page agree."""
+    order = OFFLINE_DRAFTS.index(draft) if draft in OFFLINE_DRAFTS else len(OFFLINE_DRAFTS)
+    return DRAFT_COLORS[order % len(DRAFT_COLORS)]
+
+
+def drafter_name(draft: str, lang: str = "en") -> str:
+    """A drafter's name in `lang` (words.py), its own name for one the lesson does not name."""
+    short = DRAFTER_WORDS.get(draft)
+    return words(lang)[f"drafter_{short}"] if short else draft
+
+
+def task_figure(result: WorkloadsResult, drafts: tuple[str, ...], lang: str = "en") -> go.Figure:
+    """The measured speedup over the target alone per kind of task (a recorded Workloads run), one
+    bar per drafter in `drafts`, with the 1× line: where drafting pays depends on the task and the draft."""
+    w = words(lang)
+    kinds = result.kinds()
+    x = [w.get(f"kind_{k}", k) for k in kinds]
+    fig = house_figure()
+    for draft in drafts:
+        speedups = [(result.cell(k, draft) or {}).get("speedup") for k in kinds]
+        fig.add_bar(
+            x=x, y=speedups, name=drafter_name(draft, lang), marker_color=drafter_color(draft),
+            hovertemplate="%{x}: %{y:.2f}×<extra></extra>",
+        )  # fmt: skip
+    fig.add_hline(y=1.0, line_dash="dash", line_color="#424242")
+    fig.update_layout(barmode="group", height=400, title=titled(w["task_title"]))
+    fig.update_yaxes(title=w["task_y"], rangemode="tozero")
+    fig.update_xaxes(title=w["task_x"], tickangle=0)
+    return fig
+
+
+def kept_and_dropped(it: dict[str, Any]) -> tuple[int, int]:
+    """One iteration's tokens written (its accepted drafts and the target's own token, if any) and
+    its drafts thrown away (rejected or never checked: their cache rows are rolled back). A tree's
+    other branches are thrown away too; only the kept branch is counted here."""
+    accepted = it["accepted_count"]
+    return accepted + (1 if it.get("correction") else 0), len(it["drafts"]) - accepted
+
+
+def system_figure(iterations: list[dict[str, Any]], lang: str = "en") -> go.Figure:
+    """Per iteration of a trace, stacked: the tokens it kept and the drafts it threw away, so the
+    uneven step of each iteration (and the cache roll-back behind it) shows at a glance."""
+    w = words(lang)
+    counts = [kept_and_dropped(it) for it in iterations]
+    x = [it["index"] + 1 for it in iterations]
+    fig = house_figure()
+    fig.add_bar(x=x, y=[k for k, _ in counts], name=w["system_kept"], marker_color=STATUS_COLORS["accepted"],
+                hovertemplate="%{x}: %{y}<extra></extra>")  # fmt: skip
+    fig.add_bar(x=x, y=[d for _, d in counts], name=w["system_dropped"], marker_color=STATUS_COLORS["rejected"],
+                hovertemplate="%{x}: %{y}<extra></extra>")  # fmt: skip
+    fig.update_layout(barmode="stack", height=400, title=titled(w["system_title"]), legend_traceorder="normal")
+    fig.update_yaxes(title=w["system_y"], dtick=1)
+    fig.update_xaxes(title=w["system_x"])
+    return fig
+
+
+def family_figure(race: dict[str, Any], lang: str = "en") -> go.Figure:
+    """Tokens per target pass of each drafter in a recorded race (the target drafting for itself left
+    out: it is no member of the family), each bar labelled with its value."""
+    w = words(lang)
+    rows = [r for r in race["rows"] if r["draft"] in DRAFTER_WORDS]
+    names = [w[f"family_{DRAFTER_WORDS[r['draft']]}"] for r in rows]
+    values = [r["tokens_per_iteration"] for r in rows]
+    fig = house_figure()
+    fig.add_bar(
+        x=names, y=values, text=[f"{v:.2f}" for v in values], textposition="outside", cliponaxis=False,
+        marker_color=[drafter_color(r["draft"]) for r in rows], showlegend=False,
+        hovertemplate="%{x}: %{y:.2f}<extra></extra>",
+    )  # fmt: skip
+    fig.update_layout(height=400, title=titled(w["family_title"].format(**race["config"])))
+    fig.update_yaxes(title=w["family_y"], rangemode="tozero", range=[0, max(values, default=1) * 1.2])
+    fig.update_xaxes(title=w["family_x"], tickangle=0)
+    return fig
+
+
+def compact_comparison(fig: go.Figure, comparison: Any, lang: str = "en") -> go.Figure:
+    """The KV-cache comparison (charts.kv_cache.comparison_figure of `comparison`) made to fit beside
+    the lesson's takeaway: each way named without its explanation (the step's text gives it), each
+    bar labelled only with how many times faster than no cache it ran, and the axis with its own
+    title only (the notes beside it say where it was measured and that the tokens agree). In place."""
+    bars = fig.data[0]
+    bars.y = [re.split(r": |：", str(name))[0].replace(" + ", " +<br>") for name in bars.y]
+    no_cache = comparison.run("no_cache").ms_per_token
+    bars.text = [f"{no_cache / run.ms_per_token:.1f}×" for run in comparison.runs]
+    fig.update_xaxes(title=words(lang)["kv_x"])
     return fig
 
 
