@@ -7,7 +7,7 @@ in the trace:
     (3) accept/reject each draft with min(1, p/q) against a uniform draw r
     (4) resample from the residual at the first rejection, or draw a bonus token
     (5) roll the target's KV cache back to the accepted prefix (the drafter rolls its own back
-        at its next proposal)
+        at its next proposal); the trace's `cache` records both caches' lengths (`_cache_rows`)
 
 A drafter may propose a tree (specviz.drafters.draft_tree): k branches of g drafts that start
 with different first tokens; a chain is the tree of one branch. Step (2) then verifies every
@@ -158,6 +158,7 @@ class Step:
     rejected_first: list[FirstTest] | None = None  # a draft tree's first tokens rejected before the kept one
     gamma: int = 0  # the most drafts this iteration could make (the run's gamma, less near max_new_tokens)
     report: DraftReport | None = None  # the drafter's account of its proposal (None: a drafter without one)
+    cache: dict | None = None  # the caches' lengths through the iteration (_cache_rows; None: the baseline)
 
 
 def speculative_iteration(
@@ -165,13 +166,16 @@ def speculative_iteration(
 ) -> Step:
     """Algorithm 1, one iteration. `lap(phase)` marks the end of the draft and verify phases."""
     # (1) draft gamma tokens: a tree of k branches (a chain is k = 1; the lab's variants draft chains).
+    draft_rows = getattr(drafter, "cache_rows", None)  # None: a drafter with no cache (the n-gram)
     tree, q_tree = _draft(state, drafter, gamma, rule == "exact", eos)  # [k, g], [k, g, V]
     lap("draft")
 
     # (2) verify: one target pass gives p at every draft of every branch and at the position after;
     # keep one branch, scored from here on as a chain.
     feature_layers = drafter.feature_layers if drafter.reads_features else None
+    target_rows = [state.cache.get_seq_length()]  # the cache's length: before, after the pass, after (5)
     logits, features = state.forward(tree, feature_layers)  # [1 + k*g, V], [T, (n+1)D] or None
+    target_rows.append(state.cache.get_seq_length())
     kept = keep_branch(tree, q_tree, probabilities(logits, sampling), generator, sampling.greedy, eos)
 
     # (3) accept with min(1, p/q) against r; (4) resample from the residual, or the bonus.
@@ -184,13 +188,26 @@ def speculative_iteration(
     emitted = _emitted(kept.drafts[:n], correction)
     first_fed, unseen = state.seen, state.seq.shape[0] - state.seen
     state.accept(emitted, kept.rows[:n], tree.shape[0])
+    cache = _cache_rows(target_rows + [state.cache.get_seq_length()], drafter, draft_rows, gamma)
     if drafter.reads_features:  # features of the positions still on the text: the context and accepted drafts
         on_text = torch.cat([torch.arange(unseen, device=state.device), unseen + kept.rows[:n]])
         drafter.observe(features[on_text], first_fed)
     return Step(
         kept.drafts, kept.q, kept.p, verdict, correction, emitted, ended, kept.index, kept.others, kept.rejected,
-        gamma, getattr(drafter, "report", None),
+        gamma, getattr(drafter, "report", None), cache,
     )  # fmt: skip
+
+
+def _cache_rows(target_rows: list[int], drafter, draft_before: int | None, gamma: int) -> dict:
+    """The trace's `cache` (specviz.traces.trace): the caches' lengths as the engine left them. The
+    target's before its pass, after it and after (5)'s roll-back; the draft's before it drafted, after
+    its roll-back (drafters roll back lazily, at the start of their next proposal) and after drafting."""
+    draft = None
+    if draft_before is not None:  # a drafter asked for nothing (gamma 0) was not called: nothing moved
+        kept = drafter.cache_kept if gamma > 0 else draft_before
+        draft = {"before": draft_before, "after_rollback": kept, "after_draft": drafter.cache_rows}
+    before, after_pass, after_rollback = target_rows
+    return {"target": {"before": before, "after_pass": after_pass, "after_rollback": after_rollback}, "draft": draft}
 
 
 def target_step(state: TargetState, sampling: SamplingConfig, generator, eos, lap) -> Step:

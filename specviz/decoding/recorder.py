@@ -41,6 +41,8 @@ class IterationRecorder:
         }
         if self.speculative:  # how many of gamma were drafted, by which drafter, and why it stopped
             record["drafting"] = self.drafting(step)
+        if step.cache is not None:  # the caches' lengths: rows written, kept and rolled back
+            record["cache"] = step.cache
         if step.other_branches is not None:  # a draft tree: which branch was kept, and the others
             record["tree"] = self.tree(step)
         return record

@@ -37,12 +37,18 @@ class HeadDrafter:
     def kernels(self) -> dict:
         return self.head.kernels
 
+    @property
+    def cache_rows(self) -> int:
+        """Entries in its KV cache now (the decoder records them per iteration: trace field `cache`)."""
+        return self.cache.length
+
     def start(self, sampling: SamplingConfig, generator: torch.Generator, vocab_size: int) -> None:
         from specviz.engine.draft_head import HeadCache
 
         self.sampling, self.generator, self.vocab_size = sampling, generator, vocab_size
         self.cache = HeadCache()
         self.true_entries = 0  # leading cache entries that read true target features
+        self.cache_kept = 0  # entries the latest proposal kept before writing (its roll-back's length)
         # [n, D] the head's input features of positions 0..n-1 (f, or the fused layers: head.fused)
         self.features = torch.empty(0, self.head.cfg.hidden, device=self.head.embed.device)
 
@@ -52,6 +58,7 @@ class HeadDrafter:
     def propose(self, context: torch.Tensor, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
         length = context.shape[0]
         device = self.features.device
+        self.cache_kept = self.cache.length  # nothing rolled back unless _catch_up runs
         if self.features.shape[0] < length - 1:  # no features for this text yet
             self.report = DraftReport("head", "no_features")
             return torch.empty(0, dtype=torch.long, device=device), torch.empty(0, self.vocab_size, device=device)
@@ -78,6 +85,7 @@ class HeadDrafter:
         without replacement (q_b is q without the earlier candidates, renormalised), continued by
         sampling. Fewer branches when q holds fewer tokens."""
         length = context.shape[0]
+        self.cache_kept = self.cache.length  # nothing rolled back unless _catch_up runs
         if self.branches == 1 or gamma == 0 or self.features.shape[0] < length - 1:
             tokens, q = self.propose(context, gamma)
             return tokens[None], q[None]
@@ -143,6 +151,7 @@ class HeadDrafter:
         last step's (f^ [T, D], subset logits [T, S]): its last row predicts the first draft."""
         length = context.shape[0]
         self.cache.crop(self.true_entries)
+        self.cache_kept = self.cache.length
         start = self.true_entries  # catch up entries start..length-2 on true features
         f, logits = self.head.step(self.features[start : length - 1], context[start + 1 :], start + 1, self.cache)
         self.true_entries = length - 1

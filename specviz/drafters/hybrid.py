@@ -31,6 +31,17 @@ class HybridDrafter:
     def kernels(self) -> dict:
         return self.head_drafter.kernels
 
+    @property
+    def cache_rows(self) -> int:
+        """The head's cache (the lookup has none)."""
+        return self.head_drafter.cache_rows
+
+    @property
+    def cache_kept(self) -> int:
+        """What the head's latest roll-back left; all of it when the lookup drafted (the head was not called)."""
+        head = self.head_drafter
+        return head.cache_kept if self.report.source == "head" else head.cache_rows
+
     def start(self, sampling: SamplingConfig, generator: torch.Generator, vocab_size: int) -> None:
         self.ngram.start(sampling, generator, vocab_size)
         self.head_drafter.start(sampling, generator, vocab_size)

@@ -30,11 +30,17 @@ class ModelDrafter:
     def kernels(self) -> dict:
         return self.loaded.kernels
 
+    @property
+    def cache_rows(self) -> int:
+        """Positions in its KV cache now (the decoder records them per iteration: trace field `cache`)."""
+        return self._cache.get_seq_length() if self._cache is not None else 0
+
     def start(self, sampling: SamplingConfig, generator: torch.Generator, vocab_size: int) -> None:
         from transformers import DynamicCache
 
         self.sampling, self.generator, self.vocab_size = sampling, generator, vocab_size
         self._cache = DynamicCache(config=self.loaded.model.config)
+        self.cache_kept = 0  # positions the latest proposal kept before writing (its roll-back's length)
         self._cached_ids = torch.empty(0, dtype=torch.long, device=self.loaded.model.device)
 
     def propose(self, context: torch.Tensor, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -44,6 +50,7 @@ class ModelDrafter:
         # context, because the last token must be fed to get the next distribution.
         keep = min(_common_prefix(self._cached_ids, context), context.shape[0] - 1)
         crop_cache(self._cache, keep)
+        self.cache_kept = keep  # what the roll-back left, before this proposal writes
         feed = context[keep:]  # [T] the tokens this cache has not seen
         tokens, qs = [], []
         for _ in range(gamma):

@@ -46,6 +46,12 @@ torch and round-trips through JSON unchanged. Field meanings (p is always the ta
                         out), "eos" (an end-of-sequence draft); null: it drafted all it was asked),
                         confidence and threshold (stop "confidence" only: the best branch's
                         confidence in its latest draft, below the head's min_confidence)
+      cache             optional (newer speculative traces): the KV caches' lengths in rows (token
+                        positions) as the engine left them. target: before (before the pass),
+                        after_pass, after_rollback (step 5: the text and the accepted drafts; the
+                        correction is written by the next pass); draft (null: a drafter with no
+                        cache, as the n-gram): before, after_rollback (a drafter rolls back at the
+                        start of its proposal), after_draft
     summary             iterations, drafted, accepted, acceptance_rate, mean_accepted_length,
                         alpha (mean beta over the positions the text reached: the accepted
                         drafts and the first rejected one of each iteration), wall_ms,
@@ -607,7 +613,30 @@ def _validate_iteration(data: dict, i: int, it: Any, position0: int) -> tuple[li
         _tree(it["tree"], f"{where}.tree")
     if "drafting" in it:
         _drafting(it["drafting"], f"{where}.drafting", len(drafts))
+    if "cache" in it:
+        _cache(it["cache"], f"{where}.cache")
     return drafts, n
+
+
+CACHE_STAGES = {
+    "target": ("before", "after_pass", "after_rollback"),
+    "draft": ("before", "after_rollback", "after_draft"),
+}
+
+
+def _cache(c: Any, where: str) -> None:
+    """An iteration's optional `cache` (see the module docstring): each length a whole number, the
+    target's pass only adding rows and its roll-back only removing them, the draft's likewise."""
+    _expect(isinstance(c, dict) and isinstance(c.get("target"), dict), where, "an object with a target object")
+    _expect(c.get("draft") is None or isinstance(c["draft"], dict), f"{where}.draft", "an object or null")
+    for side, stages in CACHE_STAGES.items():
+        if c.get(side) is None:
+            continue
+        rows = [_int(c[side].get(k), f"{where}.{side}.{k}", 0, TRACE_MAX_NEW_TOKENS * 4) for k in stages]
+        grows, shrinks = (1, 2) if side == "target" else (2, 1)  # which stage adds rows, which removes them
+        _expect(rows[grows] >= rows[grows - 1], f"{where}.{side}.{stages[grows]}", f"at least {stages[grows - 1]}")
+        before_it = stages[shrinks - 1]
+        _expect(rows[shrinks] <= rows[shrinks - 1], f"{where}.{side}.{stages[shrinks]}", f"at most {before_it}")
 
 
 def _validate_draft(config: dict, d: Any, where: str, j: int, n: int, position: int) -> None:

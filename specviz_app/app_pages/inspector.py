@@ -4,7 +4,9 @@ import time
 
 import streamlit as st
 
+from specviz.labs.kv_cache import ComparisonError, load_comparison
 from specviz.teaching.charts.drafting import run_summary
+from specviz.teaching.charts.kv_cache import cache_caption, cache_figure, comparison_figure
 from specviz.teaching.charts.step import step_view
 from specviz.teaching.charts.tokens import draft_facts
 from specviz_app import keys, render
@@ -70,6 +72,32 @@ def _iteration(trace, i: int) -> None:
     else:
         st.markdown(f"**{corr.title}** {corr.text}")
         st.plotly_chart(corr.figure, key=f"{keys.INSPECT_CORRECTION_PREFIX}{corr.kind}-{i}")
+    _kv_cache(trace, i - 1)
+
+
+def _kv_cache(trace, index: int) -> None:
+    """The iteration's KV-cache rows (specviz.teaching.charts.kv_cache), then the measured comparison
+    of no cache, the cache and the cache + speculative decoding (a recording: no model needed)."""
+    if trace.mode == "speculative":  # the baseline's one-token steps write one row and keep it
+        with st.container(border=True):
+            st.markdown("**The KV caches in this iteration**")
+            for line in cache_caption(trace, index):
+                st.caption(render.md_escape(line))
+            st.plotly_chart(cache_figure(trace, index))
+    with st.expander("No KV cache, KV cache, KV cache + speculative decoding: measured on one prompt"):
+        try:
+            comparison = load_comparison()
+        except ComparisonError as exc:
+            st.warning(str(exc))
+            return
+        st.plotly_chart(comparison_figure(comparison))
+        where = comparison.machine.get("recorded_with", "")
+        st.caption(
+            render.md_escape(
+                f"Prompt: {comparison.prompt!r}. Target {comparison.target}, draft {comparison.draft}, greedy. "
+                f"No cache runs the same forward over the whole text at every step. Recorded with {where}."
+            )
+        )
 
 
 def inspector() -> None:

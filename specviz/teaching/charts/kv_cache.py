@@ -148,16 +148,25 @@ def cache_figure(trace, i: int, language: str = "en") -> go.Figure:
             continue
         fig.add_bar(
             y=names, x=values, orientation="h", name=label, marker_color=color,
-            marker_pattern_shape="/" if key == "tree" else "", text=[v or "" for v in values],
-            textposition="inside", insidetextanchor="middle", hovertemplate=f"{label}: %{{x}}<extra></extra>",
+            marker_pattern_shape="/" if key == "tree" else "", text=[v or "" for v in values], textangle=0,
+            textposition="inside", insidetextanchor="end" if key == "before" else "middle",
+            hovertemplate=f"{label}: %{{x}}<extra></extra>",
         )  # fmt: skip
     fig.update_layout(
         title=titled(w["kv_rows_title"].format(i=i + 1)), barmode="stack", height=150 + 45 * len(sides),
-        xaxis_title=w["kv_rows_x"], yaxis={"autorange": "reversed"},
-        legend={"orientation": "h", "y": -0.45, "x": 0, "traceorder": "normal"},
+        xaxis={"title": w["kv_rows_x"], "range": _zoom([side for _, side in sides])},
+        yaxis={"autorange": "reversed"}, legend={"orientation": "h", "y": -0.45, "x": 0, "traceorder": "normal"},
         margin={"b": 90},
     )  # fmt: skip
     return fig
+
+
+def _zoom(sides: list[CacheSide]) -> list[float]:
+    """The x range: the rows written in full, with enough of those cached before to read as a bar
+    (a long text's thousand cached rows would shrink an iteration's few to a hairline)."""
+    written = max(side.written for side in sides)
+    start = max(0, min(side.before for side in sides) - max(12, 3 * written))
+    return [start, max(side.before + side.written for side in sides) + 0.5]
 
 
 def comparison_figure(comparison: Any, language: str = "en") -> go.Figure:
@@ -178,9 +187,10 @@ def comparison_figure(comparison: Any, language: str = "en") -> go.Figure:
     n = len(runs[0].tokens) if runs else 0
     same = w["kv_same"].format(n=n) if comparison.identical else w["kv_differ"]
     where = w["kv_where"].format(cpu=comparison.machine.get("cpu", "?"), rounds=comparison.rounds)
+    title = f"{w['kv_title'].format(n=n)}<br><sup>{same} · {where}</sup>"
     fig.update_layout(
-        title=titled(w["kv_title"].format(n=n)), height=300,
-        xaxis_title=f"{w['kv_x']} · {same} · {where}", yaxis={"autorange": "reversed"}, margin={"l": 20},
+        title=titled(title), height=320, xaxis_title=w["kv_x"], yaxis={"autorange": "reversed"},
+        margin={"l": 20, "t": 100},
     )  # fmt: skip
     fig.update_yaxes(automargin=True)
     return fig
