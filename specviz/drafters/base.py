@@ -21,7 +21,7 @@ STOP_REASONS = ("no_features", "confidence", "no_match", "match_end")
 class DraftReport:
     """What one proposal was, for the trace (specviz.traces.trace: an iteration's `drafting`)."""
 
-    source: str  # which drafter drafted: "head", "ngram", or "model" (a draft model, or the target itself)
+    source: str  # which drafter drafted: "head", "ngram", "suffix", or "model" (a draft model, or the target itself)
     stop: str | None = None  # STOP_REASONS: why fewer than asked; None: it drafted all it was asked
     confidence: float | None = None  # stop "confidence": the best branch's confidence in its latest draft
     threshold: float | None = None  # stop "confidence": the head's min_confidence it fell below

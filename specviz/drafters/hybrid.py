@@ -1,5 +1,6 @@
-"""The hybrid drafter: the n-gram draft when the context holds a match, else the draft head's
-chain or tree. Each iteration's q is the distribution its own drafter sampled from.
+"""The hybrid drafter: a lookup's draft when the context holds a match (the n-gram lookup, or the
+suffix trees of specviz.drafters.suffix), else the draft head's chain or tree. Each iteration's q is
+the distribution its own drafter sampled from.
 """
 
 from __future__ import annotations
@@ -7,21 +8,22 @@ from __future__ import annotations
 import torch
 
 from specviz.config import SamplingConfig
-from specviz.drafters.base import DraftReport
+from specviz.drafters.base import Drafter, DraftReport
 from specviz.drafters.head import HeadDrafter
 from specviz.drafters.ngram import NgramDrafter
 
 
 class HybridDrafter:
-    """The n-gram draft when the context holds a match of at least `min_ngram` tokens, else the head.
-    The head observes every verification either way, so it is always ready."""
+    """The lookup's draft when it matches, else the head. The lookup is the n-gram drafter (a match of
+    at least `min_ngram` tokens) unless another one-hot lookup is given (a SuffixDrafter). The head
+    observes every verification either way, so it is always ready."""
 
     reads_features = True
 
-    def __init__(self, head_drafter: HeadDrafter, name: str, min_ngram: int = 2):
+    def __init__(self, head_drafter: HeadDrafter, name: str, min_ngram: int = 2, lookup: Drafter | None = None):
         self.head_drafter, self.name = head_drafter, name
         self.feature_layers = head_drafter.feature_layers
-        self.ngram = NgramDrafter(max_ngram=3, min_ngram=min_ngram)
+        self.lookup = NgramDrafter(max_ngram=3, min_ngram=min_ngram) if lookup is None else lookup
 
     @property
     def branches(self) -> int:
@@ -43,7 +45,7 @@ class HybridDrafter:
         return head.cache_kept if self.report.source == "head" else head.cache_rows
 
     def start(self, sampling: SamplingConfig, generator: torch.Generator, vocab_size: int) -> None:
-        self.ngram.start(sampling, generator, vocab_size)
+        self.lookup.start(sampling, generator, vocab_size)
         self.head_drafter.start(sampling, generator, vocab_size)
 
     def observe(self, features: torch.Tensor, first_position: int) -> None:
@@ -51,19 +53,19 @@ class HybridDrafter:
 
     @property
     def report(self) -> DraftReport:
-        """The report of the drafter that drafted last: the n-gram's when it matched, else the head's."""
-        ngram = self.ngram.report
-        return ngram if ngram.stop != "no_match" else self.head_drafter.report
+        """The report of the drafter that drafted last: the lookup's when it matched, else the head's."""
+        lookup = self.lookup.report
+        return lookup if lookup.stop != "no_match" else self.head_drafter.report
 
     def propose(self, context: torch.Tensor, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
-        drafts, q = self.ngram.propose(context, gamma)
+        drafts, q = self.lookup.propose(context, gamma)
         if drafts.shape[0] > 0:
             return drafts, q
         return self.head_drafter.propose(context, gamma)
 
     def propose_tree(self, context: torch.Tensor, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """The n-gram chain when the context holds a match, else the head's tree."""
-        drafts, q = self.ngram.propose(context, gamma)
+        """The lookup's chain when the context holds a match, else the head's tree."""
+        drafts, q = self.lookup.propose(context, gamma)
         if drafts.shape[0] > 0:
             return drafts[None], q[None]
         return self.head_drafter.propose_tree(context, gamma)

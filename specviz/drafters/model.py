@@ -43,15 +43,19 @@ class ModelDrafter:
         self.cache_kept = 0  # positions the latest proposal kept before writing (its roll-back's length)
         self._cached_ids = torch.empty(0, dtype=torch.long, device=self.loaded.model.device)
 
-    def propose(self, context: torch.Tensor, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
-        model_device = self.loaded.model.device
-        context = context.to(model_device)
+    def roll_back(self, context: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """context [L] -> (context on the model's device [L], feed [T]: the tokens the cache has not seen),
+        the cache cropped to what is still valid."""
+        context = context.to(self.loaded.model.device)
         # (5) roll back to what is still valid: the longest common prefix, and never the whole
         # context, because the last token must be fed to get the next distribution.
         keep = min(_common_prefix(self._cached_ids, context), context.shape[0] - 1)
         crop_cache(self._cache, keep)
         self.cache_kept = keep  # what the roll-back left, before this proposal writes
-        feed = context[keep:]  # [T] the tokens this cache has not seen
+        return context, context[keep:]
+
+    def propose(self, context: torch.Tensor, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
+        context, feed = self.roll_back(context)  # [L], [T]
         tokens, qs = [], []
         for _ in range(gamma):
             logits = forward_logits(self.loaded.model, feed, self._cache, keep=1)[-1, : self.vocab_size]

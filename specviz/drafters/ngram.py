@@ -27,10 +27,7 @@ class NgramDrafter:
         tokens = lookup_continuation(context.tolist(), gamma, self.max_ngram, self.min_ngram)
         stop = None if len(tokens) == gamma else "match_end" if tokens else "no_match"
         self.report = DraftReport("ngram", stop)
-        drafted = torch.tensor(tokens, dtype=torch.long, device=context.device)  # [g], g may be 0
-        q = torch.zeros(len(tokens), self.vocab_size, device=context.device)
-        q[torch.arange(len(tokens)), drafted] = 1.0  # one-hot: the drafter is certain
-        return drafted, q
+        return one_hot_drafts(tokens, self.vocab_size, context.device)
 
     def observe(self, features: torch.Tensor, first_position: int) -> None:
         pass
@@ -47,3 +44,11 @@ def lookup_continuation(ids: list[int], gamma: int, max_ngram: int, min_ngram: i
             if ids[start : start + n] == pattern:
                 return ids[start + n : start + n + gamma]
     return []
+
+
+def one_hot_drafts(tokens: list[int], vocab_size: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """A lookup's drafts as the decoder takes them: (tokens [g] int64, q [g, V] one-hot), g may be 0."""
+    drafted = torch.tensor(tokens, dtype=torch.long, device=device)  # [g]
+    q = torch.zeros(len(tokens), vocab_size, device=device)
+    q[torch.arange(len(tokens)), drafted] = 1.0  # one-hot: the drafter is certain
+    return drafted, q

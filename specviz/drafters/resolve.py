@@ -10,7 +10,9 @@ from specviz.drafters.head import HeadDrafter, load_draft_head
 from specviz.drafters.hybrid import HybridDrafter
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.ngram import NgramDrafter
-from specviz.engine.models import LoadedModel, is_head, load_model
+from specviz.drafters.staged import StagedDrafter
+from specviz.drafters.suffix import SuffixDrafter
+from specviz.engine.models import HYBRID_SUFFIX_DRAFT, STAGED_DRAFT, TRAINED_DRAFT, LoadedModel, is_head, load_model
 
 
 def resolve_drafter(draft, target: LoadedModel, device=None, dtype=None) -> Drafter:
@@ -27,6 +29,13 @@ def resolve_drafter(draft, target: LoadedModel, device=None, dtype=None) -> Draf
         return ModelDrafter(target, name=SELF_DRAFT)
     if draft == HYBRID_DRAFT:
         return HybridDrafter(HeadDrafter(load_draft_head(HEAD_DRAFT, target), HEAD_DRAFT), HYBRID_DRAFT)
+    if draft == HYBRID_SUFFIX_DRAFT:  # suffix trees need a match of two tokens, as the hybrid's n-gram does
+        head = HeadDrafter(load_draft_head(HEAD_DRAFT, target), HEAD_DRAFT)
+        return HybridDrafter(head, HYBRID_SUFFIX_DRAFT, lookup=SuffixDrafter(min_match=2))
+    if draft == STAGED_DRAFT:  # the distilled draft, its own drafting guessed by n-gram lookup
+        loaded = load_model(TRAINED_DRAFT, device=device or target.device, dtype=dtype or target.dtype)
+        check_vocabulary(target, loaded)
+        return StagedDrafter(loaded, STAGED_DRAFT)
     if draft == PAPER_DRAFT:  # Algorithm 1 as the paper states it: one chain of gamma drafts, no early stop
         return HeadDrafter(load_draft_head(HEAD_DRAFT, target), PAPER_DRAFT, branches=1, min_confidence=0.0)
     if isinstance(draft, str) and is_head(draft):
@@ -40,8 +49,8 @@ def resolve_drafter(draft, target: LoadedModel, device=None, dtype=None) -> Draf
 
 
 def needs_no_model(draft) -> bool:
-    """A draft the decoder builds from its name alone, with no draft model to load: the n-gram,
-    self and hybrid strategies and the draft heads (resolve_drafter's named kinds)."""
-    from specviz.engine.models import HYBRID_DRAFT, NGRAM_DRAFT, SELF_DRAFT
+    """A draft the decoder builds from its name alone, with no draft model for the caller to load: the
+    named strategies (the staged one loads its own) and the draft heads (resolve_drafter's named kinds)."""
+    from specviz.engine.models import STRATEGIES
 
-    return isinstance(draft, str) and (draft in (NGRAM_DRAFT, SELF_DRAFT, HYBRID_DRAFT, PAPER_DRAFT) or is_head(draft))
+    return isinstance(draft, str) and (draft in (*STRATEGIES, PAPER_DRAFT) or is_head(draft))

@@ -38,6 +38,12 @@ HEAD_DRAFT = (
     "offline:specviz-head-smollm2"  # the draft head (specviz.engine.draft_head), trained by specviz.training.train_head
 )
 HYBRID_DRAFT = "hybrid"  # per iteration: the n-gram draft when the context holds a match, else the head
+# The hybrid with suffix trees (specviz.drafters.suffix) over the text and the process's earlier outputs
+# in place of the n-gram lookup; and the distilled draft staged (specviz.drafters.staged): its own drafting
+# guessed by n-gram lookup. Offered, not defaults: see docs/benchmarks.md, "Suffix trees and staged drafting".
+HYBRID_SUFFIX_DRAFT = "hybrid-suffix"
+STAGED_DRAFT = "staged"
+STRATEGIES = (NGRAM_DRAFT, SELF_DRAFT, HYBRID_DRAFT, HYBRID_SUFFIX_DRAFT, STAGED_DRAFT)  # draft names, not models
 # The default draft of the offline target, chosen by measurement (docs/benchmarks.md): on held-out
 # free-text prompts the hybrid is the fastest or level at T=0 (eight prompts, with the draft tree:
 # 1.50-1.55x against the head alone's 1.48-1.57x at one thread; as chains 1.40x against 1.24x at
@@ -55,7 +61,7 @@ def is_head(name: str) -> bool:
 def head_of(draft) -> str | None:
     """The draft head a named draft runs on (the hybrid's and the paper's is the shipped head), or
     None: a draft whose first iteration cannot draft, having no target features yet."""
-    if draft in (HYBRID_DRAFT, PAPER_DRAFT):
+    if draft in (HYBRID_DRAFT, HYBRID_SUFFIX_DRAFT, PAPER_DRAFT):
         return HEAD_DRAFT
     return draft if isinstance(draft, str) and is_head(draft) else None
 
@@ -155,7 +161,7 @@ def load_model(
     gets the lean forward (specviz.engine.lean_llama) unless lean=False; pack=False and lean=False load
     it as transformers does."""
     name = name or DEFAULT_TARGET
-    if name in (NGRAM_DRAFT, SELF_DRAFT, HYBRID_DRAFT):
+    if name in STRATEGIES:
         raise ModelError(f"{name!r} is a draft strategy, not a model; use it only as the draft.")
     device = device or default_device()
     dtype = dtype or ("bfloat16" if device.startswith("cuda") else "float32")

@@ -39,7 +39,7 @@ torch and round-trips through JSON unchanged. Field meanings (p is always the ta
       drafting          optional (newer speculative traces): how the drafts came, so a page can
                         say where the engine left Algorithm 1. gamma (the most this iteration
                         could draft: config.gamma, less near max_new_tokens), source (which
-                        drafter drafted: "head", "ngram", "model"; null when unknown or nothing
+                        drafter drafted: "head", "ngram", "suffix", "model"; null when unknown or nothing
                         was asked), stop (why fewer than gamma: "no_features" (the draft head has
                         no target features before the first pass), "confidence" (the head's early
                         stop), "no_match" / "match_end" (the n-gram found no match / its match ran
@@ -397,7 +397,7 @@ def _too_big(what: str, size: int, max_bytes: int, advice: str) -> str:
 # ----- validation -----------------------------------------------------------------------------
 
 
-DRAFT_SOURCES = ("head", "ngram", "model")
+DRAFT_SOURCES = ("head", "ngram", "suffix", "model")
 DRAFT_STOPS = ("no_features", "confidence", "no_match", "match_end", "eos")
 
 
@@ -406,7 +406,9 @@ def _drafting(d: Any, where: str, drafted: int) -> None:
     _expect(isinstance(d, dict), where, "an object")
     gamma = _int(d.get("gamma"), f"{where}.gamma", 0, GAMMA_MAX)
     _expect(drafted <= gamma, f"{where}.gamma", f"at least the {drafted} drafts made")
-    _expect(d.get("source") is None or d["source"] in DRAFT_SOURCES, f"{where}.source", "head, ngram, model or null")
+    _expect(
+        d.get("source") is None or d["source"] in DRAFT_SOURCES, f"{where}.source", "head, ngram, suffix, model or null"
+    )
     stop = d.get("stop")
     _expect(stop is None or stop in DRAFT_STOPS, f"{where}.stop", f"one of {', '.join(DRAFT_STOPS)}, or null")
     _expect(stop is None or drafted < gamma, f"{where}.stop", "null when all gamma drafts were made")
