@@ -54,6 +54,8 @@ def pairs() -> dict[str, Pair]:
         ("offline-hybrid", "135M + hybrid", models.HYBRID_DRAFT),
         ("offline-ngram", "135M + n-gram", models.NGRAM_DRAFT),
         ("offline-trained", "135M + distilled 3-layer", models.TRAINED_DRAFT),
+        ("offline-hybrid-suffix", "135M + hybrid with suffix trees", models.HYBRID_SUFFIX_DRAFT),
+        ("offline-staged", "135M + staged distilled 3-layer", models.STAGED_DRAFT),
     ]
     for key, label, draft in offered:
         if draft != default:
@@ -70,6 +72,7 @@ def paper_applies(target: str | None, draft: str | None) -> bool:
     head (the others already draft one chain: a model draft exactly gamma, the n-gram up to gamma)."""
     return target == models.OFFLINE_TARGET and (draft or models.DEFAULT_DRAFT) in (
         models.HYBRID_DRAFT,
+        models.HYBRID_SUFFIX_DRAFT,
         models.HEAD_DRAFT,
     )
 

@@ -1,6 +1,6 @@
 """Drafters: anything that proposes gamma tokens and the distribution q each was drawn from.
 
-One small interface (like transformers' candidate generators), five kinds:
+One small interface (like transformers' candidate generators), seven kinds:
 
 - ModelDrafter: a small causal LM with its own KV cache. Before drafting it rolls its cache
   back to the longest prefix it shares with the current context, then feeds only the tokens it
@@ -17,6 +17,12 @@ One small interface (like transformers' candidate generators), five kinds:
   names them in `feature_layers`, and their outputs come in the same pass.
 - HybridDrafter: per iteration, the n-gram draft when the context holds a match, else the head.
   Each iteration's q is the distribution its own drafter sampled from, so it stays exact.
+- SuffixDrafter (suffix.py, SuffixDecoding): suffix trees (SuffixTree) over the current text and
+  over the target's earlier outputs in this process (SuffixMemory), proposing the continuation with
+  the best frequency-based score; q one-hot. The hybrid takes it as its lookup ("hybrid-suffix").
+- StagedDrafter (staged.py, staged speculation): a draft model whose own drafting is guessed by
+  n-gram lookup and checked in one pass of its own; the same drafts and q as the plain ModelDrafter,
+  in fewer of its passes when the guesses hold.
 
 Draft trees. The head also proposes a tree (`propose_tree`): `branches` different tokens at the
 first draft position, each continued for gamma - 1 more (branches chains sharing the root). At T=0
@@ -40,7 +46,7 @@ drafted and why it drafted fewer than it was asked, if it did; the decoder hands
 (an iteration's `drafting`), so every page can say where the engine left Algorithm 1.
 
 Files: base.py (the protocols, DraftReport, draft_tree), model.py, ngram.py, head.py, hybrid.py,
-and resolve.py (`resolve_drafter` turns a draft name into one of these; the one place that knows
+suffix.py, staged.py, and resolve.py (`resolve_drafter` turns a draft name into one of these; the one place that knows
 the names). The names below are the package's public ones.
 """
 
@@ -50,6 +56,8 @@ from specviz.drafters.hybrid import HybridDrafter
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.ngram import NgramDrafter, lookup_continuation
 from specviz.drafters.resolve import needs_no_model, resolve_drafter
+from specviz.drafters.staged import StagedDrafter
+from specviz.drafters.suffix import SuffixDrafter, SuffixMemory, SuffixTree
 
 __all__ = [
     "STOP_REASONS",
@@ -59,6 +67,10 @@ __all__ = [
     "HybridDrafter",
     "ModelDrafter",
     "NgramDrafter",
+    "StagedDrafter",
+    "SuffixDrafter",
+    "SuffixMemory",
+    "SuffixTree",
     "TreeDrafter",
     "draft_tree",
     "load_draft_head",

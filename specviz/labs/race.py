@@ -17,7 +17,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from specviz.config import DEFAULT_GAMMA
-from specviz.engine.models import HEAD_DRAFT, HYBRID_DRAFT, NGRAM_DRAFT, SELF_DRAFT, TRAINED_DRAFT
+from specviz.engine.models import (
+    HEAD_DRAFT,
+    HYBRID_DRAFT,
+    HYBRID_SUFFIX_DRAFT,
+    NGRAM_DRAFT,
+    SELF_DRAFT,
+    STAGED_DRAFT,
+    TRAINED_DRAFT,
+)
 from specviz.labs.theory import walltime_improvement
 from specviz.shipped import ASSETS
 from specviz.traces.speedup import measured_costs, speedup
@@ -25,12 +33,14 @@ from specviz.traces.trace import acceptance_by_position
 
 RACE_SCHEMA = "specviz.race/1"
 RECORDING = ASSETS / "race.json"  # the race recorded with the offline target (scripts/record_examples.py)
-OFFLINE_DRAFTS = (NGRAM_DRAFT, TRAINED_DRAFT, HEAD_DRAFT, HYBRID_DRAFT, SELF_DRAFT)
+OFFLINE_DRAFTS = (NGRAM_DRAFT, TRAINED_DRAFT, STAGED_DRAFT, HEAD_DRAFT, HYBRID_DRAFT, HYBRID_SUFFIX_DRAFT, SELF_DRAFT)
 LABELS = {
     NGRAM_DRAFT: "n-gram",
     TRAINED_DRAFT: "distilled 3-layer",
     HEAD_DRAFT: "draft head",
     HYBRID_DRAFT: "hybrid",
+    HYBRID_SUFFIX_DRAFT: "hybrid, suffix trees",
+    STAGED_DRAFT: "staged 3-layer",
     SELF_DRAFT: "target itself",
 }
 EXPLAINED = {
@@ -38,6 +48,8 @@ EXPLAINED = {
     TRAINED_DRAFT: "a separate small model distilled from the target",
     HEAD_DRAFT: "one layer reading three of the target's own layers; it also offers a second first token",
     HYBRID_DRAFT: "the n-gram draft when the context matches, else the head",
+    HYBRID_SUFFIX_DRAFT: "the hybrid with suffix trees over the text and earlier outputs in place of the n-gram",
+    STAGED_DRAFT: "the distilled draft, its own drafting guessed by n-gram lookup: its drafts in fewer of its passes",
     SELF_DRAFT: "the target drafting for itself: always right, as slow as the target",
 }
 CSV_COLUMNS = (
