@@ -405,3 +405,35 @@ def test_the_second_half_links_to_pages_the_app_has(language):
             links.update(dict.fromkeys(re.findall(r"\]\(([^)]+)\)", text), kind))
     assert {"drafts", "workloads", "inspector", "timeline", "serving"} <= set(links), links
     assert set(links) <= pages, sorted(set(links) - pages)
+
+
+def test_the_system_step_quotes_the_serving_recording():
+    """Difficulty 4 measured: speculation's gain at the smallest and largest B, and where it stops paying."""
+    import json
+
+    from specviz.labs import serving
+
+    cells = json.loads(serving.RECORDING.read_text(encoding="utf-8"))["cells"]
+    speed = {(c["batch"], c["mode"]): c["tokens_per_s"] for c in cells}
+    batches = sorted({b for b, _ in speed})
+    gain = {b: speed[b, "speculative"] / speed[b, "target"] for b in batches}
+    first, last = note_numbers("system")
+    assert first == pytest.approx(gain[batches[0]], abs=0.006) and last == pytest.approx(gain[batches[-1]], abs=0.006)
+    text = " ".join(t for _, t in lesson.shown_for("system", REC).notes)
+    stops = [b for b in batches if gain[b] <= 1]
+    text = text.replace("\u00a0", " ")  # B = 4 is kept on one line
+    assert (f"from B = {stops[0]} on it no longer paid" if stops else "it paid at every B measured") in text, text
+
+
+@pytest.mark.parametrize("language", list(lesson.LANGUAGES))
+def test_the_layers_figure_fits_beside_the_takeaway(language):
+    """The comparison's bars named short (the step's text explains each) and labelled with how many
+    times faster than no cache, recomputed from the recording."""
+    from specviz.labs import kv_cache
+
+    comparison = kv_cache.load_comparison()
+    bars = lesson.shown_for("layers", REC, language, projector=True).figure.data[0]
+    assert all(":" not in name and "：" not in name for name in bars.y), bars.y
+    no_cache = comparison.run("no_cache").ms_per_token
+    assert list(bars.text) == [f"{no_cache / run.ms_per_token:.1f}×" for run in comparison.runs]
+    assert bars.text[0] == "1.0×" and float(bars.text[-1][:-1]) > float(bars.text[1][:-1]) > 1

@@ -18,8 +18,9 @@ Recordings (assets/): `lesson_trace.json` is the main example, recorded with a p
 than the target alone on this machine, with its target-alone baseline beside it;
 `lesson_contrast.json` (optional) is the same prompt with a weak draft, shown where the lesson
 explains when drafting does not pay. The second half quotes the recordings its pages open on: the
-KV-cache comparison (specviz.labs.kv_cache), the Workloads run (specviz.labs.workloads) and the
-race of drafters (specviz.labs.race); a copy without one shows a note in place of that figure.
+KV-cache comparison (specviz.labs.kv_cache), the Workloads run (specviz.labs.workloads), the
+Serving run (specviz.labs.serving) and the race of drafters (specviz.labs.race); a copy without
+one shows a note in place of what it would have drawn.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import plotly.graph_objects as go
 from specviz.config import DEFAULT_GAMMA
 from specviz.engine.models import HYBRID_DRAFT, TRAINED_DRAFT
 from specviz.errors import SpecvizError, TraceError
-from specviz.labs import kv_cache, race, theory, workloads
+from specviz.labs import kv_cache, race, serving, theory, workloads
 from specviz.shipped import ASSETS
 from specviz.teaching.charts import bonus_figure, draft_figure, residual_figure, timeline_figure
 from specviz.teaching.charts import kv_cache as kv_charts
@@ -325,8 +326,24 @@ def _system(rec: Recordings, lang: str) -> Shown:
         iterations=len(its), low=min(kept), high=max(kept), dropped=sum(dropped),
         drafted=sum(len(it["drafts"]) for it in its),
     )  # fmt: skip
-    figure = lesson_charts.system_figure(its, lang)
-    return Shown([("caption", text), ("markdown", notes["system_links"])], None, figure)
+    shown = [("caption", text)] + _serving_notes(notes) + [("markdown", notes["system_links"])]
+    return Shown(shown, None, lesson_charts.system_figure(its, lang))
+
+
+def _serving_notes(notes: dict[str, str]) -> list[tuple[str, str]]:
+    """Difficulty 4 measured: speculation's gain at the smallest and the largest batch of the
+    Serving page's recording, and the first batch where it stopped paying (none without a recording)."""
+    result = serving.shipped()
+    gains = {b: g for b in result.batches() if (g := result.gain(b)) is not None} if result else {}
+    if len(gains) < 2:
+        return []
+    first, last, crossover = min(gains), max(gains), result.crossover()
+    cross = notes["serving_cross"].format(b=crossover) if crossover is not None else notes["serving_pays"]
+    text = notes["serving"].format(
+        cpu=result.config.get("cpu", "?"), b_first=first, first=gains[first], b_last=last, last=gains[last],
+        cross=cross,
+    )  # fmt: skip
+    return [("caption", text)]
 
 
 def _family(rec: Recordings, lang: str) -> Shown:
