@@ -5,6 +5,7 @@ same cells so that every number on the page is one of the table's."""
 
 from __future__ import annotations
 
+import math
 from itertools import takewhile
 from typing import Any
 
@@ -75,43 +76,112 @@ def latency_figure(result: ServingResult) -> go.Figure:
     return _by_batch(fig, result, "Per-request latency (median; bar to the slowest)", "seconds per request")
 
 
+# The pass-cost chart's plot area in a half-width column at 1280×720 (Plotly's own, measured in Chromium)
+# and its labels' size there: a "B n" label is drawn only where it fits beside the others at that size (a
+# wider window only spreads them; hover names every point either way).
+PLOT_PX = (309, 165)
+CHAR_PX, LINE_PX, MARKER_PX = 7, 15, 10
+LABEL_SHIFT = MARKER_PX / 2 + 3 + LINE_PX / 2  # pixels from a point to its label's middle
+
+
+def _log_range(values: list[float], pad_px: tuple[float, float], size_px: float) -> tuple[float, float]:
+    """A log axis's range (log10 units) holding `values` with pad_px pixels free below and above."""
+    lo, hi = math.log10(min(values)), math.log10(max(values))
+    span = max(hi - lo, 0.3)  # a lone point still gets a readable axis
+    per_px = span / max(size_px - sum(pad_px), 1.0)
+    return lo - pad_px[0] * per_px, hi + pad_px[1] * per_px
+
+
+def _near_groups(points: list[tuple[float, float, int]], to_px) -> list[list[tuple[float, float, int]]]:
+    """Points (x, y, B) in runs along x whose "B n" labels would cover each other's at PLOT_PX."""
+    groups: list[list[tuple[float, float, int]]] = []
+    for point in sorted(points):
+        px, py = to_px(*point[:2])
+        if groups and any(
+            abs(px - (q := to_px(*g[:2]))[0]) < 4 * CHAR_PX and abs(py - q[1]) < LINE_PX for g in groups[-1]
+        ):
+            groups[-1].append(point)
+        else:
+            groups.append([point])
+    return groups
+
+
+def _label_text(batches: list[int], measured: list[int]) -> str:
+    """ "B 4", "B 8, 16", or "B 2–16" for a run of every B measured from 2 to 16 (short enough to fit)."""
+    run = measured[measured.index(batches[0]) : measured.index(batches[-1]) + 1]
+    if len(batches) > 2 and batches == run:
+        return f"B {batches[0]}–{batches[-1]}"
+    return "B " + ", ".join(str(b) for b in batches)
+
+
+def _add_labels(fig: go.Figure, points: list[tuple[float, float, int]], mode: str, to_px, placed: list) -> None:
+    """One mode's "B n" labels, above their points (clear of the dotted line, which falls to the right),
+    else below: near points share one, at their middle; a label that would cover one already `placed`
+    (boxes in pixels; it grows) on both sides is left out, and hover names its points."""
+    measured = sorted({b for _, _, b in points})
+    for group in _near_groups(points, to_px):
+        text = _label_text(sorted(g[2] for g in group), measured)
+        x = math.prod(g[0] for g in group) ** (1 / len(group))  # the middle, on a log axis
+        for side in (1, -1):
+            y = max(g[1] for g in group) if side > 0 else min(g[1] for g in group)
+            cx, cy = to_px(x, y)
+            cy += side * LABEL_SHIFT
+            half = CHAR_PX * len(text) / 2
+            box = (cx - half, cx + half, cy - LINE_PX / 2, cy + LINE_PX / 2)
+            if not any(box[0] < o[1] and o[0] < box[1] and box[2] < o[3] and o[2] < box[3] for o in placed):
+                placed.append(box)
+                where = {"x": math.log10(x), "y": math.log10(y), "yshift": side * LABEL_SHIFT}  # log axes: log10
+                fig.add_annotation(**where, text=text, showarrow=False, font={"color": MODE_COLORS[mode], "size": 12})
+                break
+
+
+def _ticks(lo: float, hi: float, steps: tuple[float, ...], base: float = 10.0) -> list[float]:
+    """Round ticks inside a log range (log10 units): steps × base**k, no minor labels to crowd a projected axis."""
+    top = math.ceil(hi / math.log10(base)) + 1
+    every = {s * base**k for k in range(math.floor(lo / math.log10(base)) - 1, top) for s in steps}
+    return sorted(v for v in every if lo <= math.log10(v) <= hi)
+
+
 def pass_cost_figure(result: ServingResult) -> go.Figure:
     """A verification pass's time per token row, by rows per pass (each point one B and mode), beside
     what a pass of fixed cost (purely memory-bound: the weights read once, whatever the rows) would give."""
     fig = house_figure()
-    cells = [c for c in result.cells if c.get("pass_ms_per_row") is not None and c.get("rows_per_pass")]
+    fig.update_layout(title=titled("A verification pass's cost per token row"), height=360)
+    cells = [c for c in result.cells if c.get("pass_ms_per_row") and c.get("rows_per_pass")]
+    if not cells:
+        return fig
+    first = min(cells, key=lambda c: c["rows_per_pass"])
+    xs = sorted({c["rows_per_pass"] for c in cells})
+    pad = LABEL_SHIFT + LINE_PX / 2 + 2
+    x_range = _log_range(xs, (4 * CHAR_PX, 4 * CHAR_PX), PLOT_PX[0])
+    y_range = _log_range([c["pass_ms_per_row"] for c in cells] + [first["pass_ms"] / xs[-1]], (pad, pad), PLOT_PX[1])
+
+    def to_px(x: float, y: float) -> tuple[float, float]:
+        scale = [PLOT_PX[i] / (r[1] - r[0]) for i, r in enumerate((x_range, y_range))]
+        return (math.log10(x) - x_range[0]) * scale[0], (math.log10(y) - y_range[0]) * scale[1]
+
+    placed: list = []
     for mode in MODES:
         mine = sorted((c for c in cells if c["mode"] == mode), key=lambda c: c["rows_per_pass"])
-        dash, symbol = MODE_STYLE[mode]
         fig.add_scatter(
             x=[c["rows_per_pass"] for c in mine],
             y=[c["pass_ms_per_row"] for c in mine],
             name=MODE_LABELS[mode],
-            mode="markers+text",
-            text=[f"B {c['batch']}" for c in mine],
-            textposition="top center",
-            marker={"symbol": symbol, "size": 10, "color": MODE_COLORS[mode]},
+            mode="markers",
+            marker={"symbol": MODE_STYLE[mode][1], "size": MARKER_PX, "color": MODE_COLORS[mode]},
             customdata=[[c["batch"], c["pass_ms"]] for c in mine],
             hovertemplate="B %{customdata[0]}: %{x:.1f} rows a pass, %{customdata[1]:.0f} ms a pass, "
             "%{y:.1f} ms per row<extra>" + MODE_LABELS[mode] + "</extra>",
         )
-    if cells:
-        first = min(cells, key=lambda c: c["rows_per_pass"])
-        xs = sorted({first["rows_per_pass"], *(c["rows_per_pass"] for c in cells)})
-        fig.add_scatter(
-            x=xs,
-            y=[first["pass_ms"] / x for x in xs],
-            name="if a pass cost the same for any rows",
-            mode="lines",
-            line={"color": PREDICTION_COLOR, "dash": "dot"},
-            hoverinfo="skip",
-        )
+        _add_labels(fig, [(c["rows_per_pass"], c["pass_ms_per_row"], c["batch"]) for c in mine], mode, to_px, placed)
+    fig.add_scatter(x=xs, y=[first["pass_ms"] / x for x in xs], name="a pass of fixed cost",
+                    mode="lines", line={"color": PREDICTION_COLOR, "dash": "dot"}, hoverinfo="skip")  # fmt: skip
     fig.update_layout(
-        title=titled("A verification pass's cost per token row"),
-        xaxis={"title": {"text": "token rows per pass (mean)"}, "type": "log"},
-        yaxis={"title": {"text": "ms per row"}, "type": "log"},
-        height=360,
-    )
+        xaxis={"type": "log", "range": list(x_range), "tickvals": _ticks(*x_range, (1,), base=2.0),
+               "title": {"text": "token rows per pass (mean)"}},
+        yaxis={"type": "log", "range": list(y_range), "tickvals": _ticks(*y_range, (1, 2, 5)),
+               "title": {"text": "ms per row"}},
+    )  # fmt: skip
     return fig
 
 
