@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from specviz.engine import kernels
-from specviz.engine.packing import EAGER, PACKED, PACKED_ONE_ROW, KernelLinear, kernel_linears
+from specviz.engine.packing import EAGER, NATIVE, PACKED, PACKED_ONE_ROW, KernelLinear, kernel_linears
 
 
 def _mlp() -> nn.Sequential:
@@ -141,6 +141,7 @@ def measuring(tmp_path, monkeypatch):
 
 
 def test_the_measured_fastest_kernel_is_chosen_per_group_and_shape(measuring, monkeypatch):
+    monkeypatch.setattr(kernels.native, "unavailable", lambda: None)  # a candidate (the fake pass never runs it)
     model = _mlp()
     head = model[2]  # the output projection: its own group
     # body (layer 0): eager wins one row, packed several; head (layer 2): packed1 wins one row, eager several
@@ -149,6 +150,7 @@ def test_the_measured_fastest_kernel_is_chosen_per_group_and_shape(measuring, mo
         ("one_row", 1, EAGER): 8, ("one_row", 1, PACKED): 8, ("one_row", 1, PACKED_ONE_ROW): 1,
         ("many_rows", 0, EAGER): 8, ("many_rows", 0, PACKED): 1,
         ("many_rows", 1, EAGER): 1, ("many_rows", 1, PACKED): 8,
+        **{(shape, i, NATIVE): 7 for shape in ("one_row", "many_rows") for i in (0, 1)},  # never the fastest here
     }  # fmt: skip
     cache = measuring / "kernels.json"
     record = kernels.choose("test-model", cache, model, lambda: model[2], _fake_pass(model, cost), (3, 5))
@@ -156,7 +158,8 @@ def test_the_measured_fastest_kernel_is_chosen_per_group_and_shape(measuring, mo
     assert record["many_rows"] == {"body": PACKED, "head": EAGER}
     assert record["source"] == "measured at load"
     timings = record["timings_ms"]
-    assert set(timings["one_row"]) == {f"{g}={k}" for g in ("body", "head") for k in (EAGER, PACKED, PACKED_ONE_ROW)}
+    candidates = (EAGER, PACKED, PACKED_ONE_ROW, NATIVE)
+    assert set(timings["one_row"]) == {f"{g}={k}" for g in ("body", "head") for k in candidates}
     assert timings["many_rows"]["body=eager"] > timings["many_rows"]["body=packed"]
     assert model[0].one_row == EAGER and model[0].many_rows == PACKED and head is not model[2]
     assert model[2].one_row == PACKED_ONE_ROW and model[2].many_rows == EAGER
@@ -171,6 +174,19 @@ def test_the_measured_fastest_kernel_is_chosen_per_group_and_shape(measuring, mo
     cached = kernels.choose("test-model", cache, again, lambda: again[2], never, (3, 5))
     assert cached["source"].startswith("cached") and cached["one_row"] == record["one_row"]
     assert again[0].one_row == EAGER and again[2].many_rows == EAGER
+
+
+def test_the_native_kernel_is_left_out_with_its_reason_where_it_is_not_built(measuring, monkeypatch):
+    monkeypatch.setattr(kernels.native, "unavailable", lambda: "no compiler here")
+    model = _mlp()
+    cost = {(shape, i, k): 1 for shape in ("one_row", "many_rows") for i in (0, 1) for k in (EAGER, PACKED)}
+    cost |= {("one_row", i, PACKED_ONE_ROW): 1 for i in (0, 1)}
+    record = kernels.choose("m", measuring / "kernels.json", model, lambda: model[2], _fake_pass(model, cost), (3,))
+    assert record["native"] == "no compiler here"
+    assert not any(NATIVE in timing for shape in record["timings_ms"].values() for timing in shape)
+    monkeypatch.setenv("SPECVIZ_KERNELS", "native")
+    with pytest.raises(ValueError, match="asks for the native kernel, but no compiler here"):
+        kernels.choose("m", measuring / "kernels.json", _mlp(), lambda: None, lambda rows: None, (3,))
 
 
 def test_specviz_kernels_forces_one_choice(monkeypatch, tmp_path):

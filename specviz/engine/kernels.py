@@ -10,8 +10,9 @@ for two shapes:
             "many_rows": the verification passes of the default drafts (1 + 2 x gamma rows for the
             head's two-branch tree at the default gamma, 1 + gamma for the n-gram chain)
 
-For each shape, each group's candidates (specviz.engine.packing: eager, packed, and for one row packed1)
-are timed through the whole model, one group at a time with the other on its best so far, the
+For each shape, each group's candidates (specviz.engine.packing: eager, packed, native where it
+was built here and the weights are float32, and for one row packed1) are timed
+through the whole model, one group at a time with the other on its best so far, the
 candidates interleaved over MEASURE_REPS repetitions; the median wins. The choice and every timing
 are recorded (LoadedModel.kernels, the trace's config.kernels) and cached per machine, torch
 version, thread count and model in <cache>/kernels.json (specviz.engine.models.cache_dir), so a later
@@ -38,7 +39,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from specviz.config import TREE_BRANCHES, default_verify_rows
-from specviz.engine.packing import MANY_ROWS_KERNELS, ONE_ROW_KERNELS, PACKED, KernelLinear, kernel_linears
+from specviz.engine import native
+from specviz.engine.packing import MANY_ROWS_KERNELS, NATIVE, ONE_ROW_KERNELS, PACKED, KernelLinear, kernel_linears
 from specviz.errors import ConfigError
 
 MEASURE_REPS = 5  # per candidate and shape: enough for a stable median, under ~5 s for the offline target
@@ -115,21 +117,41 @@ def choose(
     forced = forced_choice()
     if forced is not None:
         choice = {shape: {g: forced[shape] for g in GROUPS} for shape in SHAPES}
+        if NATIVE in forced.values() and (reason := _native_unavailable(linears)):
+            raise ConfigError(f"SPECVIZ_KERNELS asks for the native kernel, but {reason}.")
         _apply(groups, choice, shared=shared)
         return {**choice, "source": f"forced (SPECVIZ_KERNELS={os.environ['SPECVIZ_KERNELS']})"}
     cached = _read_cache(cache_file).get(key)
     if cached is not None and not os.environ.get("SPECVIZ_KERNELS", "").strip().lower() == "measure":
         try:
             settled = one_layout_unless_it_pays(cached)
+            if _chosen(settled, NATIVE) and _native_unavailable(linears):
+                raise ValueError("the native kernel it chose is not available now")
             _apply(groups, settled, shared=shared)
             return {**settled, "source": "cached (measured earlier on this machine)"}
         except (KeyError, ValueError):
-            pass  # a stale or hand-edited entry: measure again
-    record = _measure(groups, run, many_rows, prepare)  # the fastest per shape, as measured
+            pass  # a stale or hand-edited entry, or a kernel gone: measure again
+    left_out = _native_unavailable(linears)
+    candidates = {s: tuple(k for k in CANDIDATES[s] if k != NATIVE or not left_out) for s in SHAPES}
+    record = _measure(groups, run, many_rows, prepare, candidates)  # the fastest per shape, as measured
+    if left_out:
+        record["native"] = left_out
     _write_cache(cache_file, key, record)
     settled = one_layout_unless_it_pays(record)
     _apply(groups, settled, shared=shared)  # frees the layouts (and weights as loaded) it does not use
     return {**settled, "source": "measured at load"}
+
+
+def _native_unavailable(linears: list[KernelLinear]) -> str | None:
+    """Why the native kernel is not a candidate for these linears, or None when it is."""
+    dtype = str(linears[0].weight.dtype).removeprefix("torch.")
+    if dtype != "float32":
+        return f"the native kernel is for float32 weights, not {dtype}"
+    return native.unavailable()
+
+
+def _chosen(record: dict, kernel: str) -> bool:
+    return any(kernel in record[shape].values() for shape in SHAPES)
 
 
 def _apply(groups: dict, choice: dict, free: bool = True, shared: frozenset = frozenset()) -> None:
@@ -163,7 +185,7 @@ def one_layout_unless_it_pays(record: dict) -> dict:
     return {**record, **choice}
 
 
-def _measure(groups: dict, run, many_rows: tuple[int, ...], prepare) -> dict:
+def _measure(groups: dict, run, many_rows: tuple[int, ...], prepare, candidates: dict = CANDIDATES) -> dict:
     """Coordinate search: per shape, per group, the fastest candidate with the rest held fixed."""
     import torch
 
@@ -178,7 +200,7 @@ def _measure(groups: dict, run, many_rows: tuple[int, ...], prepare) -> dict:
             for group in GROUPS:
                 if not groups[group]:
                     continue
-                samples: dict[str, list[float]] = {k: [] for k in CANDIDATES[shape]}
+                samples: dict[str, list[float]] = {k: [] for k in candidates[shape]}
                 for rep in range(MEASURE_REPS + 1):  # the first round warms each layout up, untimed
                     order = list(samples)
                     order = order[rep % len(order) :] + order[: rep % len(order)]

@@ -16,6 +16,9 @@ The kernels (names stored in traces):
               bit-identical (bfloat16 layouts, used where the CPU has native bfloat16, can differ)
     packed1   the same, laid out with a batch-size hint of 1: a candidate for one-row calls only
               (it makes a 5-row pass about 1.7x slower than one row, measured on AMD EPYC)
+    native    specviz's own kernel (specviz.engine.native: streams the weight as loaded once per
+              call); float32 only, offered once built and checked on this machine; like packed, a
+              row's numbers do not depend on how many rows share the call
 
 These ops are internal to torch, so a module is checked once against its eager self before any
 packed kernel is offered; on any failure it stays eager and the reason is recorded.
@@ -29,8 +32,10 @@ from torch import nn
 EAGER = "eager"
 PACKED = "packed"
 PACKED_ONE_ROW = "packed1"
-ONE_ROW_KERNELS = (EAGER, PACKED, PACKED_ONE_ROW)
-MANY_ROWS_KERNELS = (EAGER, PACKED)
+NATIVE = "native"
+ONE_ROW_KERNELS = (EAGER, PACKED, PACKED_ONE_ROW, NATIVE)
+MANY_ROWS_KERNELS = (EAGER, PACKED, NATIVE)
+ON_THE_WEIGHT = (EAGER, NATIVE)  # the kernels that run on the weight as loaded (no layout of their own)
 
 
 class KernelLinear(nn.Module):
@@ -52,7 +57,9 @@ class KernelLinear(nn.Module):
         its shape: one copy of the weights in memory, the kernels' own."""
         if one_row not in ONE_ROW_KERNELS or many_rows not in MANY_ROWS_KERNELS:
             raise ValueError(f"unknown kernels {one_row!r} / {many_rows!r}")
-        for kernel in {one_row, many_rows} - {EAGER} - set(self.layouts):
+        if NATIVE in (one_row, many_rows) and self.weight.dtype != torch.float32:
+            raise ValueError(f"the native kernel is for float32 weights, not {self.weight.dtype}")
+        for kernel in {one_row, many_rows} - set(ON_THE_WEIGHT) - set(self.layouts):
             if self.weight.is_meta:
                 raise RuntimeError(
                     f"this linear's weights are held only in the {', '.join(self.layouts)} layout; load the "
@@ -61,11 +68,13 @@ class KernelLinear(nn.Module):
             with torch.no_grad():
                 hint = [1] if kernel == PACKED_ONE_ROW else []
                 self.layouts[kernel] = torch.ops.mkldnn._reorder_linear_weight(self.weight.detach(), *hint)
-        if EAGER in (one_row, many_rows) and self.weight.is_meta:
-            raise RuntimeError("this linear's weight as loaded was freed; load the model again to run it eager")
+        if {one_row, many_rows} & set(ON_THE_WEIGHT) and self.weight.is_meta:
+            raise RuntimeError(
+                f"this linear's weight as loaded was freed; load the model again to run it {one_row}/{many_rows}"
+            )
         for kernel in set(self.layouts) - {one_row, many_rows} if free else ():
             del self.layouts[kernel]
-        if free and not shared and EAGER not in (one_row, many_rows):
+        if free and not shared and not {one_row, many_rows} & set(ON_THE_WEIGHT):
             self.weight = nn.Parameter(torch.empty_like(self.weight, device="meta"), requires_grad=False)
         self.one_row, self.many_rows = one_row, many_rows
 
@@ -83,6 +92,10 @@ class KernelLinear(nn.Module):
         kernel = self.one_row if x.numel() == self.in_features else self.many_rows
         if kernel == EAGER:
             return nn.functional.linear(x, self.weight, self.bias)
+        if kernel == NATIVE:
+            y = torch.ops.specviz.gemv(x.reshape(-1, self.in_features), self.weight)  # [rows, out]
+            y = y.reshape(*x.shape[:-1], self.out_features)
+            return y if self.bias is None else y + self.bias
         return torch.ops.mkldnn._linear_pointwise(x, self.layouts[kernel], self.bias, "none", [], "")
 
 

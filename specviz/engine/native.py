@@ -1,0 +1,67 @@
+"""specviz's native kernel (csrc/gemv.cpp): built once per machine with the C++ compiler, loaded as
+the torch op `torch.ops.specviz.gemv(x [M, K], w [N, K]) -> [M, N]`.
+
+Why a kernel of our own: a target step on the CPU multiplies one row (a verification pass a few) by
+every weight, so its time is the bytes it streams. torch's one-row float32 kernels reach about half of
+this machine's measured bandwidth (docs/benchmarks.md); a kernel that streams each weight row once,
+in the layout it was loaded in, comes closer. It is one candidate among the kernels
+specviz.engine.kernels measures at load; it runs only where it measured fastest.
+
+Building takes about half a minute with two cores, once: torch's extension builder keeps the
+result under its cache ($TORCH_EXTENSIONS_DIR, ~/.cache/torch_extensions), keyed by this CPU (the
+code is compiled for it: -march=native). No compiler, a failed build or a result that differs from
+torch's eager linear leaves the candidate out, with the reason recorded; nothing else changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from pathlib import Path
+
+SOURCE = Path(__file__).with_name("csrc") / "gemv.cpp"
+_lock = threading.Lock()
+_state: dict[str, str | None] = {}  # "reason": None once loaded, else why it is not available
+
+
+def unavailable() -> str | None:
+    """Build (once per machine) and load the kernel; None when `torch.ops.specviz.gemv` is ready,
+    else the reason it is not (recorded beside the kernel choice)."""
+    with _lock:
+        if "reason" not in _state:
+            _state["reason"] = _load()
+        return _state["reason"]
+
+
+def _load() -> str | None:
+    import torch
+
+    from specviz.engine.machine import cpu_name
+
+    if not hasattr(torch.ops, "specviz") or not hasattr(torch.ops.specviz, "gemv"):
+        try:
+            from torch.utils.cpp_extension import load
+
+            machine = hashlib.sha1(f"{cpu_name()} {torch.__version__}".encode()).hexdigest()[:10]
+            flags = ["-O3", "-march=native", "-ffp-contract=fast", "-fopenmp"]
+            load(
+                name=f"specviz_gemv_{machine}", sources=[str(SOURCE)], extra_cflags=flags,
+                extra_ldflags=["-fopenmp"], is_python_module=False, verbose=False,
+            )  # fmt: skip
+        except Exception as exc:  # no compiler, no ninja, a failed build: the candidate is left out
+            return f"the native kernel could not be built here ({type(exc).__name__}: {str(exc)[:200]})"
+    return _checked(torch)
+
+
+def _checked(torch) -> str | None:
+    """The kernel against float64 on the shapes it will meet, and a row's result alone and among others."""
+    generator = torch.Generator().manual_seed(0)
+    for n, k in ((5, 37), (64, 576), (9, 1536)):
+        w, x = torch.randn(n, k, generator=generator), torch.randn(6, k, generator=generator)
+        y = torch.ops.specviz.gemv(x, w)  # [6, n]
+        want = (x.double() @ w.double().T).float()
+        if not torch.allclose(y, want, rtol=1e-4, atol=1e-4):
+            return "the native kernel's result differs from the exact product"
+        if not torch.equal(torch.ops.specviz.gemv(x[2:3], w), y[2:3]):
+            return "the native kernel's row differs computed alone"
+    return None

@@ -1,0 +1,69 @@
+"""specviz's native kernel (specviz.engine.native, csrc/gemv.cpp): it builds on this machine, computes
+the linear, gives a row the same numbers alone or among others, and a target running it everywhere
+decodes greedily exactly as its own target alone does."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from specviz.engine import native
+from specviz.engine.packing import EAGER, NATIVE, PACKED, PACKED_ONE_ROW, KernelLinear
+
+
+@pytest.fixture(scope="module")
+def built():
+    reason = native.unavailable()
+    assert reason is None, reason  # this project's machines have a C++ compiler (docs/design.md)
+
+
+@pytest.mark.parametrize(
+    ("one_row", "many_rows"), [(NATIVE, NATIVE), (NATIVE, PACKED), (EAGER, NATIVE), (PACKED_ONE_ROW, NATIVE)]
+)
+@pytest.mark.parametrize("bias", [True, False])
+def test_native_computes_the_linear(built, one_row, many_rows, bias):
+    torch.manual_seed(0)
+    reference = nn.Linear(37, 21, bias=bias)
+    linear = KernelLinear(reference)
+    linear.use(one_row, many_rows)
+    x = torch.randn(2, 5, 37)  # [batch, rows, in]: any leading shape
+    with torch.no_grad():
+        torch.testing.assert_close(linear(x), reference(x), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(linear(x[0, :1]), reference(x[0, :1]), atol=1e-5, rtol=1e-5)
+    assert not linear.weight.is_meta  # native runs on the weight as loaded: it is the one copy
+
+
+@pytest.mark.parametrize(("out_features", "in_features"), [(960, 576), (576, 1536), (49152, 576), (3, 10)])
+def test_a_rows_numbers_do_not_depend_on_the_rows_beside_it(built, out_features, in_features):
+    generator = torch.Generator().manual_seed(1)
+    w = torch.randn(out_features, in_features, generator=generator)
+    x = torch.randn(11, in_features, generator=generator)
+    together = torch.ops.specviz.gemv(x, w)  # [11, out]
+    for rows in (1, 2, 4, 5, 9):
+        assert torch.equal(torch.ops.specviz.gemv(x[:rows], w), together[:rows])
+    exact = (x.double() @ w.double().T).float()
+    torch.testing.assert_close(together, exact, atol=1e-4, rtol=1e-4)
+
+
+def test_native_refuses_what_it_is_not_for(built):
+    linear = KernelLinear(nn.Linear(8, 4).to(torch.bfloat16))
+    with pytest.raises(ValueError, match="native kernel is for float32"):
+        linear.use(NATIVE, NATIVE)
+    with pytest.raises(RuntimeError, match="x \\[M, K\\] and w \\[N, K\\]"):
+        torch.ops.specviz.gemv(torch.randn(2, 8), torch.randn(4, 9))
+
+
+@pytest.mark.slow
+def test_the_offline_target_on_native_decodes_greedily_as_its_target_alone(built, monkeypatch):
+    from specviz.decoding.decoder import autoregressive_generate, speculative_generate
+    from specviz.engine.models import load_model
+
+    monkeypatch.setenv("SPECVIZ_KERNELS", NATIVE)
+    target = load_model()
+    assert target.kernels["one_row"]["body"] == NATIVE and target.kernels["many_rows"]["head"] == NATIVE
+    for prompt in ("List three fruits and one fact about each.", "Write a Python function that reverses a string."):
+        spec = speculative_generate(prompt, target=target, temperature=0, max_new_tokens=24)
+        alone = autoregressive_generate(prompt, target=target, temperature=0, max_new_tokens=24)
+        assert spec.config["kernels"] == target.kernels
+        assert spec.output_token_ids == alone.output_token_ids  # one kernel for every row count: bit-identical
