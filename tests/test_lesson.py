@@ -437,3 +437,18 @@ def test_the_layers_figure_fits_beside_the_takeaway(language):
     no_cache = comparison.run("no_cache").ms_per_token
     assert list(bars.text) == [f"{no_cache / run.ms_per_token:.1f}×" for run in comparison.runs]
     assert bars.text[0] == "1.0×" and float(bars.text[-1][:-1]) > float(bars.text[1][:-1]) > 1
+
+
+def test_the_family_step_says_what_specviz_runs():
+    """Step 14 says specviz runs the staged draft and offers suffix trees in the hybrid: both are in
+    the race's drafters; its chart leaves the staged draft out, as the text says."""
+    from specviz.engine.models import HYBRID_SUFFIX_DRAFT, STAGED_DRAFT
+    from specviz.labs import race
+    from specviz.teaching.charts import lesson as lesson_charts
+
+    assert {STAGED_DRAFT, HYBRID_SUFFIX_DRAFT} <= set(race.OFFLINE_DRAFTS)
+    for language in lesson.LANGUAGES:
+        body = step_of(language, "family")["body"]
+        assert "**staged**" in body and "SuffixDecoding" in body and "Spector & Ré" in body, language
+    recorded = dict(race.shipped(), rows=[{"draft": STAGED_DRAFT, "tokens_per_iteration": 2.0}])
+    assert lesson_charts.family_figure(recorded).data[0].x == ()  # a staged row drawn nowhere

@@ -209,8 +209,10 @@ def system_figure(iterations: list[dict[str, Any]], lang: str = "en") -> go.Figu
 
 
 def family_figure(race: dict[str, Any], lang: str = "en") -> go.Figure:
-    """Tokens per target pass of each drafter in a recorded race (the target drafting for itself left
-    out: it is no member of the family), each bar labelled with its value."""
+    """Tokens per target pass of each drafter of DRAFTER_WORDS in a recorded race, each bar labelled
+    with its value. Left out: the target drafting for itself (no member of the family), the staged
+    draft (the distilled draft's own drafts, so its bar would repeat that one: it changes the cost of
+    drafting, which this chart does not show) and the hybrid with suffix trees (a variant of the hybrid)."""
     w = words(lang)
     rows = [r for r in race["rows"] if r["draft"] in DRAFTER_WORDS]
     names = [w[f"family_{DRAFTER_WORDS[r['draft']]}"] for r in rows]
