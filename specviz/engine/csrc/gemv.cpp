@@ -1,9 +1,10 @@
 // specviz's one native kernel: y = x w^T for a few rows x [M, K] against a float32 weight w [N, K]
 // as loaded (row-major), streamed once from memory whatever M is. A target step on the CPU is this
 // product for one to a few rows, and is bound by the bytes of w it reads: the kernel reads each
-// weight row once, holding 4 rows of w and up to 4 rows of x in registers, and splits the outputs
-// over torch's threads. Built at load by specviz/engine/native.py for the CPU it runs on
-// (-march=native), and chosen only where measured faster (specviz/engine/kernels.py).
+// weight row once, holding 4 rows of w and up to 4 rows of x in registers (the 4 rows of w stay in
+// the L1 cache for the next rows of x), and splits the outputs over torch's threads. Built at load
+// by specviz/engine/native.py for the CPU it runs on (-march=native), and chosen only where
+// measured faster (specviz/engine/kernels.py).
 //
 // Exactness: every output (m, n) is summed in one fixed order (16 lanes over k, then the lanes,
 // then the tail of k), whatever M, N and the thread split are, so a row's numbers are the same
@@ -44,11 +45,27 @@ static inline void tile(const float* x, int64_t K, const float* w, float* y, int
     }
 }
 
-template <int MB>
-static void rows(const float* x, int64_t K, const float* w, float* y, int64_t N, int64_t n0, int64_t n1) {
-  int64_t n = n0;
-  for (; n + 4 <= n1; n += 4) tile<MB, 4>(x, K, w, y, N, n);
-  for (; n < n1; ++n) tile<MB, 1>(x, K, w, y, N, n);
+// Outputs n0..n1 for every row: 4 weight rows at a time are read from memory once, then stay in
+// the L1 cache for the next rows of x (4 at a time, then one by one).
+static void outputs(const float* x, int64_t M, int64_t K, const float* w, float* y, int64_t N, int64_t n0, int64_t n1) {
+  for (int64_t n = n0; n < n1; n += 4) {
+    const bool four = n + 4 <= n1;
+    int64_t m = 0;
+    for (; m + 4 <= M; m += 4) {
+      if (four) {
+        tile<4, 4>(x + m * K, K, w, y + m * N, N, n);
+      } else {
+        for (int64_t j = n; j < n1; ++j) tile<4, 1>(x + m * K, K, w, y + m * N, N, j);
+      }
+    }
+    for (; m < M; ++m) {
+      if (four) {
+        tile<1, 4>(x + m * K, K, w, y + m * N, N, n);
+      } else {
+        for (int64_t j = n; j < n1; ++j) tile<1, 1>(x + m * K, K, w, y + m * N, N, j);
+      }
+    }
+  }
 }
 
 at::Tensor gemv(const at::Tensor& x, const at::Tensor& w) {
@@ -62,10 +79,7 @@ at::Tensor gemv(const at::Tensor& x, const at::Tensor& w) {
   const float* wp = wc.data_ptr<float>();
   float* yp = y.data_ptr<float>();
   at::parallel_for(0, (N + 3) / 4, 16, [&](int64_t b0, int64_t b1) {  // blocks of 4 outputs
-    const int64_t n0 = b0 * 4, n1 = std::min(b1 * 4, N);
-    int64_t m = 0;
-    for (; m + 4 <= M; m += 4) rows<4>(xp + m * K, K, wp, yp + m * N, N, n0, n1);
-    for (; m < M; ++m) rows<1>(xp + m * K, K, wp, yp + m * N, N, n0, n1);
+    outputs(xp, M, K, wp, yp, N, b0 * 4, std::min(b1 * 4, N));
   });
   return y;
 }
