@@ -6,6 +6,7 @@ measuring is specviz.labs.serving, the figures and sentences specviz.teaching.ch
 
 import streamlit as st
 
+from specviz.config import BATCH_WINDOW_S
 from specviz.labs import serving
 from specviz.teaching.charts import serving as serving_charts
 from specviz_app import keys, loading, params, render, session
@@ -86,7 +87,10 @@ def _show(result: serving.ServingResult, source: str) -> None:
         "Pass cost: the batcher's own timing of each target pass (forward_many over every waiting request's "
         "rows), prompts' first passes left out. A speculative request brings up to γ + 1 rows to each pass, the "
         "target alone one; the dotted line is what a pass costing the same for any number of rows would give. "
-        "Drafting and sampling run one request at a time (one compute lock), so they grow with B too."
+        "Drafting and sampling run one request at a time (one compute lock), so they grow with B too; and once "
+        f"a pass's first request has waited {BATCH_WINDOW_S * 1000:g} ms, the pass runs with the requests that "
+        "have come, the others still drafting one by one: so a pass carries fewer rows than B × (γ + 1) (the "
+        "table's rows/pass)."
     )
     table = serving_charts.serving_table(result)
     formats = {k: st.column_config.NumberColumn(format="%.2f") for k in table[0] if k not in ("B", "identical")}

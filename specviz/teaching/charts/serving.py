@@ -16,7 +16,7 @@ from specviz.teaching.charts.style import PREDICTION_COLOR, house_figure, titled
 
 MODE_COLORS = {"target": "#616161", "speculative": "#1565c0"}
 MODE_STYLE = {"target": ("dash", "square"), "speculative": ("solid", "circle")}
-# A pass that costs more than this many times the smallest pass measured no longer gets its extra rows
+# A pass that costs more than this many times the pass over the fewest rows no longer gets its extra rows
 # nearly free: past here, the extra rows cost compute, not only the weights' one read.
 MEMORY_BOUND_FACTOR = 2.0
 
@@ -228,7 +228,7 @@ def crossover_sentence(result: ServingResult) -> str:
 
 def memory_bound_sentence(result: ServingResult) -> str:
     """Up to how many token rows a pass stayed memory-bound (its cost under MEMORY_BOUND_FACTOR times
-    the smallest pass's), from the measured passes."""
+    that of the pass over the fewest rows, the one the others add rows to), from the measured passes."""
     cells = sorted(
         (c for c in result.cells if c.get("pass_ms") and c.get("rows_per_pass")), key=lambda c: c["rows_per_pass"]
     )
@@ -243,14 +243,14 @@ def memory_bound_sentence(result: ServingResult) -> str:
     )
     if len(bound) == len(cells):
         return (
-            f"{said}: every pass measured cost under {MEMORY_BOUND_FACTOR:g}× the smallest, so up to "
-            f"{last['rows_per_pass']:.1f} rows the pass stayed memory-bound (its extra rows nearly free)."
+            f"{said}: every pass measured cost under {MEMORY_BOUND_FACTOR:g}× the one over the fewest rows, so "
+            f"up to {last['rows_per_pass']:.1f} rows the pass stayed memory-bound (its extra rows nearly free)."
         )
     over = cells[len(bound)]
     return (
         f"{said}; at {over['rows_per_pass']:.1f} rows it took {over['pass_ms']:.0f} ms, over "
-        f"{MEMORY_BOUND_FACTOR:g}× the smallest: past about {last['rows_per_pass']:.0f} rows the pass stops being "
-        "memory-bound and extra rows cost compute."
+        f"{MEMORY_BOUND_FACTOR:g}× the one over the fewest rows: past about {last['rows_per_pass']:.0f} rows the pass "
+        "stops being memory-bound and extra rows cost compute."
     )
 
 
