@@ -108,7 +108,7 @@ def cache_caption(trace, i: int, language: str = "en") -> list[str]:
     if t.tree:
         lines[0] += w["kv_tree_line"].format(t=t.tree)
     if trace.iterations[i].get("correction") is not None:
-        lines[0] += " " + w["kv_next_pass"]
+        lines[0] += w["kv_next_pass"]
     if c.draft is not None:
         d = c.draft
         line = w["kv_draft_last"] if d.pending else w["kv_draft_line"]

@@ -126,13 +126,14 @@ TEXT: dict[str, dict[str, str]] = {
         "kv_row_many": "{n} rows",
         "kv_target_line": "The target's verification pass wrote {w}: {k} kept, {r} rolled back.",
         "kv_tree_line": " {t} of the rolled-back rows held the draft tree's other branches.",
-        "kv_draft_line": "The draft's cache wrote {w} while drafting: {k} kept, {r} rolled back at its next proposal.",
+        "kv_draft_line": "The draft's cache wrote {w} while drafting (the text it had not seen, then its own "
+        "guesses): {k} kept, {r} rolled back at its next proposal.",
         "kv_draft_last": "The draft's cache wrote {w} while drafting (the run ended before its next proposal).",
         "kv_draft_idle": "The draft's cache was not touched: {why}.",
         "kv_ngram": "this draft keeps no KV cache (a lookup, as the n-gram draft, reads its drafts from the text)",
         "kv_idle_ngram": "the n-gram draft drafted this iteration",
         "kv_idle_none": "nothing was drafted",
-        "kv_next_pass": "The correction is not cached yet: the next pass writes it.",
+        "kv_next_pass": " The correction is not cached yet: the next pass writes it.",
         "kv_derived": "This recording predates the cache record: the target's rows are worked out from its "
         "tokens, and the draft's are not known.",
         # the lesson's second half (specviz.teaching.charts.lesson): the task, the system, the family
@@ -270,7 +271,8 @@ TEXT: dict[str, dict[str, str]] = {
         "kv_row_many": "{n} 行",
         "kv_target_line": "目标模型的验证前向写入了 {w}：保留 {k} 行，回滚 {r} 行。",
         "kv_tree_line": "回滚的行中有 {t} 行属于草稿树的其他分支。",
-        "kv_draft_line": "草稿的缓存在起草时写入了 {w}：保留 {k} 行，其余 {r} 行在下一次起草时回滚。",
+        "kv_draft_line": "草稿的缓存在起草时写入了 {w}（先是它尚未见过的文本，再是它自己的猜测）：保留 {k} 行，"
+        "其余 {r} 行在下一次起草时回滚。",
         "kv_draft_last": "草稿的缓存在起草时写入了 {w}（运行在下一次起草之前结束）。",
         "kv_draft_idle": "草稿的缓存没有变化：{why}。",
         "kv_ngram": "这个草稿没有自己的 KV 缓存（查找式草稿，如 n-gram，从文本中读取草稿）",
