@@ -192,7 +192,8 @@ def test_iteration_slider_and_buttons_change_the_inspected_tokens(monkeypatch):
     no_error(at)
     second = shown()
     assert second != first and 'sv-accepted"> lazy<span' in second and "bonus" in at.subheader[0].value
-    assert len(at.get("plotly_chart")) == 4  # three drafts and the bonus distribution
+    # three drafts, the bonus distribution, the KV caches' rows and the measured cache comparison
+    assert len(at.get("plotly_chart")) == 6
     at.button[[b.label for b in at.button].index("Next")].click().run()
     assert at.slider(key="inspect_iter").value == 3
     assert "discarded unchecked" in " ".join(c.value for c in at.caption)
