@@ -16,6 +16,7 @@ from test_head import PROMPT, TRAINED_SUBSET, VOCAB, random_head
 from specviz.decoding.decoder import autoregressive_generate, speculative_generate
 from specviz.drafters import HeadDrafter
 from specviz.drafters import model as model_drafter
+from specviz.drafters.hybrid import HybridDrafter
 from specviz.engine import target as target_module
 from specviz.engine.lean_llama import LeanLlama
 from specviz.engine.toy import TOY_PROMPT, tiny_llama, toy_pair
@@ -140,6 +141,24 @@ def test_a_tree_records_its_branches_rows_and_keeps_one(forward, engine_rows):
     figure = charts.cache_figure(trace, trees[0])
     by_name = {bar.name: list(bar.x) for bar in figure.data}
     assert by_name["the tree's other branches (rolled back)"][0] == charts.iteration_cache(trace, trees[0]).target.tree
+
+
+def test_the_hybrid_s_head_cache_stands_still_while_the_lookup_drafts():
+    tiny = tiny_llama(vocab_size=VOCAB, seed=5, init_scale=20.0)
+    head = random_head(tiny, subset=TRAINED_SUBSET, feature_layers=(0,), scale=0.3)
+    drafter = HybridDrafter(HeadDrafter(head, "head", branches=2, min_confidence=0.0), "hybrid")
+    prompt = [3, 1, 4, 1, 5, 3, 1, 4, 1, 5, 3, 1, 4]  # repeats: the lookup finds matches
+    trace = speculative_generate(prompt, target=tiny, draft=drafter, gamma=3, temperature=0, max_new_tokens=30)
+    sources = [it["drafting"]["source"] for it in trace.iterations]
+    assert "ngram" in sources and "head" in sources
+    for i, it in enumerate(trace.iterations):
+        d = it["cache"]["draft"]
+        if it["drafting"]["source"] == "ngram":
+            assert d["before"] == d["after_rollback"] == d["after_draft"]
+            assert "the n-gram draft drafted this iteration" in charts.cache_caption(trace, i)[1]
+        else:
+            assert d["after_rollback"] <= min(d["before"], d["after_draft"])  # rolled back, then wrote
+    _check_rows(trace)
 
 
 def test_an_ngram_draft_says_it_has_no_cache(tiny_pair):
