@@ -155,7 +155,8 @@ def cache_figure(trace, i: int, language: str = "en") -> go.Figure:
     fig.update_layout(
         title=titled(w["kv_rows_title"].format(i=i + 1)), barmode="stack", height=150 + 45 * len(sides),
         xaxis={"title": w["kv_rows_x"], "range": _zoom([side for _, side in sides])},
-        yaxis={"autorange": "reversed"}, legend={"orientation": "h", "y": -0.45, "x": 0, "traceorder": "normal"},
+        yaxis={"autorange": "reversed"}, showlegend=True,  # even one colour needs its name (the first pass)
+        legend={"orientation": "h", "y": -0.45, "x": 0, "traceorder": "normal"},
         margin={"b": 90},
     )  # fmt: skip
     return fig
