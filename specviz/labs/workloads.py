@@ -34,7 +34,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from specviz.config import DEFAULT_GAMMA
-from specviz.engine.models import HEAD_DRAFT, HYBRID_DRAFT, NGRAM_DRAFT, TRAINED_DRAFT
+from specviz.engine.models import (
+    HEAD_DRAFT,
+    HYBRID_DRAFT,
+    HYBRID_SUFFIX_DRAFT,
+    NGRAM_DRAFT,
+    STAGED_DRAFT,
+    TRAINED_DRAFT,
+)
 from specviz.errors import SpecvizError
 from specviz.labs.race import LABELS
 from specviz.labs.saved_results import check_cells, number
@@ -44,7 +51,7 @@ from specviz.traces.trace import parse_json, uploaded_text
 
 SCHEMA = "specviz.workloads/1"
 RECORDING = ASSETS / "workloads.json"  # made by scripts/record_workloads.py
-OFFLINE_DRAFTS = (HYBRID_DRAFT, HEAD_DRAFT, NGRAM_DRAFT, TRAINED_DRAFT)  # the drafters the app offers
+OFFLINE_DRAFTS = (HYBRID_DRAFT, HEAD_DRAFT, NGRAM_DRAFT, TRAINED_DRAFT, HYBRID_SUFFIX_DRAFT, STAGED_DRAFT)  # offered
 MAX_BYTES = 2 * 1024 * 1024  # a full recording is tens of kB
 MAX_CELLS = 64
 MAX_POSITIONS = 64
