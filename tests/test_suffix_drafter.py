@@ -165,3 +165,16 @@ def test_sampled_first_tokens_follow_the_targets_distribution(target, rule):
         assert result.spec_test.p_value > ALPHA_LEVEL, result.spec_test
     else:
         assert result.spec_test.p_value < ALPHA_LEVEL * 1e-6, result.spec_test
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_suffix_draft_that_ran_short_is_said_as_the_suffix_trees_not_the_n_gram(lang):
+    from specviz.teaching.charts.drafting import why_fewer
+    from specviz.teaching.charts.words import words
+
+    said = words(lang)
+    for stop, drafts in (("match_end", [{"token_id": 4}]), ("no_match", [])):
+        it = {"index": 2, "drafts": drafts, "drafting": {"gamma": 3, "source": "suffix", "stop": stop}}
+        assert why_fewer(it, lang=lang) == said[f"why_suffix_{stop}"]
+        it["drafting"]["source"] = "ngram"
+        assert why_fewer(it, lang=lang) == said[f"why_{stop}"]

@@ -80,6 +80,8 @@ def why_fewer(
     if reason == "room":
         room = drafting["gamma"]
         return said["why_room_none" if room == 0 else "why_room_one" if room == 1 else "why_room"].format(n=room)
+    if drafting.get("source") == "suffix" and reason in ("no_match", "match_end"):
+        return said[f"why_suffix_{reason}"]  # the suffix trees' lookup, not the n-gram's
     return said[f"why_{reason}"]
 
 
