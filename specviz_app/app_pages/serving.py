@@ -19,6 +19,29 @@ SAVED = render.SavedResults(
 )  # fmt: skip
 
 
+def _number(label: str, help: str) -> st.column_config.NumberColumn:
+    return st.column_config.NumberColumn(label, help=help, format="%.2f", width="small")
+
+
+# The table's columns under short headers (explained in the caption under it, in full on hover): eleven
+# columns fit the main area at 1280 × 720 with the sidebar open only at about 75 px each.
+TABLE_COLUMNS = {
+    "B": st.column_config.NumberColumn("B", help="requests decoding at once", width=40),
+    "alone tok/s": _number("tok/s T", "tokens per second of all B requests, the target alone"),
+    "spec tok/s": _number("tok/s S", "tokens per second of all B requests, speculative decoding"),
+    "gain ×": _number("gain ×", "speculative tokens/s over the target alone's"),
+    "alone latency s": _number("s/req T", "the median request's seconds to its last token, the target alone"),
+    "spec latency s": _number("s/req S", "the median request's seconds to its last token, speculative decoding"),
+    "alone ms/row": _number("ms/row T", "a target pass's milliseconds per token row, the target alone"),
+    "spec ms/row": _number("ms/row S", "a target pass's milliseconds per token row, speculative decoding"),
+    "alone rows/pass": _number("rows T", "token rows per target pass (mean), the target alone"),
+    "spec rows/pass": _number("rows S", "token rows per target pass (mean), speculative decoding"),
+    "identical": st.column_config.TextColumn(
+        "identical", help="greedy requests whose speculative output equals the target alone's", width=80
+    ),
+}
+
+
 @st.cache_resource(max_entries=1, show_spinner=False)
 def _recording() -> serving.ServingResult | None:
     return serving.shipped()
@@ -90,12 +113,12 @@ def _show(result: serving.ServingResult, source: str) -> None:
         "Drafting and sampling run one request at a time (one compute lock), so they grow with B too; and once "
         f"a pass's first request has waited {BATCH_WINDOW_S * 1000:g} ms, the pass runs with the requests that "
         "have come, the others still drafting one by one: so a pass carries fewer rows than B × (γ + 1) (the "
-        "table's rows/pass)."
+        "table's rows S)."
     )
-    table = serving_charts.serving_table(result)
-    formats = {k: st.column_config.NumberColumn(format="%.2f") for k in table[0] if k not in ("B", "identical")}
-    st.dataframe(table, hide_index=True, column_config=formats)
+    st.dataframe(serving_charts.serving_table(result), hide_index=True, column_config=TABLE_COLUMNS)
     st.caption(
+        "T: the target alone; S: speculative decoding. tok/s: all B requests' tokens per second; s/req: the "
+        "median request's seconds; ms/row: a pass's cost per token row; rows: token rows per pass (mean). "
         "identical: greedy requests whose speculative output equals the target alone's token for token "
         "(speculation never changes the text; it only changes how fast it comes)."
     )
