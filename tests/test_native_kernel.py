@@ -31,17 +31,20 @@ def test_native_computes_the_linear(built, one_row, many_rows, bias):
     with torch.no_grad():
         torch.testing.assert_close(linear(x), reference(x), atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(linear(x[0, :1]), reference(x[0, :1]), atol=1e-5, rtol=1e-5)
-    assert not linear.weight.is_meta  # native runs on the weight as loaded: it is the one copy
+    assert set(linear.layouts) == {one_row, many_rows} - {EAGER}
+    assert linear.weight.is_meta == (EAGER not in (one_row, many_rows))  # one copy: the kernels' own layouts
+    torch.testing.assert_close(linear.weight_as_loaded(), reference.weight.detach(), atol=0, rtol=0)
 
 
-@pytest.mark.parametrize(("out_features", "in_features"), [(960, 576), (576, 1536), (49152, 576), (3, 10)])
+@pytest.mark.parametrize(("out_features", "in_features"), [(960, 576), (576, 1536), (49152, 576), (3, 10), (7, 37)])
 def test_a_rows_numbers_do_not_depend_on_the_rows_beside_it(built, out_features, in_features):
     generator = torch.Generator().manual_seed(1)
     w = torch.randn(out_features, in_features, generator=generator)
     x = torch.randn(11, in_features, generator=generator)
-    together = torch.ops.specviz.gemv(x, w)  # [11, out]
+    packed = torch.ops.specviz.pack_rows(w)
+    together = torch.ops.specviz.gemv(x, packed, out_features)  # [11, out]
     for rows in (1, 2, 4, 5, 9):
-        assert torch.equal(torch.ops.specviz.gemv(x[:rows], w), together[:rows])
+        assert torch.equal(torch.ops.specviz.gemv(x[:rows], packed, out_features), together[:rows])
     exact = (x.double() @ w.double().T).float()
     torch.testing.assert_close(together, exact, atol=1e-4, rtol=1e-4)
 
@@ -50,8 +53,8 @@ def test_native_refuses_what_it_is_not_for(built):
     linear = KernelLinear(nn.Linear(8, 4).to(torch.bfloat16))
     with pytest.raises(ValueError, match="native kernel is for float32"):
         linear.use(NATIVE, NATIVE)
-    with pytest.raises(RuntimeError, match="x \\[M, K\\] and w \\[N, K\\]"):
-        torch.ops.specviz.gemv(torch.randn(2, 8), torch.randn(4, 9))
+    with pytest.raises(RuntimeError, match="differ in K"):
+        torch.ops.specviz.gemv(torch.randn(2, 8), torch.ops.specviz.pack_rows(torch.randn(4, 17)), 4)
 
 
 @pytest.mark.slow

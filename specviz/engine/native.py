@@ -1,10 +1,11 @@
 """specviz's native kernel (csrc/gemv.cpp): built once per machine with the C++ compiler, loaded as
-the torch op `torch.ops.specviz.gemv(x [M, K], w [N, K]) -> [M, N]`.
+the torch ops `torch.ops.specviz.pack_rows(w [N, K])` (the weight laid out once, in blocks of 4 rows)
+and `torch.ops.specviz.gemv(x [M, K], packed, N) -> [M, N]`.
 
 Why a kernel of our own: a target step on the CPU multiplies one row (a verification pass a few) by
 every weight, so its time is the bytes it streams. torch's one-row float32 kernels reach about half of
-this machine's measured bandwidth (docs/benchmarks.md); a kernel that streams each weight row once,
-in the layout it was loaded in, comes closer. It is one candidate among the kernels
+this machine's measured bandwidth (docs/benchmarks.md); a kernel that streams each weight once, in
+one sequential pass over its own layout, comes closer. It is one candidate among the kernels
 specviz.engine.kernels measures at load; it runs only where it measured fastest.
 
 Building takes about half a minute with two cores, once: torch's extension builder keeps the
@@ -16,6 +17,7 @@ torch's eager linear leaves the candidate out, with the reason recorded; nothing
 from __future__ import annotations
 
 import hashlib
+import platform
 import threading
 from pathlib import Path
 
@@ -42,8 +44,11 @@ def _load() -> str | None:
         try:
             from torch.utils.cpp_extension import load
 
-            machine = hashlib.sha1(f"{cpu_name()} {torch.__version__}".encode()).hexdigest()[:10]
+            what = f"{cpu_name()} {torch.__version__} {SOURCE.read_text(encoding='utf-8')}"
+            machine = hashlib.sha1(what.encode()).hexdigest()[:10]  # a build per CPU, torch and source
             flags = ["-O3", "-march=native", "-ffp-contract=fast", "-fopenmp"]
+            if platform.machine() in ("x86_64", "AMD64"):
+                flags.append("-mprefer-vector-width=512")  # the kernel's 16-float vectors in one register each
             load(
                 name=f"specviz_gemv_{machine}", sources=[str(SOURCE)], extra_cflags=flags,
                 extra_ldflags=["-fopenmp"], is_python_module=False, verbose=False,
@@ -58,10 +63,11 @@ def _checked(torch) -> str | None:
     generator = torch.Generator().manual_seed(0)
     for n, k in ((5, 37), (64, 576), (9, 1536)):
         w, x = torch.randn(n, k, generator=generator), torch.randn(6, k, generator=generator)
-        y = torch.ops.specviz.gemv(x, w)  # [6, n]
+        packed = torch.ops.specviz.pack_rows(w)
+        y = torch.ops.specviz.gemv(x, packed, n)  # [6, n]
         want = (x.double() @ w.double().T).float()
         if not torch.allclose(y, want, rtol=1e-4, atol=1e-4):
             return "the native kernel's result differs from the exact product"
-        if not torch.equal(torch.ops.specviz.gemv(x[2:3], w), y[2:3]):
+        if not torch.equal(torch.ops.specviz.gemv(x[2:3], packed, n), y[2:3]):
             return "the native kernel's row differs computed alone"
     return None

@@ -16,9 +16,9 @@ The kernels (names stored in traces):
               bit-identical (bfloat16 layouts, used where the CPU has native bfloat16, can differ)
     packed1   the same, laid out with a batch-size hint of 1: a candidate for one-row calls only
               (it makes a 5-row pass about 1.7x slower than one row, measured on AMD EPYC)
-    native    specviz's own kernel (specviz.engine.native: streams the weight as loaded once per
-              call); float32 only, offered once built and checked on this machine; like packed, a
-              row's numbers do not depend on how many rows share the call
+    native    specviz's own kernel (specviz.engine.native: its own layout, streamed once per call);
+              float32 only, offered once built and checked on this machine; like packed, a row's
+              numbers do not depend on how many rows share the call
 
 These ops are internal to torch, so a module is checked once against its eager self before any
 packed kernel is offered; on any failure it stays eager and the reason is recorded.
@@ -35,7 +35,6 @@ PACKED_ONE_ROW = "packed1"
 NATIVE = "native"
 ONE_ROW_KERNELS = (EAGER, PACKED, PACKED_ONE_ROW, NATIVE)
 MANY_ROWS_KERNELS = (EAGER, PACKED, NATIVE)
-ON_THE_WEIGHT = (EAGER, NATIVE)  # the kernels that run on the weight as loaded (no layout of their own)
 
 
 class KernelLinear(nn.Module):
@@ -59,22 +58,19 @@ class KernelLinear(nn.Module):
             raise ValueError(f"unknown kernels {one_row!r} / {many_rows!r}")
         if NATIVE in (one_row, many_rows) and self.weight.dtype != torch.float32:
             raise ValueError(f"the native kernel is for float32 weights, not {self.weight.dtype}")
-        for kernel in {one_row, many_rows} - set(ON_THE_WEIGHT) - set(self.layouts):
+        for kernel in {one_row, many_rows} - {EAGER} - set(self.layouts):
             if self.weight.is_meta:
                 raise RuntimeError(
                     f"this linear's weights are held only in the {', '.join(self.layouts)} layout; load the "
                     "model again (or with pack=False) to run it with another kernel"
                 )
             with torch.no_grad():
-                hint = [1] if kernel == PACKED_ONE_ROW else []
-                self.layouts[kernel] = torch.ops.mkldnn._reorder_linear_weight(self.weight.detach(), *hint)
-        if {one_row, many_rows} & set(ON_THE_WEIGHT) and self.weight.is_meta:
-            raise RuntimeError(
-                f"this linear's weight as loaded was freed; load the model again to run it {one_row}/{many_rows}"
-            )
+                self.layouts[kernel] = _lay_out(self.weight.detach(), kernel)
+        if EAGER in (one_row, many_rows) and self.weight.is_meta:
+            raise RuntimeError("this linear's weight as loaded was freed; load the model again to run it eager")
         for kernel in set(self.layouts) - {one_row, many_rows} if free else ():
             del self.layouts[kernel]
-        if free and not shared and not {one_row, many_rows} & set(ON_THE_WEIGHT):
+        if free and not shared and EAGER not in (one_row, many_rows):
             self.weight = nn.Parameter(torch.empty_like(self.weight, device="meta"), requires_grad=False)
         self.one_row, self.many_rows = one_row, many_rows
 
@@ -83,20 +79,30 @@ class KernelLinear(nn.Module):
         applied to the identity gives it back exactly (each output is one weight times 1 plus zeros)."""
         if not self.weight.is_meta:
             return self.weight.detach()
-        layout = self.layouts.get(PACKED) if PACKED in self.layouts else next(iter(self.layouts.values()))
+        kernel = PACKED if PACKED in self.layouts else next(iter(self.layouts))
         eye = torch.eye(self.in_features, dtype=self.weight.dtype)  # [in, in], in the layout's dtype
         with torch.no_grad():
-            return torch.ops.mkldnn._linear_pointwise(eye, layout, None, "none", [], "").T.contiguous()  # [out, in]
+            return self._run(kernel, eye, bias=None).T.contiguous()  # [out, in]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # x [..., in] -> [..., out]
-        kernel = self.one_row if x.numel() == self.in_features else self.many_rows
+        return self._run(self.one_row if x.numel() == self.in_features else self.many_rows, x, self.bias)
+
+    def _run(self, kernel: str, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         if kernel == EAGER:
-            return nn.functional.linear(x, self.weight, self.bias)
+            return nn.functional.linear(x, self.weight, bias)
         if kernel == NATIVE:
-            y = torch.ops.specviz.gemv(x.reshape(-1, self.in_features), self.weight)  # [rows, out]
-            y = y.reshape(*x.shape[:-1], self.out_features)
-            return y if self.bias is None else y + self.bias
-        return torch.ops.mkldnn._linear_pointwise(x, self.layouts[kernel], self.bias, "none", [], "")
+            rows = x.reshape(-1, self.in_features)  # [rows, in]
+            y = torch.ops.specviz.gemv(rows, self.layouts[NATIVE], self.out_features).reshape(*x.shape[:-1], -1)
+            return y if bias is None else y + bias
+        return torch.ops.mkldnn._linear_pointwise(x, self.layouts[kernel], bias, "none", [], "")
+
+
+def _lay_out(weight: torch.Tensor, kernel: str) -> torch.Tensor:
+    """`weight` [out, in] in the layout `kernel` runs on."""
+    if kernel == NATIVE:
+        return torch.ops.specviz.pack_rows(weight)  # [ceil(out/4), ceil(in/16), 4, 16]
+    hint = [1] if kernel == PACKED_ONE_ROW else []
+    return torch.ops.mkldnn._reorder_linear_weight(weight, *hint)
 
 
 def packing_unavailable(module: nn.Module) -> str | None:

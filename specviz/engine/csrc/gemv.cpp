@@ -1,87 +1,106 @@
-// specviz's one native kernel: y = x w^T for a few rows x [M, K] against a float32 weight w [N, K]
-// as loaded (row-major), streamed once from memory whatever M is. A target step on the CPU is this
-// product for one to a few rows, and is bound by the bytes of w it reads: the kernel reads each
-// weight row once, holding 4 rows of w and up to 4 rows of x in registers (the 4 rows of w stay in
-// the L1 cache for the next rows of x), and splits the outputs over torch's threads. Built at load
-// by specviz/engine/native.py for the CPU it runs on (-march=native), and chosen only where
-// measured faster (specviz/engine/kernels.py).
+// specviz's one native kernel: y = x w^T for a few rows x [M, K] against a float32 weight w [N, K],
+// streaming w once from memory whatever M is. A target step on the CPU is this product for one to a
+// few rows, and is bound by the bytes of w it reads. So w is laid out once (pack_rows) in blocks of
+// 4 output rows, 16 inputs at a time: [ceil(N/4), ceil(K/16), 4, 16], zeros padding both ends. The
+// kernel then reads w in one sequential stream, holding a block's 4 rows and up to 4 rows of x in
+// registers (the block stays in the L1 cache for the next rows of x), and splits the blocks over
+// torch's threads. Built at load by specviz/engine/native.py for the CPU it runs on (-march=native),
+// and chosen only where measured faster (specviz/engine/kernels.py).
 //
-// Exactness: every output (m, n) is summed in one fixed order (16 lanes over k, then the lanes,
-// then the tail of k), whatever M, N and the thread split are, so a row's numbers are the same
-// computed alone or among others: a verification pass and a one-token step agree bit for bit.
+// Exactness: every output (m, n) is summed in one fixed order (16 lanes over k, then the lanes in a
+// fixed tree), whatever M, N and the thread split are, so a row's numbers are the same computed
+// alone or among others: a verification pass and a one-token step agree bit for bit. The padding
+// adds exact zeros.
 
 #include <ATen/core/Tensor.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cstring>
 
 typedef float v16 __attribute__((vector_size(64)));
 
-// y[m, n] = sum_k x[m, k] w[n, k] for rows m0..m0+MB and outputs n0..n0+NB. Every (m, n) is summed
-// in the same order whatever MB and NB are: 16 lanes over k, then the lanes, then the k tail.
-template <int MB, int NB>
-static inline void tile(const float* x, int64_t K, const float* w, float* y, int64_t N, int64_t n0) {
-  const int64_t K16 = K / 16 * 16;
-  v16 acc[MB][NB];
+static inline float lane_sum(v16 v) {  // a fixed tree: 8 + 8, 4 + 4, 2 + 2, 1 + 1
+  float s8[8], s4[4];
+  for (int i = 0; i < 8; ++i) s8[i] = v[i] + v[i + 8];
+  for (int i = 0; i < 4; ++i) s4[i] = s8[i] + s8[i + 4];
+  return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+}
+
+// One block of 4 outputs (n0..n0+3, `valid` of them real) for MB rows of x; x rows are KP floats
+// apart (padded with zeros to a multiple of 16).
+template <int MB>
+static inline void block(const float* x, int64_t KP, const float* wb, float* y, int64_t N, int64_t n0, int valid) {
+  v16 acc[MB][4];
+#pragma GCC unroll 4
   for (int m = 0; m < MB; ++m)
-    for (int j = 0; j < NB; ++j) acc[m][j] = (v16){};
-  for (int64_t k = 0; k < K16; k += 16) {
-    v16 wv[NB];
-    for (int j = 0; j < NB; ++j) __builtin_memcpy(&wv[j], w + (n0 + j) * K + k, 64);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) acc[m][j] = (v16){};
+  for (int64_t k = 0; k < KP; k += 16) {
+    v16 wv[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) std::memcpy(&wv[j], wb + k * 4 + j * 16, 64);
+#pragma GCC unroll 4
     for (int m = 0; m < MB; ++m) {
       v16 xv;
-      __builtin_memcpy(&xv, x + m * K + k, 64);
-      for (int j = 0; j < NB; ++j) acc[m][j] += wv[j] * xv;
+      std::memcpy(&xv, x + m * KP + k, 64);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) acc[m][j] += wv[j] * xv;
     }
   }
+#pragma GCC unroll 4
   for (int m = 0; m < MB; ++m)
-    for (int j = 0; j < NB; ++j) {
-      float s = 0.f;
-      for (int i = 0; i < 16; ++i) s += acc[m][j][i];
-      for (int64_t k = K16; k < K; ++k) s += x[m * K + k] * w[(n0 + j) * K + k];
-      y[m * N + n0 + j] = s;
-    }
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j)
+      if (j < valid) y[m * N + n0 + j] = lane_sum(acc[m][j]);
 }
 
-// Outputs n0..n1 for every row: 4 weight rows at a time are read from memory once, then stay in
-// the L1 cache for the next rows of x (4 at a time, then one by one).
-static void outputs(const float* x, int64_t M, int64_t K, const float* w, float* y, int64_t N, int64_t n0, int64_t n1) {
-  for (int64_t n = n0; n < n1; n += 4) {
-    const bool four = n + 4 <= n1;
-    int64_t m = 0;
-    for (; m + 4 <= M; m += 4) {
-      if (four) {
-        tile<4, 4>(x + m * K, K, w, y + m * N, N, n);
-      } else {
-        for (int64_t j = n; j < n1; ++j) tile<4, 1>(x + m * K, K, w, y + m * N, N, j);
-      }
+at::Tensor pack_rows(const at::Tensor& w) {
+  TORCH_CHECK(w.dim() == 2 && w.scalar_type() == at::kFloat && w.device().is_cpu(), "pack_rows: a float32 CPU w [N, K]");
+  const at::Tensor wc = w.contiguous();
+  const int64_t N = wc.size(0), K = wc.size(1), KB = (K + 15) / 16;
+  at::Tensor out = at::zeros({(N + 3) / 4, KB, 4, 16}, wc.options());
+  const float* src = wc.data_ptr<float>();
+  float* dst = out.data_ptr<float>();
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t kb = 0; kb < KB; ++kb) {
+      const int64_t width = std::min<int64_t>(16, K - kb * 16);
+      std::memcpy(dst + ((n / 4) * KB + kb) * 64 + (n % 4) * 16, src + n * K + kb * 16, width * sizeof(float));
     }
-    for (; m < M; ++m) {
-      if (four) {
-        tile<1, 4>(x + m * K, K, w, y + m * N, N, n);
-      } else {
-        for (int64_t j = n; j < n1; ++j) tile<1, 1>(x + m * K, K, w, y + m * N, N, j);
-      }
-    }
+  return out;
+}
+
+at::Tensor gemv(const at::Tensor& x, const at::Tensor& packed, int64_t N) {
+  TORCH_CHECK(x.dim() == 2 && packed.dim() == 4, "gemv: x [M, K] and a pack_rows layout");
+  TORCH_CHECK(x.scalar_type() == at::kFloat && packed.scalar_type() == at::kFloat, "gemv: float32 only");
+  TORCH_CHECK(packed.size(0) == (N + 3) / 4 && packed.size(1) == (x.size(1) + 15) / 16, "gemv: x [M, K] and w [N, K] differ in K");
+  const int64_t M = x.size(0), K = x.size(1), KP = packed.size(1) * 16;
+  at::Tensor xp = x.contiguous();
+  if (KP != K) {  // rows padded with zeros to the layout's width
+    at::Tensor padded = at::zeros({M, KP}, x.options());
+    padded.narrow(1, 0, K).copy_(xp);
+    xp = padded;
   }
-}
-
-at::Tensor gemv(const at::Tensor& x, const at::Tensor& w) {
-  TORCH_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1), "gemv: x [M, K] and w [N, K]");
-  TORCH_CHECK(x.scalar_type() == at::kFloat && w.scalar_type() == at::kFloat, "gemv: float32 only");
-  TORCH_CHECK(x.device().is_cpu() && w.device().is_cpu(), "gemv: CPU tensors only");
-  const at::Tensor xc = x.contiguous(), wc = w.contiguous();
-  const int64_t M = xc.size(0), K = xc.size(1), N = wc.size(0);
-  at::Tensor y = at::empty({M, N}, xc.options());
-  const float* xp = xc.data_ptr<float>();
-  const float* wp = wc.data_ptr<float>();
-  float* yp = y.data_ptr<float>();
-  at::parallel_for(0, (N + 3) / 4, 16, [&](int64_t b0, int64_t b1) {  // blocks of 4 outputs
-    outputs(xp, M, K, wp, yp, N, b0 * 4, std::min(b1 * 4, N));
+  at::Tensor y = at::empty({M, N}, x.options());
+  const float* xs = xp.data_ptr<float>();
+  const float* ws = packed.data_ptr<float>();
+  float* ys = y.data_ptr<float>();
+  at::parallel_for(0, (N + 3) / 4, 16, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const float* wb = ws + b * KP * 4;
+      const int valid = static_cast<int>(std::min<int64_t>(4, N - b * 4));
+      int64_t m = 0;
+      for (; m + 4 <= M; m += 4) block<4>(xs + m * KP, KP, wb, ys + m * N, N, b * 4, valid);
+      for (; m < M; ++m) block<1>(xs + m * KP, KP, wb, ys + m * N, N, b * 4, valid);
+    }
   });
   return y;
 }
 
-TORCH_LIBRARY(specviz, m) { m.def("gemv(Tensor x, Tensor w) -> Tensor", &gemv); }
+TORCH_LIBRARY(specviz, m) {
+  m.def("pack_rows(Tensor w) -> Tensor", &pack_rows);
+  m.def("gemv(Tensor x, Tensor packed, int N) -> Tensor", &gemv);
+}
