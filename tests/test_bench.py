@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from specviz.config import PAPER_DRAFT
+from specviz.engine.models import STRATEGIES
 from specviz.labs.bench import expected_tokens, predicted_speedup
 
 
@@ -117,6 +119,33 @@ def test_bench_tiny(tmp_path):
     ):
         assert column in table
     assert "n/a |" in table and "n/ax" not in table  # the n-gram has no HF figure: "n/a", never "n/ax"
+
+
+@pytest.mark.parametrize("name", [*STRATEGIES, PAPER_DRAFT])  # hybrid-suffix and staged among them
+def test_bench_loads_no_model_for_a_named_draft(monkeypatch, name):
+    """A draft the decoder builds from its name (specviz.drafters.resolve.needs_no_model) reaches the
+    bench as its name: the bench does not try to load it as a model."""
+    from types import SimpleNamespace
+
+    from specviz.engine import models
+    from specviz.labs import bench
+
+    loaded, given = [], []
+
+    class Stop(Exception):
+        pass
+
+    def record_bench(target, draft, *rest, **kw):
+        given.append(draft)
+        raise Stop  # the draft as the bench would run it is all this test reads
+
+    monkeypatch.setattr(models, "load_model", lambda n, **kw: loaded.append(n))
+    monkeypatch.setattr(bench, "Bench", record_bench)
+    args = SimpleNamespace(no_hf=False, max_new_tokens=4, seed=0, reps=1)
+    target = SimpleNamespace(device="cpu", dtype="float32")
+    with pytest.raises(Stop):
+        bench._sweep_draft(args, target, name, ["hi"], [0.0], [2], None, lambda m: None, {})
+    assert loaded == [] and given == [name]
 
 
 def test_bench_refuses_bad_prompt_count(capsys):

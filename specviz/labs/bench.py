@@ -538,9 +538,10 @@ def _main(args) -> int:
 def _sweep_draft(args, target, name: str, prompts, temperatures, gammas, plain, log, drafts: dict) -> dict:
     """One draft's run of the report: loaded beside the target (a model draft) and swept over gammas
     and temperatures, with its best gamma per temperature. drafts[name] keeps the draft as run."""
-    from specviz.engine.models import HYBRID_DRAFT, NGRAM_DRAFT, SELF_DRAFT, check_vocabulary, is_head, load_model
+    from specviz.drafters.resolve import needs_no_model
+    from specviz.engine.models import check_vocabulary, load_model
 
-    if name in (NGRAM_DRAFT, SELF_DRAFT, HYBRID_DRAFT) or is_head(name):
+    if needs_no_model(name):  # the decoder builds it from its name (hybrid-suffix, staged, ...)
         draft, hf = name, False  # transformers' assisted generation needs an assistant model
     else:
         draft = load_model(name, device=target.device, dtype=target.dtype)
