@@ -3,7 +3,8 @@
 Greedy speculative output must equal transformers' own greedy `generate(do_sample=False)` token
 for token, for several prompts and gamma in {1, 3, 8}, with the n-gram drafter, a model drafter (a
 random tiny model that disagrees often, so every rejection path runs), the draft head, the hybrid,
-and the default as a new user gets it (no draft named). The target is float32 with packed weights,
+the suffix-tree hybrid, the staged draft (the distilled draft drafted by n-gram lookup), and the
+default as a new user gets it (no draft named). The target is float32 with packed weights,
 the default on a CPU; transformers' generate runs the same packed model.
 """
 
@@ -41,7 +42,9 @@ def greedy_references(offline_target):
 
 
 @pytest.mark.parametrize("gamma", [1, 3, 8])
-@pytest.mark.parametrize("drafter", ["ngram", "model", "offline:specviz-head-smollm2", "hybrid", None])
+@pytest.mark.parametrize(
+    "drafter", ["ngram", "model", "offline:specviz-head-smollm2", "hybrid", "hybrid-suffix", "staged", None]
+)
 def test_greedy_speculative_equals_transformers_greedy(
     offline_target, random_draft_for_offline, greedy_references, gamma, drafter
 ):
