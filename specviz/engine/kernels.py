@@ -48,7 +48,7 @@ CONTEXT_TOKENS = 48  # the context a measured pass attends to (a short chat prom
 GROUPS = ("body", "head")
 SHAPES = ("one_row", "many_rows")
 CANDIDATES = {"one_row": ONE_ROW_KERNELS, "many_rows": MANY_ROWS_KERNELS}
-CACHE_SCHEMA = 1
+CACHE_SCHEMA = 2  # 2: the native kernel joined the candidates, so choices measured without it are measured again
 # A second copy of a group's weights (a one-row kernel other than the several-row one) must save at
 # least this share of a measured one-row step, or one layout serves both (one_layout_unless_it_pays).
 # Whole-step medians of the same kernel move by a few percent between loads (docs/benchmarks.md), so
