@@ -170,19 +170,30 @@ def one_layout_unless_it_pays(record: dict) -> dict:
     """The choice with one layout of each group's weights, unless a second one pays for its memory.
 
     A group whose one-row and several-row kernels differ holds two copies of its weights (the
-    weight as loaded and a packed one, or two packed layouts). Keep them only when the one-row
-    kernel beats the several-row kernel on one row by SECOND_LAYOUT_MIN_SAVING of the measured
-    step; otherwise one-row calls run the several-row kernel too, one layout for both."""
-    timings = record.get("timings_ms", {}).get("one_row", {})
+    weight as loaded and a packed one, or two layouts). One kernel then serves both shapes if it
+    costs at most SECOND_LAYOUT_MIN_SAVING more than the other on the other's shape (the measured
+    step or pass): the several-row kernel on one row, or the one-row kernel on several rows,
+    whichever costs less. Only where both cost more does the group keep two layouts."""
+    timings = record.get("timings_ms", {})
     choice = {shape: dict(record[shape]) for shape in SHAPES}
     for group in GROUPS:
         one, many = choice["one_row"].get(group), choice["many_rows"].get(group)
-        own, shared = timings.get(f"{group}={one}"), timings.get(f"{group}={many}")
-        if one == many or own is None or shared is None:
+        if one == many:
             continue
-        if own > (1 - SECOND_LAYOUT_MIN_SAVING) * shared:
-            choice["one_row"][group] = many
+        losses = {  # the kernel for both shapes -> what it costs more on the shape it was not chosen for
+            many: _loss(timings.get("one_row", {}), group, many, one),
+            one: _loss(timings.get("many_rows", {}), group, one, many),
+        }
+        kernel = min(losses, key=losses.get)
+        if losses[kernel] <= SECOND_LAYOUT_MIN_SAVING:
+            choice["one_row"][group] = choice["many_rows"][group] = kernel
     return {**record, **choice}
+
+
+def _loss(timings: dict, group: str, instead: str, best: str) -> float:
+    """How much longer `instead` took than `best` for `group` (inf where either was not timed)."""
+    took, fastest = timings.get(f"{group}={instead}"), timings.get(f"{group}={best}")
+    return took / fastest - 1 if took is not None and fastest else float("inf")
 
 
 def _measure(groups: dict, run, many_rows: tuple[int, ...], prepare, candidates: dict = CANDIDATES) -> dict:

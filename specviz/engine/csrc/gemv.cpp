@@ -8,7 +8,7 @@
 // and chosen only where measured faster (specviz/engine/kernels.py).
 //
 // Exactness: every output (m, n) is summed in one fixed order (16 lanes over k, then the lanes in a
-// fixed tree), whatever M, N and the thread split are, so a row's numbers are the same computed
+// fixed tree, lane_sums), whatever M, N and the thread split are, so a row's numbers are the same computed
 // alone or among others: a verification pass and a one-token step agree bit for bit. The padding
 // adds exact zeros.
 
@@ -23,11 +23,20 @@
 
 typedef float v16 __attribute__((vector_size(64)));
 
-static inline float lane_sum(v16 v) {  // a fixed tree: 8 + 8, 4 + 4, 2 + 2, 1 + 1
-  float s8[8], s4[4];
-  for (int i = 0; i < 8; ++i) s8[i] = v[i] + v[i + 8];
-  for (int i = 0; i < 4; ++i) s4[i] = s8[i] + s8[i + 4];
-  return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+typedef float v8 __attribute__((vector_size(32)));
+
+// The lane sums of 4 accumulators at once, each in one fixed tree (lanes i + (i+8), then i + (i+4),
+// then (0 + 2) + (1 + 3)): the same adds, in the same order, for every output.
+static inline void lane_sums(const v16 a[4], float out[4]) {
+  const v16 h01 = __builtin_shufflevector(a[0], a[1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+                  __builtin_shufflevector(a[0], a[1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  const v16 h23 = __builtin_shufflevector(a[2], a[3], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+                  __builtin_shufflevector(a[2], a[3], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  const v16 q = __builtin_shufflevector(h01, h23, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+                __builtin_shufflevector(h01, h23, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+  const v8 e = __builtin_shufflevector(q, q, 0, 1, 4, 5, 8, 9, 12, 13) +
+               __builtin_shufflevector(q, q, 2, 3, 6, 7, 10, 11, 14, 15);
+  for (int j = 0; j < 4; ++j) out[j] = e[2 * j] + e[2 * j + 1];
 }
 
 // One block of 4 outputs (n0..n0+3, `valid` of them real) for MB rows of x; x rows are KP floats
@@ -52,10 +61,11 @@ static inline void block(const float* x, int64_t KP, const float* wb, float* y, 
     }
   }
 #pragma GCC unroll 4
-  for (int m = 0; m < MB; ++m)
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j)
-      if (j < valid) y[m * N + n0 + j] = lane_sum(acc[m][j]);
+  for (int m = 0; m < MB; ++m) {
+    float sums[4];
+    lane_sums(acc[m], sums);
+    for (int j = 0; j < valid; ++j) y[m * N + n0 + j] = sums[j];
+  }
 }
 
 at::Tensor pack_rows(const at::Tensor& w) {
