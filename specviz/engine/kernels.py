@@ -10,16 +10,17 @@ for two shapes:
             "many_rows": the verification passes of the default drafts (1 + 2 x gamma rows for the
             head's two-branch tree at the default gamma, 1 + gamma for the n-gram chain)
 
-For each shape, each group's candidates (specviz.engine.packing: eager, packed, native where it
-was built here and the weights are float32, and for one row packed1) are timed
+For each shape, each group's candidates (specviz.engine.packing: eager, packed, and for one row
+packed1; not yet native, see CANDIDATES) are timed
 through the whole model, one group at a time with the other on its best so far, the
 candidates interleaved over MEASURE_REPS repetitions; the median wins. The choice and every timing
 are recorded (LoadedModel.kernels, the trace's config.kernels) and cached per machine, torch
 version, thread count and model in <cache>/kernels.json (specviz.engine.models.cache_dir), so a later
 load takes no measurement.
 
-SPECVIZ_KERNELS forces one choice for every group: "eager", "packed", or "ONE_ROW/MANY_ROWS" such
-as "eager/packed"; "measure" measures again and replaces the cached choice.
+SPECVIZ_KERNELS forces one choice for every group: "eager", "packed", "native" (specviz's own
+kernel, specviz.engine.native: built here first), or "ONE_ROW/MANY_ROWS" such as "eager/packed";
+"measure" measures again and replaces the cached choice.
 
 Exactness: with one kernel for every shape a row's numbers do not depend on how many rows share
 the call (packed), so greedy output is bit-identical to the target alone. Where the two shapes
@@ -47,12 +48,20 @@ MEASURE_REPS = 5  # per candidate and shape: enough for a stable median, under ~
 CONTEXT_TOKENS = 48  # the context a measured pass attends to (a short chat prompt)
 GROUPS = ("body", "head")
 SHAPES = ("one_row", "many_rows")
-CANDIDATES = {"one_row": ONE_ROW_KERNELS, "many_rows": MANY_ROWS_KERNELS}
-CACHE_SCHEMA = 2  # 2: the native kernel joined the candidates, so choices measured without it are measured again
-# A second copy of a group's weights (a one-row kernel other than the several-row one) must save at
-# least this share of a measured one-row step, or one layout serves both (one_layout_unless_it_pays).
-# Whole-step medians of the same kernel move by a few percent between loads (docs/benchmarks.md), so
-# a smaller gain is not told apart from noise, while the copy costs the group's weight bytes for sure.
+# The kernels measured at load. specviz's native kernel is not among them yet: on AMD EPYC it makes a
+# one-token step 1.7x faster than packed, but a verification pass of 7 rows only 1.1x and a class's
+# batched pass (32+ rows) 1.6x slower, so the measured choice would keep two layouts (twice the
+# memory) or slow the class down (docs/benchmarks.md, "The native kernel"). SPECVIZ_KERNELS=native runs it.
+CANDIDATES = {
+    "one_row": tuple(k for k in ONE_ROW_KERNELS if k != NATIVE),
+    "many_rows": tuple(k for k in MANY_ROWS_KERNELS if k != NATIVE),
+}
+CACHE_SCHEMA = 3  # 3: choices measured while the native kernel was a candidate (schema 2) are measured again
+# A second copy of a group's weights (a one-row and a several-row kernel with layouts of their own)
+# stays only when neither kernel comes within this share of the other on the other's shape
+# (one_layout_unless_it_pays). Whole-step medians of the same kernel move by a few percent between
+# loads (docs/benchmarks.md), so a smaller gain is not told apart from noise, while the copy costs the
+# group's weight bytes for sure.
 SECOND_LAYOUT_MIN_SAVING = 0.10
 
 
@@ -125,17 +134,11 @@ def choose(
     if cached is not None and not os.environ.get("SPECVIZ_KERNELS", "").strip().lower() == "measure":
         try:
             settled = one_layout_unless_it_pays(cached)
-            if _chosen(settled, NATIVE) and _native_unavailable(linears):
-                raise ValueError("the native kernel it chose is not available now")
             _apply(groups, settled, shared=shared)
             return {**settled, "source": "cached (measured earlier on this machine)"}
         except (KeyError, ValueError):
             pass  # a stale or hand-edited entry, or a kernel gone: measure again
-    left_out = _native_unavailable(linears)
-    candidates = {s: tuple(k for k in CANDIDATES[s] if k != NATIVE or not left_out) for s in SHAPES}
-    record = _measure(groups, run, many_rows, prepare, candidates)  # the fastest per shape, as measured
-    if left_out:
-        record["native"] = left_out
+    record = _measure(groups, run, many_rows, prepare)  # the fastest per shape, as measured
     _write_cache(cache_file, key, record)
     settled = one_layout_unless_it_pays(record)
     _apply(groups, settled, shared=shared)  # frees the layouts (and weights as loaded) it does not use
@@ -148,10 +151,6 @@ def _native_unavailable(linears: list[KernelLinear]) -> str | None:
     if dtype != "float32":
         return f"the native kernel is for float32 weights, not {dtype}"
     return native.unavailable()
-
-
-def _chosen(record: dict, kernel: str) -> bool:
-    return any(kernel in record[shape].values() for shape in SHAPES)
 
 
 def _apply(groups: dict, choice: dict, free: bool = True, shared: frozenset = frozenset()) -> None:
@@ -196,7 +195,7 @@ def _loss(timings: dict, group: str, instead: str, best: str) -> float:
     return took / fastest - 1 if took is not None and fastest else float("inf")
 
 
-def _measure(groups: dict, run, many_rows: tuple[int, ...], prepare, candidates: dict = CANDIDATES) -> dict:
+def _measure(groups: dict, run, many_rows: tuple[int, ...], prepare) -> dict:
     """Coordinate search: per shape, per group, the fastest candidate with the rest held fixed."""
     import torch
 
@@ -211,7 +210,7 @@ def _measure(groups: dict, run, many_rows: tuple[int, ...], prepare, candidates:
             for group in GROUPS:
                 if not groups[group]:
                     continue
-                samples: dict[str, list[float]] = {k: [] for k in candidates[shape]}
+                samples: dict[str, list[float]] = {k: [] for k in CANDIDATES[shape]}
                 for rep in range(MEASURE_REPS + 1):  # the first round warms each layout up, untimed
                     order = list(samples)
                     order = order[rep % len(order) :] + order[: rep % len(order)]
