@@ -17,7 +17,7 @@ The kernels (names stored in traces):
     packed1   the same, laid out with a batch-size hint of 1: a candidate for one-row calls only
               (it makes a 5-row pass about 1.7x slower than one row, measured on AMD EPYC)
     native    specviz's own kernel (specviz.engine.native: its own layout, streamed once per call);
-              float32 only, offered once built and checked on this machine; like packed, a row's
+              float32 only, opt-in (SPECVIZ_KERNELS=native: specviz.engine.kernels says why); like packed, a row's
               numbers do not depend on how many rows share the call
 
 These ops are internal to torch, so a module is checked once against its eager self before any
