@@ -45,7 +45,8 @@ def test_serving_opens_on_the_recording_with_its_charts_sentence_and_download(ne
     assert charts.memory_bound_sentence(recorded) in text
 
     labels = page.evaluate(LABELS, "sv-pass")
-    assert [t for t, *_ in labels] == ["B 1", "B 2", "B 4", "B 8, 16", "B 1", "B 2–16"], labels
+    laid_out = [note.text for note in charts.pass_cost_figure(recorded).layout.annotations]
+    assert sorted(t for t, *_ in labels) == sorted(laid_out), labels  # every label the chart module kept
     chart = page.locator(".st-key-sv-pass").bounding_box()
     for i, (name, left, right, top, bottom) in enumerate(labels):
         assert chart["x"] <= left and right <= chart["x"] + chart["width"], (name, chart)  # none clipped
