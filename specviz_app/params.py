@@ -54,7 +54,7 @@ def pairs() -> dict[str, Pair]:
         ("offline-hybrid", "135M + hybrid", models.HYBRID_DRAFT),
         ("offline-ngram", "135M + n-gram", models.NGRAM_DRAFT),
         ("offline-trained", "135M + distilled 3-layer", models.TRAINED_DRAFT),
-        ("offline-hybrid-suffix", "135M + hybrid with suffix trees", models.HYBRID_SUFFIX_DRAFT),
+        ("offline-hybrid-suffix", "135M + hybrid, suffix trees of past outputs", models.HYBRID_SUFFIX_DRAFT),
         ("offline-staged", "135M + staged distilled 3-layer", models.STAGED_DRAFT),
     ]
     for key, label, draft in offered:

@@ -107,6 +107,18 @@ def test_memory_forgets_the_oldest_output_first():
     assert set(memory.tree.docs) == {second, third}
 
 
+def test_memory_keeps_at_most_its_tokens_forgetting_the_oldest_output_first():
+    memory = SuffixMemory(depth=4, max_outputs=10, max_tokens=5)
+    first, second = memory.new_run(), memory.new_run()
+    memory.extend(first, [1, 2, 3])
+    memory.extend(second, [4, 5])
+    assert set(memory.tree.docs) == {first, second}  # 5 tokens: at the bound
+    memory.extend(second, [6])  # 6 tokens: the oldest output goes
+    assert set(memory.tree.docs) == {second} and memory.propose([1], 2, 1, 0.1) == (0.0, [])
+    memory.extend(second, list(range(7, 20)))  # one output alone may pass the bound: it is the one going on
+    assert set(memory.tree.docs) == {second}
+
+
 def test_the_drafter_proposes_from_an_earlier_runs_output():
     memory = SuffixMemory()
     drafter = SuffixDrafter(min_match=2, memory=memory)

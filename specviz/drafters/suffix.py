@@ -25,6 +25,10 @@ from specviz.drafters.ngram import one_hot_drafts
 SUFFIX_DEPTH = 24  # longest path the tries keep: matches and statistics beyond it add little
 MIN_TOKEN_PROB = 0.1  # stop the continuation once its estimated probability falls below this
 MEMORY_OUTPUTS = 256  # earlier outputs the process keeps; the oldest is forgotten first
+# ... and at most this many of their tokens: a token adds up to SUFFIX_DEPTH trie nodes (a few kB
+# where the text does not repeat), so 256 outputs of 1024 tokens could hold gigabytes; 16k tokens
+# stay near 100 MB at the worst.
+MEMORY_TOKENS = 16_384
 
 
 class _Node:
@@ -119,12 +123,15 @@ def continuation(node: _Node, gamma: int, min_prob: float) -> tuple[float, list[
 
 
 class SuffixMemory:
-    """The target's earlier outputs in this process, as one SuffixTree shared by every run (thread-safe);
-    it keeps the latest `max_outputs` outputs, forgetting the oldest first."""
+    """The target's earlier outputs in this process, as one SuffixTree shared by every run (thread-safe):
+    in the app, every session's, so one student's answers can be drafted (and shown as drafts) in
+    another's run, and a rerun drafts from its own earlier answer. It keeps the latest `max_outputs`
+    outputs and `max_tokens` of their tokens, forgetting the oldest first."""
 
-    def __init__(self, depth: int = SUFFIX_DEPTH, max_outputs: int = MEMORY_OUTPUTS):
+    def __init__(self, depth: int = SUFFIX_DEPTH, max_outputs: int = MEMORY_OUTPUTS, max_tokens: int = MEMORY_TOKENS):
         self.tree = SuffixTree(depth)
-        self.max_outputs = max_outputs
+        self.max_outputs, self.max_tokens = max_outputs, max_tokens
+        self._tokens = 0  # held by the runs remembered
         self._runs: OrderedDict[int, None] = OrderedDict()
         self._ids = itertools.count()
         self._lock = threading.Lock()
@@ -135,13 +142,21 @@ class SuffixMemory:
             run = next(self._ids)
             self._runs[run] = None
             while len(self._runs) > self.max_outputs:
-                self.tree.remove(self._runs.popitem(last=False)[0])
+                self._forget_oldest()
             return run
+
+    def _forget_oldest(self) -> None:
+        oldest = self._runs.popitem(last=False)[0]
+        self._tokens -= len(self.tree.docs.get(oldest, []))
+        self.tree.remove(oldest)
 
     def extend(self, run: int, tokens: list[int]) -> None:
         with self._lock:
             if run in self._runs:  # a run forgotten while still going adds nothing more
                 self.tree.extend(run, tokens)
+                self._tokens += len(tokens)
+            while self._tokens > self.max_tokens and len(self._runs) > 1:
+                self._forget_oldest()
 
     def propose(self, ids: list[int], gamma: int, min_match: int, min_prob: float) -> tuple[float, list[int]]:
         with self._lock:

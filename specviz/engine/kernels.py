@@ -49,7 +49,7 @@ CONTEXT_TOKENS = 48  # the context a measured pass attends to (a short chat prom
 GROUPS = ("body", "head")
 SHAPES = ("one_row", "many_rows")
 # The kernels measured at load. specviz's native kernel is not among them yet: on AMD EPYC it makes a
-# one-token step 1.7x faster than packed, but a verification pass of 7 rows only 1.1x and a class's
+# one-token step 1.7x faster than packed, but a five-row verification pass only 1.07x and a class's
 # batched pass (32+ rows) 1.6x slower, so the measured choice would keep two layouts (twice the
 # memory) or slow the class down (docs/benchmarks.md, "The native kernel"). SPECVIZ_KERNELS=native runs it.
 CANDIDATES = {

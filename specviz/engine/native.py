@@ -5,13 +5,15 @@ and `torch.ops.specviz.gemv(x [M, K], packed, N) -> [M, N]`.
 Why a kernel of our own: a target step on the CPU multiplies one row (a verification pass a few) by
 every weight, so its time is the bytes it streams. torch's one-row float32 kernels reach about half of
 this machine's measured bandwidth (docs/benchmarks.md); a kernel that streams each weight once, in
-one sequential pass over its own layout, comes closer. It is one candidate among the kernels
-specviz.engine.kernels measures at load; it runs only where it measured fastest.
+one sequential pass over its own layout, comes closer. It is opt-in (SPECVIZ_KERNELS=native), not
+among the kernels specviz.engine.kernels measures at load: kernels.CANDIDATES says why.
 
 Building takes about half a minute with two cores, once: torch's extension builder keeps the
-result under its cache ($TORCH_EXTENSIONS_DIR, ~/.cache/torch_extensions), keyed by this CPU (the
-code is compiled for it: -march=native). No compiler, a failed build or a result that differs from
-torch's eager linear leaves the candidate out, with the reason recorded; nothing else changes.
+result under its cache ($TORCH_EXTENSIONS_DIR, ~/.cache/torch_extensions), keyed by this CPU's name
+and instruction-set flags (the code is compiled for it: -march=native, so a build must never meet
+another CPU). It needs a C++ compiler and ninja (on this project's machines: Debian's g++ and
+ninja-build). No compiler, a failed build or a result that differs from the exact product makes
+`unavailable()` say why, and SPECVIZ_KERNELS=native then an error that says it.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ def _load() -> str | None:
         try:
             from torch.utils.cpp_extension import load
 
-            what = f"{cpu_name()} {torch.__version__} {SOURCE.read_text(encoding='utf-8')}"
+            what = f"{cpu_name()} {_cpu_flags()} {torch.__version__} {SOURCE.read_text(encoding='utf-8')}"
             machine = hashlib.sha1(what.encode()).hexdigest()[:10]  # a build per CPU, torch and source
             flags = ["-O3", "-march=native", "-ffp-contract=fast", "-fopenmp"]
             if platform.machine() in ("x86_64", "AMD64"):
@@ -53,9 +55,21 @@ def _load() -> str | None:
                 name=f"specviz_gemv_{machine}", sources=[str(SOURCE)], extra_cflags=flags,
                 extra_ldflags=["-fopenmp"], is_python_module=False, verbose=False,
             )  # fmt: skip
-        except Exception as exc:  # no compiler, no ninja, a failed build: the candidate is left out
+        except Exception as exc:  # no compiler, no ninja, a failed build: said, never a crash
             return f"the native kernel could not be built here ({type(exc).__name__}: {str(exc)[:200]})"
     return _checked(torch)
+
+
+def _cpu_flags() -> str:
+    """The instruction-set flags of this CPU (/proc/cpuinfo), so a build for one CPU is never loaded on
+    another that shares its name but lacks an instruction (a virtual machine may show only "AMD EPYC")."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("flags"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
 
 
 def _checked(torch) -> str | None:

@@ -48,7 +48,10 @@ EXPLAINED = {
     TRAINED_DRAFT: "a separate small model distilled from the target",
     HEAD_DRAFT: "one layer reading three of the target's own layers; it also offers a second first token",
     HYBRID_DRAFT: "the n-gram draft when the context matches, else the head",
-    HYBRID_SUFFIX_DRAFT: "the hybrid with suffix trees over the text and earlier outputs in place of the n-gram",
+    HYBRID_SUFFIX_DRAFT: (
+        "the hybrid with suffix trees over the text and every earlier output of this server (every session's, this "
+        "race's warm-up included) in place of the n-gram"
+    ),
     STAGED_DRAFT: "the distilled draft, its own drafting guessed by n-gram lookup: its drafts in fewer of its passes",
     SELF_DRAFT: "the target drafting for itself: always right, as slow as the target",
 }

@@ -1,7 +1,8 @@
 """Serving: B requests decoding at once, with and without speculation, through the classroom's batcher.
 
 Speculative decoding buys speed by filling a memory-bound target pass with more rows: one pass
-over γ + 1 tokens costs about what a pass over one costs, because streaming the weights dominates.
+over its drafts (γ + 1 rows for a chain, 1 + 2γ for the default draft's two-branch tree) costs about
+what a pass over one costs, because streaming the weights dominates.
 A server batching B requests fills the same pass another way, with B requests' rows. Once the pass
 is full (compute-bound), speculation's extra rows are no longer free: its drafted-then-rejected
 tokens cost real compute, and its gain over the target alone shrinks, then turns into a loss.
@@ -19,11 +20,11 @@ others'). Per batch size B and mode ("target": the target alone, "speculative": 
     identical           greedy only, on the speculative row: how many requests wrote the target
                         alone's tokens exactly (they must all: speculation never changes the output)
 
-Why B ∈ {1, 2, 4, 8, 16} (BATCH_SIZES), measured: on the 2-core CPUs this was built on, the offline
-target's decode pass stops being memory-bound within 16 rows (docs/benchmarks.md, Serving: its cost
-per row stops falling), and at B = 16 a speculative pass already carries 16 × (γ + 1) = 64 rows, so a
-larger B only repeats the compute-bound end at more seconds per request (at B = 16 the median
-request already waits several times its solo latency). The batcher itself seats at most
+Why B ∈ {1, 2, 4, 8, 16} (BATCH_SIZES), measured (docs/benchmarks.md, Serving): on the 2-core CPU
+this was built on, speculation stopped paying from B = 4, the target alone's total tokens/s still
+grew up to B = 16 while no pass carried more than about 10 rows (the batcher's window closes a pass
+before every request has drafted), and at B = 16 the median speculative request already took about
+ten times its solo latency: a larger B would only add seconds per request. The batcher itself seats at most
 config.BATCH_MAX_SESSIONS, which bounds what a file may hold (MAX_BATCH).
 
 Plain data in and out, no streamlit; torch only inside the functions that decode. `run_serving`

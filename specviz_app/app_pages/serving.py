@@ -108,11 +108,11 @@ def _show(result: serving.ServingResult, source: str) -> None:
     st.markdown(serving_charts.memory_bound_sentence(result))
     st.caption(
         "Pass cost: the batcher's own timing of each target pass (forward_many over every waiting request's "
-        "rows), prompts' first passes left out. A speculative request brings up to γ + 1 rows to each pass, the "
-        "target alone one; the dotted line is what a pass costing the same for any number of rows would give. "
+        "rows), prompts' first passes left out. A speculative request brings up to 1 + 2γ rows to each pass (the default "
+        "draft's two-branch tree; a chain γ + 1), the target alone one; the dotted line is what a pass costing the same for any number of rows would give. "
         "Drafting and sampling run one request at a time (one compute lock), so they grow with B too; and once "
         f"a pass's first request has waited {BATCH_WINDOW_S * 1000:g} ms, the pass runs with the requests that "
-        "have come, the others still drafting one by one: so a pass carries fewer rows than B × (γ + 1) (the "
+        "have come, the others still drafting one by one: so a pass carries fewer rows than B × (1 + 2γ) (the "
         "table's rows S)."
     )
     st.dataframe(serving_charts.serving_table(result), hide_index=True, column_config=TABLE_COLUMNS)
@@ -123,6 +123,10 @@ def _show(result: serving.ServingResult, source: str) -> None:
         "(speculation never changes the text; it only changes how fast it comes)."
     )
     st.markdown(serving_charts.GPU_NOTE)
+    st.caption(
+        "A live run seats its requests at the same batcher as everyone using this server: run it when no one "
+        "else is decoding, or their rows and their turns at the lock are counted in its figures."
+    )
 
 
 def _on_show() -> tuple[serving.ServingResult | None, str]:

@@ -4,8 +4,8 @@
 // 4 output rows, 16 inputs at a time: [ceil(N/4), ceil(K/16), 4, 16], zeros padding both ends. The
 // kernel then reads w in one sequential stream, holding a block's 4 rows and up to 4 rows of x in
 // registers (the block stays in the L1 cache for the next rows of x), and splits the blocks over
-// torch's threads. Built at load by specviz/engine/native.py for the CPU it runs on (-march=native),
-// and chosen only where measured faster (specviz/engine/kernels.py).
+// torch's threads. Built by specviz/engine/native.py for the CPU it runs on (-march=native); opt-in
+// (SPECVIZ_KERNELS=native; specviz/engine/kernels.py says why it is not measured by default).
 //
 // Exactness: every output (m, n) is summed in one fixed order (16 lanes over k, then the lanes in a
 // fixed tree, lane_sums), whatever M, N and the thread split are, so a row's numbers are the same computed
@@ -84,9 +84,12 @@ at::Tensor pack_rows(const at::Tensor& w) {
 }
 
 at::Tensor gemv(const at::Tensor& x, const at::Tensor& packed, int64_t N) {
-  TORCH_CHECK(x.dim() == 2 && packed.dim() == 4, "gemv: x [M, K] and a pack_rows layout");
+  TORCH_CHECK(x.dim() == 2 && packed.dim() == 4 && packed.size(2) == 4 && packed.size(3) == 16 && packed.is_contiguous(),
+              "gemv: x [M, K] and a pack_rows layout");
+  TORCH_CHECK(x.device().is_cpu() && packed.device().is_cpu(), "gemv: CPU tensors only");
   TORCH_CHECK(x.scalar_type() == at::kFloat && packed.scalar_type() == at::kFloat, "gemv: float32 only");
-  TORCH_CHECK(packed.size(0) == (N + 3) / 4 && packed.size(1) == (x.size(1) + 15) / 16, "gemv: x [M, K] and w [N, K] differ in K");
+  TORCH_CHECK(packed.size(0) == (N + 3) / 4, "gemv: the layout holds another number of outputs than N");
+  TORCH_CHECK(packed.size(1) == (x.size(1) + 15) / 16, "gemv: x [M, K] and w [N, K] differ in K");
   const int64_t M = x.size(0), K = x.size(1), KP = packed.size(1) * 16;
   at::Tensor xp = x.contiguous();
   if (KP != K) {  // rows padded with zeros to the layout's width

@@ -272,7 +272,7 @@ def provenance(result: ServingResult) -> str:
 
 GPU_NOTE = (
     "**On a GPU.** A GPU reads its weights at several TB/s and computes far faster still, so its pass stays "
-    "memory-bound up to hundreds of rows, not a handful: a batch of 16 requests with γ + 1 rows each still "
+    "memory-bound up to hundreds of rows, not a handful: a batch of 16 requests with 1 + 2γ rows each still "
     "fits in a pass that costs about what one row costs. The crossover moves right, to much larger B, and "
     "speculation keeps paying at batch sizes where it loses on this CPU; it shrinks there only once the batch "
     "alone fills the pass (large-batch serving), which is why servers such as vLLM turn speculation down "
