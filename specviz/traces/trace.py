@@ -42,8 +42,9 @@ torch and round-trips through JSON unchanged. Field meanings (p is always the ta
                         drafter drafted: "head", "ngram", "suffix", "model"; null when unknown or nothing
                         was asked), stop (why fewer than gamma: "no_features" (the draft head has
                         no target features before the first pass), "confidence" (the head's early
-                        stop), "no_match" / "match_end" (the n-gram found no match / its match ran
-                        out), "eos" (an end-of-sequence draft); null: it drafted all it was asked),
+                        stop), "no_match" / "match_end" (the n-gram's or the suffix trees' lookup
+                        found no match / its match ran out), "eos" (an end-of-sequence draft); null: it drafted
+                        all it was asked),
                         confidence and threshold (stop "confidence" only: the best branch's
                         confidence in its latest draft, below the head's min_confidence)
       cache             optional (newer speculative traces): the KV caches' lengths in rows (token
