@@ -108,8 +108,9 @@ def _show(result: serving.ServingResult, source: str) -> None:
     st.markdown(serving_charts.memory_bound_sentence(result))
     st.caption(
         "Pass cost: the batcher's own timing of each target pass (forward_many over every waiting request's "
-        "rows), prompts' first passes left out. A speculative request brings up to 1 + 2γ rows to each pass (the default "
-        "draft's two-branch tree; a chain γ + 1), the target alone one; the dotted line is what a pass costing the same for any number of rows would give. "
+        "rows), prompts' first passes left out. A speculative request brings up to 1 + 2γ rows to each pass "
+        "(the default draft's two-branch tree; a chain γ + 1), the target alone one; the dotted line is what a "
+        "pass costing the same for any number of rows would give. "
         "Drafting and sampling run one request at a time (one compute lock), so they grow with B too; and once "
         f"a pass's first request has waited {BATCH_WINDOW_S * 1000:g} ms, the pass runs with the requests that "
         "have come, the others still drafting one by one: so a pass carries fewer rows than B × (1 + 2γ) (the "
