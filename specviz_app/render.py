@@ -178,7 +178,7 @@ def open_trace_page(page: str, timing_line: bool = True):
 
 @dataclass(frozen=True)
 class SavedResults:
-    """How a page saves its result and opens a saved one (the Sweep's, the Workloads'): a result
+    """How a page saves its result and opens a saved one (the Sweep's, Workloads' and Serving's): a result
     class with to_json() and to_csv(), read back by `read`."""
 
     what: str  # the download buttons' word: "Sweep (JSON)", "Sweep (CSV)"
