@@ -110,8 +110,16 @@ def test_the_worked_notebook_runs_offline_top_to_bottom(tmp_path, monkeypatch):
     nb.cells.append(nbformat.v4.new_code_cell(f"specviz.Trace.from_json({evil!r})"))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # nbclient waits only 4 s by default for a cell's outputs after its reply and then drops
+    # them silently; a busy CI machine took longer once (the FACTS line was missing). Wait
+    # longer, and fail loudly rather than read a notebook with outputs missing.
     client = nbclient.NotebookClient(
-        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+        nb,
+        timeout=600,
+        iopub_timeout=120,
+        raise_on_iopub_timeout=True,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}},
     )
     client.execute()
 
