@@ -62,17 +62,19 @@ GATE_QUEUE_MAX = 2 * MAX_QUEUED_RUNS
 GATE_HISTORY = 20  # recent decode durations the gate keeps for a waiting caller's estimate
 
 # Batched decodes (specviz.engine.batching): at most BATCH_MAX_SESSIONS hold the device together, their
-# target passes run as one forward. A pass waits for every seated decode's request, but no longer
-# than BATCH_WINDOW_S after the oldest one came once the compute lock is free, so a decode that is
-# slow to take its seat's lock (one just starting) never stalls the others long; a few ms is well
-# below one target step of the offline target (about 40 ms on a 2-core AMD EPYC).
+# target passes run as one forward. A pass waits for every seated decode's request while requests
+# keep coming, but no longer than BATCH_WINDOW_S after the last progress (a submission, a pass, a
+# decode seated or leaving), so a decode stalled outside the compute lock never holds the others
+# long. It must exceed one decode's turn at drafting between two submissions (the head's tree and
+# the page's redraw: tens of ms); a window of 5 ms counted from the oldest request cut a class's
+# passes to two requests each (docs/reliability.md).
 # 32 lets a class of 30 join at once: on a 2-core AMD EPYC, thirty websocket clients with thirty prompts
 # (scripts/ws_load.py, docs/reliability.md) got their first tokens after 3.3 s median and 7.6 s for
 # the last with 32, against 8.3 and 17.1 s with 8 (16: 14.9 s, 24: 19.9 s for the last: whoever
 # misses the first batch waits a whole round), for 2-3 s more to a finished run and about 330 MB more
 # at the peak.
 BATCH_MAX_SESSIONS = 32
-BATCH_WINDOW_S = 0.005
+BATCH_WINDOW_S = 0.25
 # The distribution lab's samples decoding at once (batched, one thread each): more threads than this
 # only contend on two cores, and each thread holds a decode's caches.
 LAB_WORKERS = 8

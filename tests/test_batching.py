@@ -341,6 +341,49 @@ def test_sharing_decodes_hold_the_gate_together_and_a_solo_one_alone():
     assert events.index("late in") > events.index("solo out")  # first come, first served
 
 
+class _CountingLean:
+    """A stand-in for LeanLlama whose passes only count the requests they serve."""
+
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+
+    def forward_many(self, requests):
+        self.sizes.append(len(requests))
+        for r in requests:
+            r.cache.length += int(r.input_ids.shape[0])
+        return [(torch.zeros(r.keep, 4), None) for r in requests]
+
+
+def test_decodes_drafting_in_turn_share_every_pass():
+    """Five decodes draft one after another under the compute lock, each for longer than the
+    batcher's window, as a class's thirty do: every pass still waits for all five, since each
+    submission is progress (the old rule, a window counted from the oldest request, cut each pass
+    to the one or two that had submitted within it)."""
+    from specviz.engine.batching import VerifyBatcher
+
+    lean, sessions, steps = _CountingLean(), 5, 3
+    batcher = VerifyBatcher(lean, window_s=0.1, max_sessions=8)
+    Cache = dataclasses.make_dataclass("Cache", [("length", int)])
+
+    def decode() -> None:
+        cache = Cache(0)
+        with batcher.seat() as seat:
+            for _ in range(steps):
+                time.sleep(0.2)  # drafting, holding the compute lock: longer than the window
+                seat.forward(LeanRequest(torch.zeros(3, dtype=torch.long), cache, keep=1))
+
+    threads = [threading.Thread(target=decode) for _ in range(sessions)]
+    with batcher.compute:  # every decode takes its seat before the first one drafts
+        for th in threads:
+            th.start()
+        deadline = time.monotonic() + 10  # a hang bound
+        while batcher._joined < sessions and time.monotonic() < deadline:
+            time.sleep(0.005)
+    for th in threads:
+        th.join(30)
+    assert lean.sizes == [sessions] * steps
+
+
 # ----- timings ----------------------------------------------------------------------------------------
 
 

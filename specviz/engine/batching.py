@@ -9,11 +9,14 @@ Who runs what. Each decode runs in its own thread and joins the target's `Verify
 run (`seat`). It drafts, verifies and records as a solo run does, with its own generator, caches
 and drafter, so its random draws are a solo run's draws. Only its target pass goes through the
 batcher (`Seat.forward`): it submits the request and waits; the pass runs as soon as every
-joined decode has submitted, or once config.BATCH_WINDOW_S has passed since the oldest pending
-request. The waiting decode that finds the pass due runs it, holding the compute lock, over every
-request pending by then (no driver thread to start and stop), and hands each its results. Since a
-decode holds the compute lock while it drafts, the window never cuts a pass short of a decode
-that is drafting: it bounds the wait for one that holds no lock yet (just seated, or just woken).
+joined decode has submitted, as vLLM's scheduler steps every running sequence at once. The waiting
+decode that finds the pass due runs it, holding the compute lock, over every request pending by
+then (no driver thread to start and stop), and hands each its results. The decodes that have not
+submitted yet are drafting, one after another under the compute lock, or waiting for it: each
+submission is progress, so the pass waits while they keep coming. Only when none has come for
+config.BATCH_WINDOW_S (a decode stalled outside the lock) does the pass run without the stragglers.
+The window once counted from the oldest request instead: thirty decodes drafting in turn, a few ms
+each, then cut every pass down to the two or three that had submitted within it.
 
 One compute lock per batcher: torch runs in one decode's thread at a time. On a small CPU,
 several threads each running torch's intra-op threads only fight over the cores (OpenMP
@@ -102,6 +105,7 @@ class VerifyBatcher:
         self._joined = 0  # decodes seated
         self._pending: list[_Slot] = []  # submitted, not yet in a pass (oldest first)
         self._in_flight = 0  # requests in the pass now running
+        self._progress = time.monotonic()  # the last submission, pass, or decode seated or leaving
         self.pass_sizes: list[int] = []  # requests per pass, for the tests and the curious
         self._timed: list[list[PassTiming]] = []  # the open timed() logs
 
@@ -112,6 +116,7 @@ class VerifyBatcher:
             if self._joined >= self.max_sessions:
                 raise RuntimeError(f"a batcher seats at most {self.max_sessions} decodes (the gate bounds them)")
             self._joined += 1
+            self._progress = time.monotonic()
         self.compute.acquire()
         try:
             yield Seat(self)
@@ -119,6 +124,7 @@ class VerifyBatcher:
             self.compute.release()
             with self._cond:
                 self._joined -= 1
+                self._progress = time.monotonic()
                 self._cond.notify_all()  # the others may now all have submitted
 
     @contextmanager
@@ -139,6 +145,7 @@ class VerifyBatcher:
         slot = _Slot(request, time.monotonic())
         with self._cond:
             self._pending.append(slot)
+            self._progress = slot.submitted
             self._cond.notify_all()
         while not slot.done:
             if self._due():
@@ -156,21 +163,21 @@ class VerifyBatcher:
 
     def _due(self) -> bool:
         """Whether the pending requests should run now: every seated decode has submitted (or is in
-        the pass running), the batch is full, or the oldest has waited the window out."""
+        the pass running), the batch is full, or nothing has moved for the window (a stalled decode)."""
         with self._cond:
             if not self._pending:
                 return False
             waiting = len(self._pending) + self._in_flight
             full = len(self._pending) >= self.max_sessions
-            late = time.monotonic() - self._pending[0].submitted >= self.window_s
-            return waiting >= self._joined or full or late
+            stalled = time.monotonic() - self._progress >= self.window_s
+            return waiting >= self._joined or full or stalled
 
     def _time_left(self) -> float:
-        """Seconds until the oldest pending request's window ends (a poll when none is pending)."""
+        """Seconds until the window since the last progress ends (a poll when nothing is pending)."""
         with self._cond:
             if not self._pending:
                 return 0.1
-            return max(0.0, self._pending[0].submitted + self.window_s - time.monotonic())
+            return max(0.0, self._progress + self.window_s - time.monotonic())
 
     def _run_pass(self) -> None:
         """One forward over the oldest pending requests; called holding the compute lock."""
@@ -190,6 +197,7 @@ class VerifyBatcher:
             for slot, result in zip(batch, results, strict=True):
                 slot.result, slot.error, slot.sessions, slot.done = result, error, len(batch), True
             self._in_flight -= len(batch)
+            self._progress = time.monotonic()
             self.pass_sizes.append(len(batch))
             if self._timed:
                 rows = sum(int(slot.request.input_ids.shape[0]) for slot in batch)
