@@ -10,6 +10,8 @@ which a test keeps equal to launch.SERVER_SETTINGS.
 
 import streamlit as st
 
+from specviz_app.malloc import limit_arenas
 from specviz_app.server import ROUTES
 
+limit_arenas()  # before the sessions' threads allocate: a class's memory (specviz_app/malloc.py)
 app = st.App("specviz_app/app.py", routes=ROUTES)

@@ -8,6 +8,8 @@ The page script's path is relative to this file.
 
 import streamlit as st
 
+from specviz_app.malloc import limit_arenas
 from specviz_app.server import ROUTES
 
+limit_arenas()  # before the sessions' threads allocate: a class's memory (specviz_app/malloc.py)
 app = st.App("app.py", routes=ROUTES)

@@ -50,7 +50,10 @@ def lean_unavailable(model) -> str | None:
 class LeanCache:
     """Keys and values of every layer, [layers, Hkv, capacity, hd] each, the first `length` valid."""
 
-    def __init__(self, layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype, capacity: int = 256):
+    # Capacity 0: the first pass reserves the prompt's entries exactly and later ones double it, so a
+    # class's thirty short runs hold about 100 entries each rather than a fixed 256 (12 MB each on
+    # the offline target; docs/reliability.md).
+    def __init__(self, layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype, capacity: int = 0):
         self.keys = torch.zeros(layers, kv_heads, capacity, head_dim, dtype=dtype)
         self.values = torch.zeros_like(self.keys)
         self.length = 0
