@@ -69,10 +69,9 @@ GATE_HISTORY = 20  # recent decode durations the gate keeps for a waiting caller
 # the page's redraw: tens of ms); a window of 5 ms counted from the oldest request cut a class's
 # passes to two requests each (docs/reliability.md).
 # 32 lets a class of 30 join at once: on a 2-core AMD EPYC, thirty websocket clients with thirty prompts
-# (scripts/ws_load.py, docs/reliability.md) got their first tokens after 3.3 s median and 7.6 s for
-# the last with 32, against 8.3 and 17.1 s with 8 (16: 14.9 s, 24: 19.9 s for the last: whoever
-# misses the first batch waits a whole round), for 2-3 s more to a finished run and about 330 MB more
-# at the peak.
+# (scripts/ws_load.py, docs/reliability.md) got their first tokens after 7.6 s for the last with 32,
+# against 17.1 s with 8 (16: 14.9 s, 24: 19.9 s: whoever misses the first batch waits a whole round),
+# measured before the window counted from the last progress; with it, 3.1-4.0 s for the last.
 BATCH_MAX_SESSIONS = 32
 BATCH_WINDOW_S = 0.25
 # The distribution lab's samples decoding at once (batched, one thread each): more threads than this

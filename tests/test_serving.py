@@ -156,7 +156,8 @@ def two_modes(gains: dict[int, float], pass_ms: dict[int, float] | None = None) 
 def test_the_crossover_and_its_sentence_follow_the_gains():
     shrinking = two_modes({1: 1.5, 2: 1.2, 4: 0.9, 8: 1.1})
     assert shrinking.crossover() == 4
-    assert "paid up to B = 2; from B = 4 the target alone was faster" in charts.crossover_sentence(shrinking)
+    said = charts.crossover_sentence(shrinking)
+    assert "paid up to B = 2; from B = 4 it no longer paid: the target alone was as fast or faster" in said
     assert "1.50× at B = 1" in charts.crossover_sentence(shrinking)
     always = two_modes({1: 1.5, 16: 1.1})
     assert always.crossover() is None and "no crossover up to B = 16" in charts.crossover_sentence(always)

@@ -22,9 +22,8 @@ others'). Per batch size B and mode ("target": the target alone, "speculative": 
 
 Why B ∈ {1, 2, 4, 8, 16} (BATCH_SIZES), measured (docs/benchmarks.md, Serving): on the 2-core CPU
 this was built on, speculation stopped paying from B = 4, the target alone's total tokens/s still
-grew up to B = 16 while no pass carried more than about 10 rows (the batcher's window closes a pass
-before every request has drafted), and at B = 16 the median speculative request already took about
-ten times its solo latency: a larger B would only add seconds per request. The batcher itself seats at most
+grew up to B = 16, and at B = 16 the median speculative request already took about eight times its
+solo latency: a larger B would only add seconds per request. The batcher itself seats at most
 config.BATCH_MAX_SESSIONS, which bounds what a file may hold (MAX_BATCH).
 
 Plain data in and out, no streamlit; torch only inside the functions that decode. `run_serving`

@@ -6,7 +6,6 @@ measuring is specviz.labs.serving, the figures and sentences specviz.teaching.ch
 
 import streamlit as st
 
-from specviz.config import BATCH_WINDOW_S
 from specviz.labs import serving
 from specviz.teaching.charts import serving as serving_charts
 from specviz_app import keys, loading, params, render, session
@@ -111,10 +110,9 @@ def _show(result: serving.ServingResult, source: str) -> None:
         "rows), prompts' first passes left out. A speculative request brings up to 1 + 2γ rows to each pass "
         "(the default draft's two-branch tree; a chain γ + 1), the target alone one; the dotted line is what a "
         "pass costing the same for any number of rows would give. "
-        "Drafting and sampling run one request at a time (one compute lock), so they grow with B too; and once "
-        f"a pass's first request has waited {BATCH_WINDOW_S * 1000:g} ms, the pass runs with the requests that "
-        "have come, the others still drafting one by one: so a pass carries fewer rows than B × (1 + 2γ) (the "
-        "table's rows S)."
+        "Drafting and sampling run one request at a time (one compute lock), so they grow with B too. A pass "
+        "waits until every request has drafted, so it carries up to B × (1 + 2γ) rows; fewer where the draft "
+        "stopped early or requests had finished (the table's rows S)."
     )
     st.dataframe(serving_charts.serving_table(result), hide_index=True, column_config=TABLE_COLUMNS)
     st.caption(

@@ -223,7 +223,10 @@ def crossover_sentence(result: ServingResult) -> str:
         )
     paid = [b for b, g in gains if g > 1 and b < crossover]
     before = f"paid up to B = {paid[-1]}" if paid else "did not pay even at the smallest B"
-    return f"Speculation {before}; from B = {crossover} the target alone was faster in total tokens/s ({listed})."
+    return (
+        f"Speculation {before}; from B = {crossover} it no longer paid: the target alone was as fast or faster "
+        f"in total tokens/s ({listed})."
+    )
 
 
 def memory_bound_sentence(result: ServingResult) -> str:
