@@ -121,11 +121,13 @@ class VerifyBatcher:
         try:
             yield Seat(self)
         finally:
-            self.compute.release()
+            # Leave before letting go of the lock: a waiter that takes the lock next must not count
+            # this decode as one still drafting, nor find the last progress stale.
             with self._cond:
                 self._joined -= 1
                 self._progress = time.monotonic()
                 self._cond.notify_all()  # the others may now all have submitted
+            self.compute.release()
 
     @contextmanager
     def timed(self) -> Iterator[list[PassTiming]]:
