@@ -148,6 +148,9 @@ def test_presenter_view_switched_on_from_the_page_keeps_next_and_back_working(ne
     expect(page.locator('[data-testid="stSidebar"]')).to_be_hidden(timeout=60_000)  # presenter view is on
     expect(page).to_have_url(re.compile(r"presenter=1"), timeout=60_000)
     back, next_ = page.locator(".st-key-lesson_back button"), page.locator(".st-key-lesson_next button")
+    # The switch reruns the page: until that run ends, the old Back and the new one are both on it
+    # (a clean-clone CI run found two), so read the buttons once it has ended.
+    wait_idle(page, sidebar=False)
     expect(back).to_be_disabled()
     for step in range(2, count + 1):
         wait_idle(page, sidebar=False)  # the step before is drawn and its link written: Next is the live one
@@ -156,6 +159,7 @@ def test_presenter_view_switched_on_from_the_page_keeps_next_and_back_working(ne
     expect(next_).to_be_disabled(timeout=60_000)
     shot(page, f"lesson-presenter-switched-{lang}-{count:02d}")
     for step in range(count - 1, 0, -1):
+        wait_idle(page, sidebar=False)
         back.click()
         expect_step(page, step, titles)
     expect(back).to_be_disabled(timeout=60_000)
@@ -169,9 +173,11 @@ def test_presenter_view_switched_on_from_the_page_keeps_next_and_back_working(ne
     expect_step(page, 3, titles)
     page.keyboard.press("Escape")  # fold the popover away again, as a teacher would
     for step in (4, 5):
+        wait_idle(page, sidebar=False)
         next_.click()
         expect_step(page, step, titles)
     for step in (4, 3, 2):
+        wait_idle(page, sidebar=False)
         back.click()
         expect_step(page, step, titles)
     expect(page.locator('[data-testid="stSidebar"]')).to_be_hidden()  # still the presenter view
