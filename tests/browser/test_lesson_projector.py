@@ -156,12 +156,14 @@ def test_presenter_view_switched_on_from_the_page_keeps_next_and_back_working(ne
         wait_idle(page, sidebar=False)  # the step before is drawn and its link written: Next is the live one
         next_.click()
         expect_step(page, step, titles)
+    wait_idle(page, sidebar=False)
     expect(next_).to_be_disabled(timeout=60_000)
     shot(page, f"lesson-presenter-switched-{lang}-{count:02d}")
     for step in range(count - 1, 0, -1):
         wait_idle(page, sidebar=False)
         back.click()
         expect_step(page, step, titles)
+    wait_idle(page, sidebar=False)
     expect(back).to_be_disabled(timeout=60_000)
 
     # The table of contents (a popover in presenter view), then Next and Back from the step it chose.
