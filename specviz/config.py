@@ -66,10 +66,11 @@ GATE_HISTORY = 20  # recent decode durations the gate keeps for a waiting caller
 # keep coming, but no longer than BATCH_WINDOW_S after the last progress (a submission, a pass, a
 # decode seated or leaving), so a decode stalled outside the compute lock never holds the others
 # long. It is a safety net, not a pace: a decode that has not submitted is drafting under the lock
-# or waiting for it, and submits in its turn, so the window must exceed any one turn between two
-# submissions (the head's tree and the page's redraw take tens of ms; a busy machine may not
-# schedule the next holder for a while). A window of 5 ms counted from the oldest request cut a
-# class's passes to two requests each (docs/reliability.md).
+# or waiting for it, and every release of the lock follows a submission or a decode leaving, so a
+# long turn at drafting never cuts a pass; the window bounds only how long the lock may lie free
+# with no seated decode taking it (a hand-over, unless a busy machine schedules the next holder
+# late). A window of 5 ms counted from the oldest request cut a class's passes to two requests
+# each (docs/reliability.md).
 # 32 lets a class of 30 join at once: on a 2-core AMD EPYC, thirty websocket clients with thirty prompts
 # (scripts/ws_load.py, docs/reliability.md) got their first tokens after 7.6 s for the last with 32,
 # against 17.1 s with 8 (16: 14.9 s, 24: 19.9 s: whoever misses the first batch waits a whole round),

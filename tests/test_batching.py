@@ -358,8 +358,9 @@ def test_decodes_drafting_in_turn_share_every_pass():
     """Six decodes draft one after another under the compute lock, together for longer than the
     batcher's window, as a class's thirty do: every pass still waits for all six, since each
     submission is progress (the old rule, a window counted from the oldest request, cut each pass
-    to those that had submitted within it). A turn at drafting (0.1 s) is well inside the window
-    (0.4 s), so a busy machine's slow scheduling does not cut a pass either."""
+    to those that had submitted within it). The window only bounds how long the lock may lie free
+    with no seated decode taking it (a hand-over, microseconds unless the machine is busy), so
+    0.4 s leaves a busy machine's scheduling a wide margin; the turns' length does not matter to it."""
     from specviz.engine.batching import VerifyBatcher
 
     lean, sessions, steps = _CountingLean(), 6, 3
@@ -373,7 +374,7 @@ def test_decodes_drafting_in_turn_share_every_pass():
                 time.sleep(0.1)  # drafting, holding the compute lock: six turns outlast the window
                 seat.forward(LeanRequest(torch.zeros(3, dtype=torch.long), cache, keep=1))
 
-    threads = [threading.Thread(target=decode) for _ in range(sessions)]
+    threads = [threading.Thread(target=decode, daemon=True) for _ in range(sessions)]
     with batcher.compute:  # every decode takes its seat before the first one drafts
         for th in threads:
             th.start()
@@ -381,8 +382,54 @@ def test_decodes_drafting_in_turn_share_every_pass():
         while batcher._joined < sessions and time.monotonic() < deadline:
             time.sleep(0.005)
     for th in threads:
-        th.join(30)
+        th.join(30)  # a hang bound
+    assert not any(th.is_alive() for th in threads)
     assert lean.sizes == [sessions] * steps
+
+
+class _LockThatFails:
+    """A lock whose acquire raises once `fail` is set, as an interrupt (Ctrl-C in a notebook's
+    thread) raises in a decode waiting for the compute lock."""
+
+    def __init__(self) -> None:
+        self.lock, self.fail = threading.Lock(), False
+
+    def acquire(self, *args) -> bool:
+        if self.fail:
+            raise KeyboardInterrupt
+        return self.lock.acquire(*args)
+
+    def release(self) -> None:
+        self.lock.release()
+
+
+def test_an_interrupted_decode_leaves_no_seat_and_no_request_behind():
+    """A seat taken, or a request left pending, by a decode interrupted while it waited would make
+    every later pass of the batcher wait out the window for a decode that is gone."""
+    from specviz.engine.batching import VerifyBatcher
+
+    batcher = VerifyBatcher(_CountingLean(), window_s=0.05)
+    batcher.compute = _LockThatFails()
+    batcher.compute.fail = True
+    with pytest.raises(KeyboardInterrupt), batcher.seat():
+        pass
+    assert batcher._joined == 0
+
+    batcher.compute.fail = False
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    cache = dataclasses.make_dataclass("Cache", [("length", int)])(0)
+    with pytest.raises(KeyboardInterrupt), batcher.seat() as seat:
+        batcher._joined += 1  # another seated decode that has not submitted: this one must wait
+        batcher._cond.wait_for = interrupted  # and is interrupted while it waits for its pass
+        try:
+            seat.forward(LeanRequest(torch.zeros(2, dtype=torch.long), cache, keep=1))
+        finally:
+            batcher._joined -= 1
+    assert batcher._pending == [] and batcher._joined == 0
+    assert batcher.lean.sizes == []  # no pass ran for it
 
 
 # ----- timings ----------------------------------------------------------------------------------------

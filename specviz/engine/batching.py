@@ -117,17 +117,24 @@ class VerifyBatcher:
                 raise RuntimeError(f"a batcher seats at most {self.max_sessions} decodes (the gate bounds them)")
             self._joined += 1
             self._progress = time.monotonic()
-        self.compute.acquire()
+        try:
+            self.compute.acquire()
+        except BaseException:  # interrupted while waiting for the lock: a seat left taken would
+            self._leave()  # make every later pass wait out the window for it
+            raise
         try:
             yield Seat(self)
         finally:
             # Leave before letting go of the lock: a waiter that takes the lock next must not count
             # this decode as one still drafting, nor find the last progress stale.
-            with self._cond:
-                self._joined -= 1
-                self._progress = time.monotonic()
-                self._cond.notify_all()  # the others may now all have submitted
+            self._leave()
             self.compute.release()
+
+    def _leave(self) -> None:
+        with self._cond:
+            self._joined -= 1
+            self._progress = time.monotonic()
+            self._cond.notify_all()  # the others may now all have submitted
 
     @contextmanager
     def timed(self) -> Iterator[list[PassTiming]]:
@@ -149,16 +156,21 @@ class VerifyBatcher:
             self._pending.append(slot)
             self._progress = slot.submitted
             self._cond.notify_all()
-        while not slot.done:
-            if self._due():
-                self._run_pass()
-                continue
-            self.compute.release()  # let the others draft while this one waits
-            try:
-                with self._cond:
-                    self._cond.wait_for(lambda: slot.done or self._due(), timeout=self._time_left())
-            finally:
-                self.compute.acquire()
+        try:
+            while not slot.done:
+                if self._due():
+                    self._run_pass()
+                    continue
+                self.compute.release()  # let the others draft while this one waits
+                try:
+                    with self._cond:
+                        self._cond.wait_for(lambda: slot.done or self._due(), timeout=self._time_left())
+                finally:
+                    self.compute.acquire()
+        except BaseException:  # interrupted: a request left pending would count as submitted for ever
+            with self._cond:
+                self._pending = [other for other in self._pending if other is not slot]  # by identity
+            raise
         if slot.error is not None:
             raise slot.error
         return slot
