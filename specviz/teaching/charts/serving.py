@@ -17,7 +17,8 @@ from specviz.teaching.charts.style import PREDICTION_COLOR, house_figure, titled
 MODE_COLORS = {"target": "#616161", "speculative": "#1565c0"}
 MODE_STYLE = {"target": ("dash", "square"), "speculative": ("solid", "circle")}
 # A pass that costs more than this many times the pass over the fewest rows no longer gets its extra rows
-# nearly free: past here, the extra rows cost compute, not only the weights' one read.
+# nearly free: past here, its rows and requests cost more than the weights' one read (compute, and
+# each request's own attention and cache, which forward_many runs request by request).
 MEMORY_BOUND_FACTOR = 2.0
 
 
@@ -230,8 +231,9 @@ def crossover_sentence(result: ServingResult) -> str:
 
 
 def memory_bound_sentence(result: ServingResult) -> str:
-    """Up to how many token rows a pass stayed memory-bound (its cost under MEMORY_BOUND_FACTOR times
-    that of the pass over the fewest rows, the one the others add rows to), from the measured passes."""
+    """Whether the passes stayed nearly free as rows were added: the first pass, by rows, that cost over
+    MEMORY_BOUND_FACTOR times the pass over the fewest rows (the one the others add rows to), and its
+    B, or that none did, from the measured passes."""
     cells = sorted(
         (c for c in result.cells if c.get("pass_ms") and c.get("rows_per_pass")), key=lambda c: c["rows_per_pass"]
     )
@@ -251,9 +253,10 @@ def memory_bound_sentence(result: ServingResult) -> str:
         )
     over = cells[len(bound)]
     return (
-        f"{said}; at {over['rows_per_pass']:.1f} rows it took {over['pass_ms']:.0f} ms, over "
-        f"{MEMORY_BOUND_FACTOR:g}× the one over the fewest rows: past about {last['rows_per_pass']:.0f} rows the pass "
-        "stops being memory-bound and extra rows cost compute."
+        f"{said}; at B = {over['batch']} a pass over {over['rows_per_pass']:.1f} rows took {over['pass_ms']:.0f} ms, "
+        f"over {MEMORY_BOUND_FACTOR:g}× the one over the fewest rows: a pass of many requests is no longer nearly "
+        "free, its cost growing with its rows and with its requests (each request's attention and cache run on "
+        "their own)."
     )
 
 
