@@ -341,6 +341,13 @@ def test_sharing_decodes_hold_the_gate_together_and_a_solo_one_alone():
     assert events.index("late in") > events.index("solo out")  # first come, first served
 
 
+@dataclasses.dataclass
+class _Cache:
+    """All of a cache that _CountingLean reads: its length."""
+
+    length: int = 0
+
+
 class _CountingLean:
     """A stand-in for LeanLlama whose passes only count the requests they serve."""
 
@@ -365,10 +372,9 @@ def test_decodes_drafting_in_turn_share_every_pass():
 
     lean, sessions, steps = _CountingLean(), 6, 3
     batcher = VerifyBatcher(lean, window_s=0.4, max_sessions=8)
-    Cache = dataclasses.make_dataclass("Cache", [("length", int)])
 
     def decode() -> None:
-        cache = Cache(0)
+        cache = _Cache()
         with batcher.seat() as seat:
             for _ in range(steps):
                 time.sleep(0.1)  # drafting, holding the compute lock: six turns outlast the window
@@ -420,7 +426,7 @@ def test_an_interrupted_decode_leaves_no_seat_and_no_request_behind():
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    cache = dataclasses.make_dataclass("Cache", [("length", int)])(0)
+    cache = _Cache()
     with pytest.raises(KeyboardInterrupt), batcher.seat() as seat:
         batcher._joined += 1  # another seated decode that has not submitted: this one must wait
         batcher._cond.wait_for = interrupted  # and is interrupted while it waits for its pass

@@ -146,7 +146,7 @@ def choose(
 
 
 def _native_unavailable(linears: list[KernelLinear]) -> str | None:
-    """Why the native kernel is not a candidate for these linears, or None when it is."""
+    """Why SPECVIZ_KERNELS=native cannot run these linears, or None when it can."""
     dtype = str(linears[0].weight.dtype).removeprefix("torch.")
     if dtype != "float32":
         return f"the native kernel is for float32 weights, not {dtype}"
