@@ -165,6 +165,7 @@ def test_the_measured_fastest_kernel_is_chosen_per_group_and_shape(measuring, mo
         ("one_row", 1, EAGER): 8, ("one_row", 1, PACKED): 8, ("one_row", 1, PACKED_ONE_ROW): 1,
         ("many_rows", 0, EAGER): 8, ("many_rows", 0, PACKED): 1,
         ("many_rows", 1, EAGER): 1, ("many_rows", 1, PACKED): 8,
+        ("one_row", 0, NATIVE): 7, ("one_row", 1, NATIVE): 7, ("many_rows", 0, NATIVE): 7, ("many_rows", 1, NATIVE): 7,
     }  # fmt: skip
     cache = measuring / "kernels.json"
     record = kernels.choose("test-model", cache, model, lambda: model[2], _fake_pass(model, cost), (3, 5))
@@ -172,8 +173,9 @@ def test_the_measured_fastest_kernel_is_chosen_per_group_and_shape(measuring, mo
     assert record["many_rows"] == {"body": PACKED, "head": EAGER}
     assert record["source"] == "measured at load"
     timings = record["timings_ms"]
-    candidates = (EAGER, PACKED, PACKED_ONE_ROW)  # native is not measured (kernels.CANDIDATES says why)
+    candidates = (EAGER, PACKED, PACKED_ONE_ROW, NATIVE)  # native too: it builds on this project's machines
     assert set(timings["one_row"]) == {f"{g}={k}" for g in ("body", "head") for k in candidates}
+    assert set(timings["many_rows"]) == {f"{g}={k}" for g in ("body", "head") for k in (EAGER, PACKED, NATIVE)}
     assert timings["many_rows"]["body=eager"] > timings["many_rows"]["body=packed"]
     assert model[0].one_row == EAGER and model[0].many_rows == PACKED and head is not model[2]
     assert model[2].one_row == PACKED_ONE_ROW and model[2].many_rows == EAGER
@@ -188,6 +190,29 @@ def test_the_measured_fastest_kernel_is_chosen_per_group_and_shape(measuring, mo
     cached = kernels.choose("test-model", cache, again, lambda: again[2], never, (3, 5))
     assert cached["source"].startswith("cached") and cached["one_row"] == record["one_row"]
     assert again[0].one_row == EAGER and again[2].many_rows == EAGER
+
+
+def test_native_is_measured_only_where_it_runs(monkeypatch):
+    float32 = [KernelLinear(nn.Linear(8, 4))]
+    assert NATIVE in kernels.candidates("one_row", float32) and NATIVE in kernels.candidates("many_rows", float32)
+    bfloat16 = [KernelLinear(nn.Linear(8, 4).to(torch.bfloat16))]
+    assert NATIVE not in kernels.candidates("many_rows", bfloat16)
+    monkeypatch.setattr(kernels.native, "unavailable", lambda: "no compiler here")
+    assert kernels.candidates("one_row", float32) == (EAGER, PACKED, PACKED_ONE_ROW)
+    assert kernels.candidates("many_rows", float32) == (EAGER, PACKED)
+
+
+def test_a_cached_native_choice_is_measured_again_where_native_no_longer_builds(measuring, monkeypatch):
+    cache = measuring / "kernels.json"
+    model = _mlp()
+    native_everywhere = {shape: {"body": NATIVE, "head": NATIVE} for shape in kernels.SHAPES}
+    kernels._write_cache(cache, "m", native_everywhere)
+    monkeypatch.setenv("SPECVIZ_KERNELS", "")
+    monkeypatch.setattr(kernels.native, "unavailable", lambda: "no compiler here")
+    cost = {(shape, i, k): 1 for shape in kernels.SHAPES for i in (0, 1) for k in (EAGER, PACKED, PACKED_ONE_ROW)}
+    record = kernels.choose("m", cache, model, lambda: model[2], _fake_pass(model, cost), (3,))
+    assert record["source"] == "measured at load"
+    assert NATIVE not in {k for shape in kernels.SHAPES for k in record[shape].values()}
 
 
 def test_specviz_kernels_native_needs_the_kernel_built(tmp_path, monkeypatch):

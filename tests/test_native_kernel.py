@@ -57,6 +57,43 @@ def test_native_refuses_what_it_is_not_for(built):
         torch.ops.specviz.gemv(torch.randn(2, 8), torch.ops.specviz.pack_rows(torch.randn(4, 17)), 4)
 
 
+def test_fused_projections_equal_the_separate_ones_bit_for_bit_in_one_copy(built):
+    from specviz.engine.lean_llama import LeanLlama
+    from specviz.engine.packing import FusedLinears, kernel_linears
+    from specviz.engine.toy import tiny_llama
+
+    model = tiny_llama(vocab_size=64, seed=3, layers=2, init_scale=10.0, hidden=32).model
+    linears, reason = kernel_linears(model)
+    assert reason is None
+    lean = LeanLlama(model)
+    for linear in linears:
+        linear.use(PACKED, PACKED, free=False)
+    assert lean.fuse_projections() == 0  # packed layouts cannot be laid end to end
+    for linear in linears:
+        linear.use(NATIVE, NATIVE)
+    ids = torch.randint(0, 64, (12,), generator=torch.Generator().manual_seed(0))
+    with torch.inference_mode():
+        separate = [
+            lean.forward(chunk, cache, chunk.shape[0])[0]
+            for cache in [lean.new_cache()]
+            for chunk in ids.split([8, 1, 3])
+        ]
+        assert lean.fuse_projections() == 2
+        fused = [
+            lean.forward(chunk, cache, chunk.shape[0])[0]
+            for cache in [lean.new_cache()]
+            for chunk in ids.split([8, 1, 3])
+        ]
+    for a, b in zip(separate, fused, strict=True):
+        assert torch.equal(a, b)  # each output is summed on its own: fusing changes no bit
+    attn = model.model.layers[0].self_attn
+    qkv = lean.fused[0][0]
+    assert isinstance(qkv, FusedLinears) and qkv.sizes == [32, 16, 16]
+    for proj in (attn.q_proj, attn.k_proj, attn.v_proj):  # each linear's layout is a view of the fused one
+        assert proj.layouts[NATIVE].untyped_storage().data_ptr() == qkv.layout.untyped_storage().data_ptr()
+    assert FusedLinears.of([attn.q_proj, model.model.layers[0].mlp.down_proj]) is None  # other inputs
+
+
 @pytest.mark.slow
 def test_the_offline_target_on_native_decodes_greedily_as_its_target_alone(built, monkeypatch):
     from specviz.decoding.decoder import autoregressive_generate, speculative_generate

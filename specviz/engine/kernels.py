@@ -10,8 +10,8 @@ for two shapes:
             "many_rows": the verification passes of the default drafts (1 + 2 x gamma rows for the
             head's two-branch tree at the default gamma, 1 + gamma for the n-gram chain)
 
-For each shape, each group's candidates (specviz.engine.packing: eager, packed, and for one row
-packed1; not yet native, see CANDIDATES) are timed
+For each shape, each group's candidates (specviz.engine.packing: eager, packed, native where it
+builds here and the weights are float32, and for one row packed1; `candidates`) are timed
 through the whole model, one group at a time with the other on its best so far, the
 candidates interleaved over MEASURE_REPS repetitions; the median wins. The choice and every timing
 are recorded (LoadedModel.kernels, the trace's config.kernels) and cached per machine, torch
@@ -48,21 +48,25 @@ MEASURE_REPS = 5  # per candidate and shape: enough for a stable median, under ~
 CONTEXT_TOKENS = 48  # the context a measured pass attends to (a short chat prompt)
 GROUPS = ("body", "head")
 SHAPES = ("one_row", "many_rows")
-# The kernels measured at load. specviz's native kernel is not among them yet: on AMD EPYC it makes a
-# one-token step 1.7x faster than packed, but a five-row verification pass only 1.07x and a class's
-# batched pass (32+ rows) 1.6x slower, so the measured choice would keep two layouts (twice the
-# memory) or slow the class down (docs/benchmarks.md, "The native kernel"). SPECVIZ_KERNELS=native runs it.
-CANDIDATES = {
-    "one_row": tuple(k for k in ONE_ROW_KERNELS if k != NATIVE),
-    "many_rows": tuple(k for k in MANY_ROWS_KERNELS if k != NATIVE),
-}
-CACHE_SCHEMA = 3  # 3: choices measured while the native kernel was a candidate (schema 2) are measured again
+
+
+CACHE_SCHEMA = 4  # 4: the native kernel is a candidate again, rebuilt (choices made without it are measured again)
 # A second copy of a group's weights (a one-row and a several-row kernel with layouts of their own)
 # stays only when neither kernel comes within this share of the other on the other's shape
 # (one_layout_unless_it_pays). Whole-step medians of the same kernel move by a few percent between
 # loads (docs/benchmarks.md), so a smaller gain is not told apart from noise, while the copy costs the
 # group's weight bytes for sure.
 SECOND_LAYOUT_MIN_SAVING = 0.10
+
+
+def candidates(shape: str, linears: list[KernelLinear]) -> tuple[str, ...]:
+    """The kernels measured for `shape`: every kernel specviz.engine.packing offers for it, specviz's
+    native one only where it builds here and the weights are float32 (its gains and costs by row
+    count: docs/benchmarks.md, "The native kernel")."""
+    kernels = ONE_ROW_KERNELS if shape == "one_row" else MANY_ROWS_KERNELS
+    if NATIVE in kernels and _native_unavailable(linears) is not None:
+        kernels = tuple(k for k in kernels if k != NATIVE)
+    return kernels
 
 
 def forced_choice() -> dict[str, str] | None:
@@ -138,7 +142,7 @@ def choose(
             return {**settled, "source": "cached (measured earlier on this machine)"}
         except (KeyError, ValueError):
             pass  # a stale or hand-edited entry, or a kernel gone: measure again
-    record = _measure(groups, run, many_rows, prepare)  # the fastest per shape, as measured
+    record = _measure(groups, run, many_rows, prepare, linears)  # the fastest per shape, as measured
     _write_cache(cache_file, key, record)
     settled = one_layout_unless_it_pays(record)
     _apply(groups, settled, shared=shared)  # frees the layouts (and weights as loaded) it does not use
@@ -154,7 +158,13 @@ def _native_unavailable(linears: list[KernelLinear]) -> str | None:
 
 
 def _apply(groups: dict, choice: dict, free: bool = True, shared: frozenset = frozenset()) -> None:
-    """Set every linear's kernels; shared: ids of weights another module holds too (kept as loaded)."""
+    """Set every linear's kernels; shared: ids of weights another module holds too (kept as loaded).
+    A choice of the native kernel first loads it (a cached choice meets a fresh process), and raises
+    ValueError where it no longer builds, so a cached choice is measured again."""
+    if any(NATIVE in choice[shape].values() for shape in SHAPES):
+        linears = [linear for members in groups.values() for linear in members]
+        if linears and (reason := _native_unavailable(linears)):
+            raise ValueError(reason)
     for group, members in groups.items():
         for linear in members:
             linear.use(choice["one_row"][group], choice["many_rows"][group], free, id(linear.weight) in shared)
@@ -195,7 +205,7 @@ def _loss(timings: dict, group: str, instead: str, best: str) -> float:
     return took / fastest - 1 if took is not None and fastest else float("inf")
 
 
-def _measure(groups: dict, run, many_rows: tuple[int, ...], prepare) -> dict:
+def _measure(groups: dict, run, many_rows: tuple[int, ...], prepare, linears: list[KernelLinear]) -> dict:
     """Coordinate search: per shape, per group, the fastest candidate with the rest held fixed."""
     import torch
 
@@ -210,7 +220,7 @@ def _measure(groups: dict, run, many_rows: tuple[int, ...], prepare) -> dict:
             for group in GROUPS:
                 if not groups[group]:
                     continue
-                samples: dict[str, list[float]] = {k: [] for k in CANDIDATES[shape]}
+                samples: dict[str, list[float]] = {k: [] for k in candidates(shape, linears)}
                 for rep in range(MEASURE_REPS + 1):  # the first round warms each layout up, untimed
                     order = list(samples)
                     order = order[rep % len(order) :] + order[: rep % len(order)]

@@ -26,6 +26,8 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from specviz.engine.packing import FusedLinears
+
 
 def lean_unavailable(model) -> str | None:
     """Why `model` cannot use the lean forward, or None when it can."""
@@ -103,6 +105,20 @@ class LeanLlama:
         self.inv_freq = model.model.rotary_emb.inv_freq.float()  # [hd / 2]
         self.attention_scaling = float(getattr(model.model.rotary_emb, "attention_scaling", 1.0))
         self.dtype = self.embed.dtype
+        self.fused: list[tuple[FusedLinears | None, FusedLinears | None]] = [(None, None)] * len(self.layers)
+
+    def fuse_projections(self) -> int:
+        """Run each layer's q, k, v as one product and its gate and up as another, where the kernels
+        chosen allow it (specviz.engine.packing.FusedLinears: native everywhere); called once the
+        kernels are set. Returns how many layers were fused."""
+        self.fused = [
+            (
+                FusedLinears.of([layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj]),
+                FusedLinears.of([layer.mlp.gate_proj, layer.mlp.up_proj]),
+            )
+            for layer in self.layers
+        ]
+        return sum(qkv is not None and gate_up is not None for qkv, gate_up in self.fused)
 
     def new_cache(self) -> LeanCache:
         return LeanCache(len(self.layers), self.kv_heads, self.head_dim, self.dtype)
@@ -149,12 +165,16 @@ class LeanLlama:
         earlier = {}
         for i, layer in enumerate(self.layers):
             attn, mlp = layer.self_attn, layer.mlp
+            qkv, gate_up = self.fused[i]
             a = self._rms(x, layer.input_layernorm)
-            q, k, v = attn.q_proj(a), attn.k_proj(a), attn.v_proj(a)  # [sum T, H*hd], [sum T, Hkv*hd] x2
+            q, k, v = (
+                qkv(a) if qkv else (attn.q_proj(a), attn.k_proj(a), attn.v_proj(a))
+            )  # [sum T, H*hd], [sum T, Hkv*hd] x2
             out = torch.cat([self._attend(i, s, q[s.rows], k[s.rows], v[s.rows]) for s in spans])  # [sum T, H*hd]
             x = x + attn.o_proj(out)
             m = self._rms(x, layer.post_attention_layernorm)
-            x = x + mlp.down_proj(nn.functional.silu(mlp.gate_proj(m)) * mlp.up_proj(m))
+            gate, up = gate_up(m) if gate_up else (mlp.gate_proj(m), mlp.up_proj(m))  # [sum T, I] each
+            x = x + mlp.down_proj(nn.functional.silu(gate) * up)
             if any(i in (r.feature_layers or ()) for r in requests):
                 earlier[i] = x
         hidden = self._rms(x, self.norm)  # [sum T, D]
@@ -173,8 +193,9 @@ class LeanLlama:
         """Layer i's attention for one request: q [T, H*hd], k, v [T, Hkv*hd] -> [T, H*hd]. Writes
         k, v into its cache at its positions and attends over its cache."""
         t, hd, h, hkv = s.end - s.past, self.head_dim, self.heads, self.kv_heads
-        q = _rope(q.view(t, h, hd).transpose(0, 1), s.cos, s.sin)  # [H, T, hd]
-        k = _rope(k.view(t, hkv, hd).transpose(0, 1), s.cos, s.sin)  # [Hkv, T, hd]
+        # q's and k's heads rotated in one go (elementwise: the same numbers as one at a time, fewer calls)
+        qk = _rope(torch.cat([q, k], dim=-1).view(t, h + hkv, hd).transpose(0, 1), s.cos, s.sin)  # [H + Hkv, T, hd]
+        q, k = qk[:h], qk[h:]  # [H, T, hd], [Hkv, T, hd]
         s.cache.keys[i, :, s.past : s.end] = k
         s.cache.values[i, :, s.past : s.end] = v.view(t, hkv, hd).transpose(0, 1)
         keys, values = s.cache.keys[i : i + 1, :, : s.end], s.cache.values[i : i + 1, :, : s.end]  # [1, Hkv, N, hd]

@@ -230,6 +230,8 @@ def _load(
         kernels = choose_for_target(model, name, cache_dir() / "kernels.json", fast)
         if not kernels.get("reason"):
             release_weights_file(model)
+            if fast is not None:
+                kernels["fused_layers"] = fast.fuse_projections()  # q/k/v and gate/up in one product each
     return LoadedModel(
         name=name,
         model=model,

@@ -5,15 +5,16 @@ and `torch.ops.specviz.gemv(x [M, K], packed, N) -> [M, N]`.
 Why a kernel of our own: a target step on the CPU multiplies one row (a verification pass a few) by
 every weight, so its time is the bytes it streams. torch's one-row float32 kernels reach about half of
 this machine's measured bandwidth (docs/benchmarks.md); a kernel that streams each weight once, in
-one sequential pass over its own layout, comes closer. It is opt-in (SPECVIZ_KERNELS=native), not
-among the kernels specviz.engine.kernels measures at load: kernels.CANDIDATES says why.
+one sequential pass over its own layout, comes closer. specviz.engine.kernels measures it at load
+beside torch's kernels wherever it builds (kernels.candidates); SPECVIZ_KERNELS=native forces it.
 
-Building takes about half a minute with two cores, once: torch's extension builder keeps the
-result under its cache ($TORCH_EXTENSIONS_DIR, ~/.cache/torch_extensions), keyed by this CPU's name
-and instruction-set flags (the code is compiled for it: -march=native, so a build must never meet
-another CPU). It needs a C++ compiler and ninja (on this project's machines: Debian's g++ and
-ninja-build). No compiler, a failed build or a result that differs from the exact product makes
-`unavailable()` say why, and SPECVIZ_KERNELS=native then an error that says it.
+Building takes about 15 s with two cores, once per machine (the first load of a model there):
+torch's extension builder keeps the result under its cache ($TORCH_EXTENSIONS_DIR,
+~/.cache/torch_extensions), keyed by this CPU's name and instruction-set flags (the code is compiled
+for it: -march=native, so a build must never meet another CPU). It needs a C++ compiler and ninja
+(on this project's machines: Debian's g++ and ninja-build). No compiler, a failed build or a result
+that differs from the exact product makes `unavailable()` say why (it is then not measured), and
+SPECVIZ_KERNELS=native an error that says it.
 """
 
 from __future__ import annotations

@@ -17,8 +17,9 @@ The kernels (names stored in traces):
     packed1   the same, laid out with a batch-size hint of 1: a candidate for one-row calls only
               (it makes a 5-row pass about 1.7x slower than one row, measured on AMD EPYC)
     native    specviz's own kernel (specviz.engine.native: its own layout, streamed once per call);
-              float32 only, opt-in (SPECVIZ_KERNELS=native: specviz.engine.kernels says why); like packed, a row's
-              numbers do not depend on how many rows share the call
+              float32 only, measured wherever it builds; like packed, a row's numbers do not depend
+              on how many rows share the call, and linears that read one input can run as one
+              product (FusedLinears)
 
 These ops are internal to torch, so a module is checked once against its eager self before any
 packed kernel is offered; on any failure it stays eager and the reason is recorded.
@@ -161,3 +162,41 @@ def kernel_linears(module: nn.Module) -> tuple[list[KernelLinear], str | None]:
         setattr(parent, name, new)
         swapped.append(new)
     return swapped, None
+
+
+class FusedLinears:
+    """Linears that read the same input (a layer's q, k and v; its gate and up) run as one native
+    product: one call streaming all their weights instead of one call each.
+
+    A step of the offline target is 211 linear calls; each costs a fixed few microseconds beyond its
+    bytes (the call, the threads' start), and three fewer a layer save about 3 ms a step
+    (docs/benchmarks.md). The native layout is blocks of 4 output rows, so laying the linears' layouts
+    one after another is their fused layout, and each linear's own layout becomes a view of it: one
+    copy of the weights, and each linear alone (transformers' forward) still runs. Every output of the
+    native kernel is summed on its own in one fixed order, so the fused outputs are bit-identical to
+    the separate ones."""
+
+    def __init__(self, linears: list[KernelLinear]):
+        layouts = [linear.layouts[NATIVE] for linear in linears]  # [out_i / 4, in / 16, 4, 16] each
+        self.layout = torch.cat(layouts)  # [sum out_i / 4, in / 16, 4, 16]
+        self.sizes = [linear.out_features for linear in linears]
+        start = 0
+        for linear, layout in zip(linears, layouts, strict=True):
+            linear.layouts[NATIVE] = self.layout[start : start + layout.shape[0]]  # a view: one copy
+            start += layout.shape[0]
+
+    @staticmethod
+    def of(linears: list) -> FusedLinears | None:
+        """The fused product of `linears`, or None where they cannot share one: not all KernelLinears
+        running native for every row count, a bias, different inputs, or an output count that is not
+        a whole number of the layout's 4-row blocks."""
+        if not all(isinstance(m, KernelLinear) for m in linears):
+            return None
+        if len({m.in_features for m in linears}) != 1:
+            return None
+        if not all(m.one_row == m.many_rows == NATIVE and m.bias is None and m.out_features % 4 == 0 for m in linears):
+            return None
+        return FusedLinears(linears)
+
+    def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:  # x [rows, in] -> ([rows, out_i], ...)
+        return torch.ops.specviz.gemv(x, self.layout, sum(self.sizes)).split(self.sizes, dim=-1)

@@ -2,15 +2,23 @@
 // streaming w once from memory whatever M is. A target step on the CPU is this product for one to a
 // few rows, and is bound by the bytes of w it reads. So w is laid out once (pack_rows) in blocks of
 // 4 output rows, 16 inputs at a time: [ceil(N/4), ceil(K/16), 4, 16], zeros padding both ends. The
-// kernel then reads w in one sequential stream, holding a block's 4 rows and up to 4 rows of x in
+// kernel then reads w in one sequential stream, holding a block's 4 rows and up to 6 rows of x in
 // registers (the block stays in the L1 cache for the next rows of x), and splits the blocks over
-// torch's threads. Built by specviz/engine/native.py for the CPU it runs on (-march=native); opt-in
-// (SPECVIZ_KERNELS=native; specviz/engine/kernels.py says why it is not measured by default).
+// torch's threads. Built by specviz/engine/native.py for the CPU it runs on (-march=native).
+//
+// Keeping memory busy while it computes: a verification pass's 4 to 8 rows cost a core more
+// arithmetic per weight byte than one row, and one core here keeps only so many reads in flight on
+// its own, so without help its stream stalls while it computes. Each block's first sweep therefore
+// asks for the block PREFETCH_BLOCKS ahead (into L2), spread over its k steps, and the rows are
+// split into as few sweeps as the registers allow, of balanced sizes (7 rows: 3 + 4), each sweep
+// holding its weights and rows of x in registers (GCC otherwise read them again for every product).
+// Past 12 rows (a class's batched pass, bound by arithmetic) the sweeps run over a tile of blocks
+// held in L2. Measured on AMD EPYC: docs/benchmarks.md, "The native kernel, measured at load".
 //
 // Exactness: every output (m, n) is summed in one fixed order (16 lanes over k, then the lanes in a
-// fixed tree, lane_sums), whatever M, N and the thread split are, so a row's numbers are the same computed
-// alone or among others: a verification pass and a one-token step agree bit for bit. The padding
-// adds exact zeros.
+// fixed tree, lane_sums), whatever M, N, the sweep sizes and the thread split are, so a row's
+// numbers are the same computed alone or among others: a verification pass and a one-token step
+// agree bit for bit. The padding adds exact zeros.
 
 #include <ATen/core/Tensor.h>
 #include <ATen/Parallel.h>
@@ -24,6 +32,11 @@
 typedef float v16 __attribute__((vector_size(64)));
 
 typedef float v8 __attribute__((vector_size(32)));
+
+constexpr int MAX_ROWS_PER_SWEEP = 6;  // 6 x 4 accumulators + 4 weight vectors + 1 row of x: 29 of 32 registers
+constexpr int64_t PREFETCH_BLOCKS = 4;
+constexpr int64_t SWEEPS_PER_BLOCK = 2;  // up to 12 rows: every sweep over a block while it is in L1
+constexpr int64_t TILE_BYTES = 256 * 1024;  // past that: sweeps over a tile of blocks held in L2 (1 MB a core)  // how far ahead a sweep asks for the weight stream (measured: 3-4 best)
 
 // The lane sums of 4 accumulators at once, each in one fixed tree (lanes i + (i+8), then i + (i+4),
 // then (0 + 2) + (1 + 3)): the same adds, in the same order, for every output.
@@ -40,31 +53,57 @@ static inline void lane_sums(const v16 a[4], float out[4]) {
 }
 
 // One block of 4 outputs (n0..n0+3, `valid` of them real) for MB rows of x; x rows are KP floats
-// apart (padded with zeros to a multiple of 16).
+// apart (padded with zeros to a multiple of 16). `ahead`, when not null, is the block to prefetch.
 template <int MB>
-static inline void block(const float* x, int64_t KP, const float* wb, float* y, int64_t N, int64_t n0, int valid) {
+static inline void block(const float* x, int64_t KP, const float* wb, float* y, int64_t N, int64_t n0, int valid,
+                         const float* ahead) {
   v16 acc[MB][4];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int m = 0; m < MB; ++m)
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) acc[m][j] = (v16){};
   for (int64_t k = 0; k < KP; k += 16) {
+    if (ahead) {
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) __builtin_prefetch(ahead + k * 4 + j * 16, 0, 2);  // into L2
+    }
     v16 wv[4];
 #pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) std::memcpy(&wv[j], wb + k * 4 + j * 16, 64);
-#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      std::memcpy(&wv[j], wb + k * 4 + j * 16, 64);
+#if defined(__x86_64__)
+      asm("" : "+v"(wv[j]));  // kept in a register: GCC would otherwise read it again for every row of x
+#endif
+    }
+#pragma GCC unroll 8
     for (int m = 0; m < MB; ++m) {
       v16 xv;
       std::memcpy(&xv, x + m * KP + k, 64);
+#if defined(__x86_64__)
+      asm("" : "+v"(xv));  // read once for the block's 4 rows, not once for each
+#endif
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) acc[m][j] += wv[j] * xv;
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int m = 0; m < MB; ++m) {
     float sums[4];
     lane_sums(acc[m], sums);
     for (int j = 0; j < valid; ++j) y[m * N + n0 + j] = sums[j];
+  }
+}
+
+// One sweep of `rows` (1..MAX_ROWS_PER_SWEEP) rows of x over one block.
+static inline void sweep(int rows, const float* x, int64_t KP, const float* wb, float* y, int64_t N, int64_t n0,
+                         int valid, const float* ahead) {
+  switch (rows) {
+    case 1: return block<1>(x, KP, wb, y, N, n0, valid, ahead);
+    case 2: return block<2>(x, KP, wb, y, N, n0, valid, ahead);
+    case 3: return block<3>(x, KP, wb, y, N, n0, valid, ahead);
+    case 4: return block<4>(x, KP, wb, y, N, n0, valid, ahead);
+    case 5: return block<5>(x, KP, wb, y, N, n0, valid, ahead);
+    default: return block<6>(x, KP, wb, y, N, n0, valid, ahead);
   }
 }
 
@@ -101,13 +140,24 @@ at::Tensor gemv(const at::Tensor& x, const at::Tensor& packed, int64_t N) {
   const float* xs = xp.data_ptr<float>();
   const float* ws = packed.data_ptr<float>();
   float* ys = y.data_ptr<float>();
-  at::parallel_for(0, (N + 3) / 4, 16, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) {
-      const float* wb = ws + b * KP * 4;
-      const int valid = static_cast<int>(std::min<int64_t>(4, N - b * 4));
+  const int64_t blocks = (N + 3) / 4, sweeps = (M + MAX_ROWS_PER_SWEEP - 1) / MAX_ROWS_PER_SWEEP;
+  // Many rows (a class's batched pass) are bound by arithmetic, not memory: their sweeps then run over
+  // a tile of blocks that stays in L2, so each sweep reads its weights from L2, not from memory.
+  const int64_t tile = sweeps <= SWEEPS_PER_BLOCK ? 1 : std::max<int64_t>(1, TILE_BYTES / (KP * 4 * sizeof(float)));
+  at::parallel_for(0, (blocks + tile - 1) / tile, std::max<int64_t>(1, 16 / tile), [&](int64_t t0, int64_t t1) {
+    for (int64_t b0 = t0 * tile; b0 < std::min(blocks, t1 * tile); b0 += tile) {
+      const int64_t b1 = std::min(blocks, b0 + tile);
       int64_t m = 0;
-      for (; m + 4 <= M; m += 4) block<4>(xs + m * KP, KP, wb, ys + m * N, N, b * 4, valid);
-      for (; m < M; ++m) block<1>(xs + m * KP, KP, wb, ys + m * N, N, b * 4, valid);
+      for (int64_t s = 0; s < sweeps; ++s) {
+        const int rows = static_cast<int>((M - m) / (sweeps - s));  // balanced sizes: 7 rows are 3 + 4
+        for (int64_t b = b0; b < b1; ++b) {
+          const float* wb = ws + b * KP * 4;
+          const float* ahead = s == 0 && b + PREFETCH_BLOCKS < blocks ? wb + PREFETCH_BLOCKS * KP * 4 : nullptr;
+          const int valid = static_cast<int>(std::min<int64_t>(4, N - b * 4));
+          sweep(rows, xs + m * KP, KP, wb, ys + m * N, N, b * 4, valid, ahead);
+        }
+        m += rows;
+      }
     }
   });
   return y;
