@@ -76,6 +76,7 @@ def test_bench_tiny(tmp_path):
     tied = target.model.get_output_embeddings().weight is embedding
     expected = weights - (0 if tied else embedding.numel() * embedding.element_size())
     assert roof["bandwidth_gb_s"] > 0 and roof["target"]["bytes_per_step"] == expected
+    assert len(roof["bandwidth_samples_gb_s"]) == 2 and roof["bandwidth_gb_s"] == max(roof["bandwidth_samples_gb_s"])
     for t, share in roof["target"]["by_temperature"].items():
         assert share["step_ms"] == pytest.approx(model_run["baseline"][t]["target_step_ms"], abs=0.01)
         bytes_per_s = expected / (share["step_ms"] / 1e3)

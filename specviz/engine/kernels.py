@@ -23,7 +23,7 @@ kernel, specviz.engine.native: built here first), or "ONE_ROW/MANY_ROWS" such as
 "measure" measures again and replaces the cached choice.
 
 Exactness: with one kernel for every shape a row's numbers do not depend on how many rows share
-the call (packed), so greedy output is bit-identical to the target alone. Where the two shapes
+the call (packed, native), so greedy output is bit-identical to the target alone. Where the two shapes
 use different kernels, a verification pass and a one-token step round differently (about 1e-5
 in a logit), so a greedy token may differ only where the target's two best logits are that close:
 specviz.traces.sameness names such a near-tie with its gap.

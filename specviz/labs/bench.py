@@ -504,9 +504,10 @@ def _main(args) -> int:
     plain = None if args.no_hf_generate else load_model(args.target, dtype=args.dtype, pack=False, lean=False)
     load_before = load_average()
     t0 = time.perf_counter()
-    bandwidth = roofline.measured_bandwidth()  # before the sweeps, with the same threads
+    bandwidths = [roofline.measured_bandwidth()]  # before the sweeps and after them, with the same threads
     drafts: dict = {}
     runs = [_sweep_draft(args, target, name, prompts, temperatures, gammas, plain, log, drafts) for name in names]
+    bandwidths.append(roofline.measured_bandwidth())
     report = {
         "schema": "specviz.bench/2",
         **environment(torch.get_num_threads()),
@@ -529,7 +530,7 @@ def _main(args) -> int:
     }
     if plain is not None:
         report["target_alone"] = target_alone_over_hf(runs[0]["baseline"])
-    report["roofline"] = roofline.report(bandwidth, target, runs, drafts)
+    report["roofline"] = roofline.report(bandwidths, target, runs, drafts)
     report.update(load_before=load_before, load_after=load_average(), seconds=round(time.perf_counter() - t0, 1))
     _write_report(report, args.out)
     return 0
