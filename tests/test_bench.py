@@ -9,6 +9,7 @@ import pytest
 
 from specviz.config import PAPER_DRAFT
 from specviz.engine.models import STRATEGIES
+from specviz.labs import roofline
 from specviz.labs.bench import expected_tokens, predicted_speedup
 
 
@@ -77,6 +78,7 @@ def test_bench_tiny(tmp_path):
     expected = weights - (0 if tied else embedding.numel() * embedding.element_size())
     assert roof["bandwidth_gb_s"] > 0 and roof["target"]["bytes_per_step"] == expected
     assert len(roof["bandwidth_samples_gb_s"]) == 2 and roof["bandwidth_gb_s"] == max(roof["bandwidth_samples_gb_s"])
+    assert roof["target"]["step_beside_sum"]["pairs"] == roofline.STEP_PAIRS
     for t, share in roof["target"]["by_temperature"].items():
         assert share["step_ms"] == pytest.approx(model_run["baseline"][t]["target_step_ms"], abs=0.01)
         bytes_per_s = expected / (share["step_ms"] / 1e3)

@@ -3,6 +3,8 @@ as its kernels hold it, and the share of the bandwidth a decode streams."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from torch import nn
 
@@ -52,3 +54,24 @@ def test_a_draft_reads_the_weights_of_the_drafter_its_name_builds():
     assert roofline.draft_module(draft, target) is draft.model
     assert roofline.draft_module(SELF_DRAFT, target) is target.model
     assert roofline.draft_module(NGRAM_DRAFT, target) is None
+
+
+def test_a_step_beside_a_sum_shares_its_moment(monkeypatch):
+    from specviz.engine import kernels, toy
+
+    target, _ = toy.toy_pair()
+    passes = []
+
+    def fake_passes(model, lean):
+        assert model is target.model
+        return (lambda: passes.append("prepare")), (lambda rows: (passes.append(rows), time.sleep(0.004)))
+
+    monkeypatch.setattr(kernels, "context_passes", fake_passes)
+    found = roofline.step_beside_sum(target, pairs=5, nbytes=8 * 2**20)
+    assert passes == ["prepare"] + [1] * 6  # a warm-up, then one step a pair
+    assert found["pairs"] == 5 and found["step_ms"] >= 4
+    # A share is the step's bytes a second over the sum's: a 4 ms step of a tiny model streams little.
+    bytes_per_step = roofline.step_bytes(target.model)
+    expected = bytes_per_step / (found["step_ms"] / 1e3) / (found["bandwidth_gb_s"] * 1e9)
+    assert found["fraction"] == pytest.approx(expected, rel=0.5)
+    assert 0 < found["fraction"] < 0.01

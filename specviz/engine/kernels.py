@@ -280,6 +280,16 @@ def choose_for_target(model, name: str, cache_file: Path, lean=None) -> dict:
     """Kernels for a transformers causal LM: passes of `rows` new tokens over a cached context
     (logits of every new row, as a verification pass needs them), through the lean forward
     (specviz.engine.lean_llama) when it serves the model, else through transformers' own."""
+    prepare, run = context_passes(model, lean)
+    dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+    key = machine_key(name if dtype == "float32" else f"{name} | {dtype}")  # float32's key as before
+    return choose(key, cache_file, model, model.get_output_embeddings, run, default_verify_rows(), prepare)
+
+
+def context_passes(model, lean=None) -> tuple[Callable[[], None], Callable[[int], None]]:
+    """(prepare, run) for timing a causal LM's passes: prepare() fills a cache with a fixed stand-in
+    for a short chat prompt (CONTEXT_TOKENS); run(rows) is one pass of `rows` new tokens over it
+    (logits of every row), leaving the cache as it found it. Through the lean forward when given."""
     import torch
     from transformers import DynamicCache
 
@@ -300,9 +310,7 @@ def choose_for_target(model, name: str, cache_file: Path, lean=None) -> dict:
         forward(context[:rows])
         cache.crop(CONTEXT_TOKENS)
 
-    dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
-    key = machine_key(name if dtype == "float32" else f"{name} | {dtype}")  # float32's key as before
-    return choose(key, cache_file, model, model.get_output_embeddings, run, default_verify_rows(), prepare)
+    return prepare, run
 
 
 def choose_for_head(head, name: str, cache_file: Path) -> dict:

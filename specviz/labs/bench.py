@@ -508,6 +508,8 @@ def _main(args) -> int:
     drafts: dict = {}
     runs = [_sweep_draft(args, target, name, prompts, temperatures, gammas, plain, log, drafts) for name in names]
     bandwidths.append(roofline.measured_bandwidth())
+    # The step's share with each sum timed beside it (a CPU's: the sum is the CPU's memory).
+    beside = roofline.step_beside_sum(target) if target.device == "cpu" else None
     report = {
         "schema": "specviz.bench/2",
         **environment(torch.get_num_threads()),
@@ -530,7 +532,7 @@ def _main(args) -> int:
     }
     if plain is not None:
         report["target_alone"] = target_alone_over_hf(runs[0]["baseline"])
-    report["roofline"] = roofline.report(bandwidths, target, runs, drafts)
+    report["roofline"] = roofline.report(bandwidths, target, runs, drafts, beside)
     report.update(load_before=load_before, load_after=load_average(), seconds=round(time.perf_counter() - t0, 1))
     _write_report(report, args.out)
     return 0

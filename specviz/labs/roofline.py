@@ -21,6 +21,7 @@ import time
 
 BANDWIDTH_BYTES = 512 * 2**20  # the tensor summed: far beyond any CPU's last-level cache
 BANDWIDTH_REPS = 7  # median of these (after one untimed warm-up)
+STEP_PAIRS = 15  # a one-token step and a sum, timed one after the other this many times (step_beside_sum)
 
 
 def measured_bandwidth(nbytes: int = BANDWIDTH_BYTES, reps: int = BANDWIDTH_REPS) -> float:
@@ -35,6 +36,45 @@ def measured_bandwidth(nbytes: int = BANDWIDTH_BYTES, reps: int = BANDWIDTH_REPS
         if rep:  # the first sum warms the threads up
             times.append(time.perf_counter() - start)
     return nbytes / statistics.median(times)
+
+
+def step_beside_sum(target, pairs: int = STEP_PAIRS, nbytes: int = BANDWIDTH_BYTES) -> dict:
+    """The target's one-token step (a pass over a short cached context, as specviz.engine.kernels
+    times it) and a sum of `nbytes`, timed one after the other `pairs` times, in alternating order.
+    Each pair gives a share: (the step's bytes / its time) / (the sum's bytes / its time); the
+    figure is their median. This machine's bandwidth moved between minutes (a sum ran at 20 to 57
+    GB/s, docs/benchmarks.md), so a share against a bandwidth measured at another moment says more
+    about the moment than about the step; a pair's two timings share theirs."""
+    import torch
+
+    from specviz.engine.kernels import context_passes
+
+    prepare, run = context_passes(target.model, target.lean)
+    data = torch.ones(nbytes // 4, dtype=torch.float32)  # [n] touched once, so its pages exist
+    bytes_per_step = step_bytes(target.model)
+    shares, steps, sums = [], [], []
+    with torch.inference_mode():
+        prepare()
+        run(1)  # warm-up, untimed
+        data.sum()
+        for pair in range(pairs):
+            took = {}
+            for what in ("step", "sum") if pair % 2 == 0 else ("sum", "step"):
+                start = time.perf_counter()
+                if what == "step":
+                    run(1)
+                else:
+                    data.sum()
+                took[what] = time.perf_counter() - start
+            steps.append(took["step"])
+            sums.append(took["sum"])
+            shares.append((bytes_per_step / took["step"]) / (nbytes / took["sum"]))
+    return {
+        "pairs": pairs,
+        "step_ms": round(statistics.median(steps) * 1e3, 2),
+        "bandwidth_gb_s": round(nbytes / statistics.median(sums) / 1e9, 2),
+        "fraction": round(statistics.median(shares), 3),
+    }
 
 
 def step_bytes(module) -> int:
@@ -89,7 +129,7 @@ def draft_module(draft, target):
     return loaded.model if loaded is not None else None
 
 
-def report(bandwidths: list[float], target, runs: list[dict], drafts: dict) -> dict:
+def report(bandwidths: list[float], target, runs: list[dict], drafts: dict, beside: dict | None = None) -> dict:
     """The bench's roofline section: the bandwidth, the fastest of `bandwidths` (sums measured before
     and after the sweeps: this virtual machine's bandwidth moved from 20 to 57 GB/s between minutes,
     and the roofline is the most it showed, so a slow moment never flatters a share, docs/benchmarks.md);
@@ -105,6 +145,8 @@ def report(bandwidths: list[float], target, runs: list[dict], drafts: dict) -> d
         "target": {"bytes_per_step": target_bytes},
         "drafts": {},
     }
+    if beside is not None:  # step_beside_sum's figures
+        out["target"]["step_beside_sum"] = beside
     baseline = runs[0]["baseline"]
     out["target"]["by_temperature"] = {
         t: _share(target_bytes, b["target_step_ms"], bandwidth) for t, b in baseline.items()
@@ -136,6 +178,13 @@ def markdown_lines(section: dict) -> list[str]:
     bw = section["bandwidth_gb_s"]
     samples = ", ".join(f"{b:.1f}" for b in section.get("bandwidth_samples_gb_s", [bw]))
     lines = [f"- memory bandwidth (torch summing {BANDWIDTH_BYTES >> 20} MiB, the most of {samples}): {bw:.1f} GB/s"]
+    beside = section["target"].get("step_beside_sum")
+    if beside:
+        lines.append(
+            f"- target alone, a one-token step timed beside the sum ({beside['pairs']} pairs, alternating): "
+            f"{beside['step_ms']:.1f} ms against {beside['bandwidth_gb_s']:.1f} GB/s: "
+            f"**{beside['fraction']:.2f} of the roofline** (the median of the pairs' shares)"
+        )
     entries = [("target alone", section["target"])] + [(f"draft `{n}`", d) for n, d in section["drafts"].items()]
     for name, entry in entries:
         for t, s in entry["by_temperature"].items():
