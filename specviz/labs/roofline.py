@@ -40,23 +40,32 @@ def measured_bandwidth(nbytes: int = BANDWIDTH_BYTES, reps: int = BANDWIDTH_REPS
 
 def step_beside_sum(target, pairs: int = STEP_PAIRS, nbytes: int = BANDWIDTH_BYTES) -> dict:
     """The target's one-token step (a pass over a short cached context, as specviz.engine.kernels
-    times it) and a sum of `nbytes`, timed one after the other `pairs` times, in alternating order.
-    Each pair gives a share: (the step's bytes / its time) / (the sum's bytes / its time); the
-    figure is their median. This machine's bandwidth moved between minutes (a sum ran at 20 to 57
-    GB/s, docs/benchmarks.md), so a share against a bandwidth measured at another moment says more
-    about the moment than about the step; a pair's two timings share theirs."""
+    times it) and a sum, timed one after the other `pairs` times, in alternating order. Each pair
+    gives a share: (the step's bytes / its time) / (the sum's bytes / its time); the figure is their
+    median. What is summed: the very tensors the step reads, one after another as the step reads
+    them, where they are plain tensors (native and eager kernels); else (oneDNN's opaque packed
+    layouts) a fresh tensor of `nbytes`. On this virtual machine a fresh 512 MiB tensor summed at 20
+    to 57 GB/s from one allocation to the next while the step's own weights stayed put
+    (docs/benchmarks.md), so the step's own bytes, timed beside it, are its roofline."""
     import torch
 
     from specviz.engine.kernels import context_passes
 
     prepare, run = context_passes(target.model, target.lean)
-    data = torch.ones(nbytes // 4, dtype=torch.float32)  # [n] touched once, so its pages exist
+    own = _tensors_a_step_reads(target.model)
+    tensors = own if own is not None else [torch.ones(nbytes // 4, dtype=torch.float32)]
+    summed = sum(t.numel() * t.element_size() for t in tensors)
     bytes_per_step = step_bytes(target.model)
+
+    def read_all() -> None:
+        for t in tensors:
+            t.sum()
+
     shares, steps, sums = [], [], []
     with torch.inference_mode():
         prepare()
         run(1)  # warm-up, untimed
-        data.sum()
+        read_all()
         for pair in range(pairs):
             took = {}
             for what in ("step", "sum") if pair % 2 == 0 else ("sum", "step"):
@@ -64,17 +73,47 @@ def step_beside_sum(target, pairs: int = STEP_PAIRS, nbytes: int = BANDWIDTH_BYT
                 if what == "step":
                     run(1)
                 else:
-                    data.sum()
+                    read_all()
                 took[what] = time.perf_counter() - start
             steps.append(took["step"])
             sums.append(took["sum"])
-            shares.append((bytes_per_step / took["step"]) / (nbytes / took["sum"]))
+            shares.append((bytes_per_step / took["step"]) / (summed / took["sum"]))
     return {
         "pairs": pairs,
+        "summed": "the step's own weights" if own is not None else f"a fresh {nbytes >> 20} MiB tensor",
         "step_ms": round(statistics.median(steps) * 1e3, 2),
-        "bandwidth_gb_s": round(nbytes / statistics.median(sums) / 1e9, 2),
+        "bandwidth_gb_s": round(summed / statistics.median(sums) / 1e9, 2),
         "fraction": round(statistics.median(shares), 3),
     }
+
+
+def _tensors_a_step_reads(module) -> list | None:
+    """The tensors a one-token step of `module` reads as step_bytes counts them (each linear's
+    one-row kernel's layout, the other parameters but a token embedding), in the module's order, or
+    None where one of them is not a plain tensor (oneDNN's packed layouts)."""
+    import torch
+    from torch import nn
+
+    from specviz.engine.packing import EAGER, KernelLinear
+
+    embeddings = {id(m.weight) for m in module.modules() if isinstance(m, nn.Embedding)}
+    tensors, linear_weights = {}, set()
+    for m in module.modules():
+        if isinstance(m, KernelLinear):
+            linear_weights.add(id(m.weight))
+            t = m.weight if m.one_row == EAGER else m.layouts.get(m.one_row)
+        elif isinstance(m, nn.Linear):
+            linear_weights.add(id(m.weight))
+            t = m.weight
+        else:
+            continue
+        if t is None or t.is_meta or t.layout != torch.strided:
+            return None
+        tensors[(t.data_ptr(), t.numel())] = t
+    for p in module.parameters():
+        if id(p) not in embeddings and id(p) not in linear_weights:
+            tensors[(p.data_ptr(), p.numel())] = p
+    return [t.detach() for t in tensors.values()]
 
 
 def step_bytes(module) -> int:
@@ -181,7 +220,8 @@ def markdown_lines(section: dict) -> list[str]:
     beside = section["target"].get("step_beside_sum")
     if beside:
         lines.append(
-            f"- target alone, a one-token step timed beside the sum ({beside['pairs']} pairs, alternating): "
+            f"- target alone, a one-token step timed beside a sum of {beside.get('summed', 'a tensor')} "
+            f"({beside['pairs']} pairs, alternating): "
             f"{beside['step_ms']:.1f} ms against {beside['bandwidth_gb_s']:.1f} GB/s: "
             f"**{beside['fraction']:.2f} of the roofline** (the median of the pairs' shares)"
         )
