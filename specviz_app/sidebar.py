@@ -167,13 +167,13 @@ def _decoding(sb) -> None:
     sb.slider("Top-p", *params.TOP_P_RANGE, step=0.05, key=keys.setting("top_p"))
     sb.caption(f"Keep the fewest tokens whose probability adds up to top-p ({params.TOP_P_OFF} = off).")
     sb.slider("Max new tokens", *params.MAX_NEW_RANGE, key=keys.setting("max_new"))
-    sb.caption("Length of the answer; the offline target needs about 0.1 s per token on a CPU.")
+    sb.caption("Length of the answer; the offline target needs about 0.05 s per token on a 2-core CPU.")
     sb.number_input("Seed", *params.SEED_RANGE, step=1, key=keys.setting("seed"))
     sb.caption("The same seed and settings give the same trace, token for token.")
     sb.selectbox("Precision", params.DTYPE_CHOICES, key=keys.setting("dtype"))
     sb.caption(
         "float32: greedy output identical to the target alone, token for token. bfloat16: the target's weights in "
-        "half the bytes, so a slightly different target: faster where the CPU computes bfloat16 natively, and where "
+        "half the bytes, so a slightly different target: faster on some CPUs (not always than float32), and where "
         "the two best tokens nearly tie it may pick the other one (the run says where)."
     )
     sb.checkbox("Also run the target alone (baseline)", key=keys.setting("baseline"))

@@ -40,13 +40,29 @@ def test_native_computes_the_linear(built, one_row, many_rows, bias):
 def test_a_rows_numbers_do_not_depend_on_the_rows_beside_it(built, out_features, in_features):
     generator = torch.Generator().manual_seed(1)
     w = torch.randn(out_features, in_features, generator=generator)
-    x = torch.randn(11, in_features, generator=generator)
+    x = torch.randn(130, in_features, generator=generator)
     packed = torch.ops.specviz.pack_rows(w)
-    together = torch.ops.specviz.gemv(x, packed, out_features)  # [11, out]
-    for rows in (1, 2, 4, 5, 9):
+    together = torch.ops.specviz.gemv(x, packed, out_features)  # [130, out]: past 12 rows, sweeps over L2 tiles
+    for rows in (1, 2, 4, 5, 7, 9, 13, 32, 128):
         assert torch.equal(torch.ops.specviz.gemv(x[:rows], packed, out_features), together[:rows])
     exact = (x.double() @ w.double().T).float()
     torch.testing.assert_close(together, exact, atol=1e-4, rtol=1e-4)
+
+
+def test_a_build_lock_left_by_a_killed_build_is_cleared(tmp_path, monkeypatch):
+    import os
+    import time
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    lock = tmp_path / "specviz_gemv_test" / "lock"
+    lock.parent.mkdir()
+    lock.touch()
+    native._clear_stale_lock("specviz_gemv_test")
+    assert lock.exists()  # a build in progress elsewhere: its lock stays
+    old = time.time() - native.STALE_LOCK_S - 60
+    os.utime(lock, (old, old))
+    native._clear_stale_lock("specviz_gemv_test")
+    assert not lock.exists()  # torch's builder would otherwise wait for it forever
 
 
 def test_native_refuses_what_it_is_not_for(built):

@@ -3,8 +3,6 @@ as its kernels hold it, and the share of the bandwidth a decode streams."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from torch import nn
 
@@ -57,28 +55,27 @@ def test_a_draft_reads_the_weights_of_the_drafter_its_name_builds():
 
 
 def test_a_step_beside_a_sum_shares_its_moment(monkeypatch):
+    from types import SimpleNamespace
+
     from specviz.engine import kernels, toy
+    from specviz.engine.packing import kernel_linears
 
     target, _ = toy.toy_pair()
     passes = []
-
-    def fake_passes(model, lean):
-        assert model is target.model
-        return (lambda: passes.append("prepare")), (lambda rows: (passes.append(rows), time.sleep(0.004)))
-
-    monkeypatch.setattr(kernels, "context_passes", fake_passes)
+    monkeypatch.setattr(
+        kernels, "context_passes", lambda model, lean: (lambda: passes.append("prepare"), passes.append)
+    )
+    ticks = iter(range(10**6))  # a clock that moves 1 ms a reading: every step and every sum take 1 ms
+    monkeypatch.setattr(roofline, "time", SimpleNamespace(perf_counter=lambda: next(ticks) / 1e3))
     found = roofline.step_beside_sum(target, pairs=5, nbytes=8 * 2**20)
     assert passes == ["prepare"] + [1] * 6  # a warm-up, then one step a pair
-    assert found["pairs"] == 5 and found["step_ms"] >= 4
-    # A share is the step's bytes a second over the sum's, and the sum read the step's own weights.
-    bytes_per_step = roofline.step_bytes(target.model)
-    expected = bytes_per_step / (found["step_ms"] / 1e3) / (found["bandwidth_gb_s"] * 1e9)
-    assert found["fraction"] == pytest.approx(expected, rel=0.5)
-    assert found["summed"] == "the step's own weights" and 0 < found["fraction"] < 1
+    assert found["pairs"] == 5 and found["step_ms"] == 1.0
+    # The sum read the very bytes the step reads, in the same time: a share of exactly 1.
+    assert found["summed"] == "the step's own weights" and found["fraction"] == 1.0
+    assert found["bandwidth_gb_s"] == round(roofline.step_bytes(target.model) / 1e-3 / 1e9, 2)
     # oneDNN's packed layouts are opaque: the sum then reads a fresh tensor of the bytes asked for.
-    from specviz.engine.packing import kernel_linears
-
     for linear in kernel_linears(target.model)[0]:
         linear.use(PACKED, PACKED)
     packed = roofline.step_beside_sum(target, pairs=3, nbytes=8 * 2**20)
     assert packed["summed"] == "a fresh 8 MiB tensor"
+    assert packed["fraction"] == pytest.approx(roofline.step_bytes(target.model) / (8 * 2**20), abs=1e-3)  # rounded

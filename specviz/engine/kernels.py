@@ -48,8 +48,6 @@ MEASURE_REPS = 5  # per candidate and shape: enough for a stable median, under ~
 CONTEXT_TOKENS = 48  # the context a measured pass attends to (a short chat prompt)
 GROUPS = ("body", "head")
 SHAPES = ("one_row", "many_rows")
-
-
 CACHE_SCHEMA = 4  # 4: the native kernel is a candidate again, rebuilt (choices made without it are measured again)
 # A second copy of a group's weights (a one-row and a several-row kernel with layouts of their own)
 # stays only when neither kernel comes within this share of the other on the other's shape
@@ -62,7 +60,7 @@ SECOND_LAYOUT_MIN_SAVING = 0.10
 def candidates(shape: str, linears: list[KernelLinear]) -> tuple[str, ...]:
     """The kernels measured for `shape`: every kernel specviz.engine.packing offers for it, specviz's
     native one only where it builds here and the weights are float32 (its gains and costs by row
-    count: docs/benchmarks.md, "The native kernel")."""
+    count: docs/benchmarks.md, "The native kernel, measured at load")."""
     kernels = ONE_ROW_KERNELS if shape == "one_row" else MANY_ROWS_KERNELS
     if NATIVE in kernels and _native_unavailable(linears) is not None:
         kernels = tuple(k for k in kernels if k != NATIVE)

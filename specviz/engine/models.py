@@ -249,9 +249,8 @@ def return_freed_memory() -> None:
     """Give the memory a load freed back to the system (glibc's malloc_trim; nothing elsewhere).
 
     Choosing the kernels lays out every candidate and frees the losers, and fusing projections
-    frees their separate layouts: glibc keeps such freed blocks in its heap, which grew the
-    process by 36 MiB more than the weights' one copy on the offline target (docs/benchmarks.md,
-    "One copy of the weights")."""
+    frees their separate layouts: glibc keeps such freed blocks in its heap, beside the weights'
+    one copy (docs/benchmarks.md, "The native kernel, measured at load")."""
     import ctypes
     import ctypes.util
 

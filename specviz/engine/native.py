@@ -26,6 +26,7 @@ from pathlib import Path
 
 SOURCE = Path(__file__).with_name("csrc") / "gemv.cpp"
 _lock = threading.Lock()
+STALE_LOCK_S = 600  # a build takes about 15 s on two cores; a lock this old was left by a killed build
 _state: dict[str, str | None] = {}  # "reason": None once loaded, else why it is not available
 
 
@@ -43,22 +44,39 @@ def _load() -> str | None:
 
     from specviz.engine.machine import cpu_name
 
-    if not hasattr(torch.ops, "specviz") or not hasattr(torch.ops.specviz, "gemv"):
-        try:
+    try:
+        if not hasattr(torch.ops, "specviz") or not hasattr(torch.ops.specviz, "gemv"):
             from torch.utils.cpp_extension import load
 
             what = f"{cpu_name()} {_cpu_flags()} {torch.__version__} {SOURCE.read_text(encoding='utf-8')}"
-            machine = hashlib.sha1(what.encode()).hexdigest()[:10]  # a build per CPU, torch and source
+            name = f"specviz_gemv_{hashlib.sha1(what.encode()).hexdigest()[:10]}"  # a build per CPU, torch and source
+            _clear_stale_lock(name)
             flags = ["-O3", "-march=native", "-ffp-contract=fast", "-fopenmp"]
             if platform.machine() in ("x86_64", "AMD64"):
                 flags.append("-mprefer-vector-width=512")  # the kernel's 16-float vectors in one register each
             load(
-                name=f"specviz_gemv_{machine}", sources=[str(SOURCE)], extra_cflags=flags,
+                name=name, sources=[str(SOURCE)], extra_cflags=flags,
                 extra_ldflags=["-fopenmp"], is_python_module=False, verbose=False,
             )  # fmt: skip
-        except Exception as exc:  # no compiler, no ninja, a failed build: said, never a crash
-            return f"the native kernel could not be built here ({type(exc).__name__}: {str(exc)[:200]})"
-    return _checked(torch)
+        return _checked(torch)
+    except Exception as exc:  # no compiler, no ninja, a failed build or check: said, never a crash
+        return f"the native kernel could not be built here ({type(exc).__name__}: {str(exc)[:200]})"
+
+
+def _clear_stale_lock(name: str) -> None:
+    """Remove a build lock left by a process killed while it built (torch's builder waits for its
+    lock file to go, forever); one older than STALE_LOCK_S is such a leftover, as a build takes
+    seconds."""
+    import time
+
+    from torch.utils.cpp_extension import _get_build_directory
+
+    lock = Path(_get_build_directory(name, verbose=False)) / "lock"
+    try:
+        if time.time() - lock.stat().st_mtime > STALE_LOCK_S:
+            lock.unlink()
+    except OSError:
+        pass  # no lock, or another process removed it first
 
 
 def _cpu_flags() -> str:
@@ -77,9 +95,9 @@ def _checked(torch) -> str | None:
     """The kernel against float64 on the shapes it will meet, and a row's result alone and among others."""
     generator = torch.Generator().manual_seed(0)
     for n, k in ((5, 37), (64, 576), (9, 1536)):
-        w, x = torch.randn(n, k, generator=generator), torch.randn(6, k, generator=generator)
+        w, x = torch.randn(n, k, generator=generator), torch.randn(14, k, generator=generator)
         packed = torch.ops.specviz.pack_rows(w)
-        y = torch.ops.specviz.gemv(x, packed, n)  # [6, n]
+        y = torch.ops.specviz.gemv(x, packed, n)  # [14, n]: past 12 rows, the tiled sweeps
         want = (x.double() @ w.double().T).float()
         if not torch.allclose(y, want, rtol=1e-4, atol=1e-4):
             return "the native kernel's result differs from the exact product"

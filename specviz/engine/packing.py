@@ -2,8 +2,9 @@
 
 A target step multiplies one row by every weight; a verification pass multiplies a few rows. On
 a CPU in float32 the fastest kernel for each differs by machine (docs/benchmarks.md): on AMD EPYC
-oneDNN's pre-packed weights win at every row count; on an Intel Xeon with AMX torch's eager
-linear wins for one row and the packed one for five. So every nn.Linear becomes a KernelLinear
+specviz's native kernel wins one row and a verification pass (oneDNN's pre-packed weights won
+every row count before it was measured); on an Intel Xeon with AMX torch's eager linear won one
+row and the packed one five. So every nn.Linear becomes a KernelLinear
 that keeps the eager weight and, on demand, pre-packed copies of it, and runs a call with the
 kernel set for its shape: `one_row` for one row, `many_rows` for more. specviz.engine.kernels measures
 which kernel to set; this module only provides them.
@@ -169,12 +170,14 @@ class FusedLinears:
     product: one call streaming all their weights instead of one call each.
 
     A step of the offline target is 211 linear calls; each costs a fixed few microseconds beyond its
-    bytes (the call, the threads' start), and three fewer a layer save about 3 ms a step
-    (docs/benchmarks.md). The native layout is blocks of 4 output rows, so laying the linears' layouts
-    one after another is their fused layout, and each linear's own layout becomes a view of it: one
-    copy of the weights, and each linear alone (transformers' forward) still runs. Every output of the
-    native kernel is summed on its own in one fixed order, so the fused outputs are bit-identical to
-    the separate ones."""
+    bytes (the call, the threads' start); three fewer a layer is what this saves (within the
+    machine's noise when measured, docs/benchmarks.md, but free). The native layout is blocks of 4
+    output rows, so laying the linears' layouts one after another is their fused layout, and each
+    linear's own layout becomes a view of it: one copy of the weights, and each linear alone
+    (transformers' forward) still runs. Every output of the native kernel is summed on its own in
+    one fixed order, so the fused outputs are bit-identical to the separate ones. Fused once the
+    kernels are set (LeanLlama.fuse_projections): a later `KernelLinear.use` would leave this
+    product running the layouts as they were."""
 
     def __init__(self, linears: list[KernelLinear]):
         layouts = [linear.layouts[NATIVE] for linear in linears]  # [out_i / 4, in / 16, 4, 16] each

@@ -44,9 +44,9 @@ def step_beside_sum(target, pairs: int = STEP_PAIRS, nbytes: int = BANDWIDTH_BYT
     gives a share: (the step's bytes / its time) / (the sum's bytes / its time); the figure is their
     median. What is summed: the very tensors the step reads, one after another as the step reads
     them, where they are plain tensors (native and eager kernels); else (oneDNN's opaque packed
-    layouts) a fresh tensor of `nbytes`. On this virtual machine a fresh 512 MiB tensor summed at 20
-    to 57 GB/s from one allocation to the next while the step's own weights stayed put
-    (docs/benchmarks.md), so the step's own bytes, timed beside it, are its roofline."""
+    layouts) a fresh tensor of `nbytes`. A fresh tensor's speed can move from one allocation to the
+    next while the step's own weights stay put (docs/benchmarks.md, "The native kernel, measured at
+    load"), so the step's own bytes, timed beside it, are its roofline."""
     import torch
 
     from specviz.engine.kernels import context_passes
@@ -170,8 +170,8 @@ def draft_module(draft, target):
 
 def report(bandwidths: list[float], target, runs: list[dict], drafts: dict, beside: dict | None = None) -> dict:
     """The bench's roofline section: the bandwidth, the fastest of `bandwidths` (sums measured before
-    and after the sweeps: this virtual machine's bandwidth moved from 20 to 57 GB/s between minutes,
-    and the roofline is the most it showed, so a slow moment never flatters a share, docs/benchmarks.md);
+    and after the sweeps: a virtual machine's bandwidth can move a lot between minutes, and the
+    roofline is the most it showed, so a slow moment never flatters a share, docs/benchmarks.md);
     the target alone's bytes a step and, per
     temperature, its measured step and the share of the roofline; each draft's the same, its step
     being c x the target's step (the median over its rows at that temperature). drafts: name -> the

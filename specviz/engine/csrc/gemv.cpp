@@ -34,9 +34,9 @@ typedef float v16 __attribute__((vector_size(64)));
 typedef float v8 __attribute__((vector_size(32)));
 
 constexpr int MAX_ROWS_PER_SWEEP = 6;  // 6 x 4 accumulators + 4 weight vectors + 1 row of x: 29 of 32 registers
-constexpr int64_t PREFETCH_BLOCKS = 4;
+constexpr int64_t PREFETCH_BLOCKS = 4;  // how far ahead a first sweep asks for the weight stream (measured: 3-4 best)
 constexpr int64_t SWEEPS_PER_BLOCK = 2;  // up to 12 rows: every sweep over a block while it is in L1
-constexpr int64_t TILE_BYTES = 256 * 1024;  // past that: sweeps over a tile of blocks held in L2 (1 MB a core)  // how far ahead a sweep asks for the weight stream (measured: 3-4 best)
+constexpr int64_t TILE_BYTES = 256 * 1024;  // past that: sweeps over a tile of blocks held in L2 (1 MB a core)
 
 // The lane sums of 4 accumulators at once, each in one fixed tree (lanes i + (i+8), then i + (i+4),
 // then (0 + 2) + (1 + 3)): the same adds, in the same order, for every output.
@@ -71,7 +71,7 @@ static inline void block(const float* x, int64_t KP, const float* wb, float* y, 
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
       std::memcpy(&wv[j], wb + k * 4 + j * 16, 64);
-#if defined(__x86_64__)
+#if defined(__AVX512F__)  // a 64-byte vector fits one register only with AVX-512
       asm("" : "+v"(wv[j]));  // kept in a register: GCC would otherwise read it again for every row of x
 #endif
     }
@@ -79,7 +79,7 @@ static inline void block(const float* x, int64_t KP, const float* wb, float* y, 
     for (int m = 0; m < MB; ++m) {
       v16 xv;
       std::memcpy(&xv, x + m * KP + k, 64);
-#if defined(__x86_64__)
+#if defined(__AVX512F__)  // a 64-byte vector fits one register only with AVX-512
       asm("" : "+v"(xv));  // read once for the block's 4 rows, not once for each
 #endif
 #pragma GCC unroll 4
@@ -129,6 +129,7 @@ at::Tensor gemv(const at::Tensor& x, const at::Tensor& packed, int64_t N) {
   TORCH_CHECK(x.scalar_type() == at::kFloat && packed.scalar_type() == at::kFloat, "gemv: float32 only");
   TORCH_CHECK(packed.size(0) == (N + 3) / 4, "gemv: the layout holds another number of outputs than N");
   TORCH_CHECK(packed.size(1) == (x.size(1) + 15) / 16, "gemv: x [M, K] and w [N, K] differ in K");
+  TORCH_CHECK(x.size(1) > 0, "gemv: K must be at least 1");
   const int64_t M = x.size(0), K = x.size(1), KP = packed.size(1) * 16;
   at::Tensor xp = x.contiguous();
   if (KP != K) {  // rows padded with zeros to the layout's width
