@@ -16,7 +16,9 @@ through the whole model, one group at a time with the other on its best so far, 
 candidates interleaved over MEASURE_REPS repetitions; the median wins. The choice and every timing
 are recorded (LoadedModel.kernels, the trace's config.kernels) and cached per machine, torch
 version, thread count and model in <cache>/kernels.json (specviz.engine.models.cache_dir), so a later
-load takes no measurement.
+load takes no measurement. While measuring, every candidate's layout is held at once (timed
+interleaved, so a change in the machine's speed falls on all of them): the one load that measures
+peaks at about four copies of the weights (docs/benchmarks.md), and frees all but the chosen.
 
 SPECVIZ_KERNELS forces one choice for every group: "eager", "packed", "native" (specviz's own
 kernel, specviz.engine.native: built here first), or "ONE_ROW/MANY_ROWS" such as "eager/packed";
