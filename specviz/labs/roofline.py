@@ -96,7 +96,6 @@ def _tensors_a_step_reads(module) -> list | None:
 
     from specviz.engine.packing import EAGER, KernelLinear
 
-    embeddings = {id(m.weight) for m in module.modules() if isinstance(m, nn.Embedding)}
     tensors, linear_weights = {}, set()
     for m in module.modules():
         if isinstance(m, KernelLinear):
@@ -110,9 +109,8 @@ def _tensors_a_step_reads(module) -> list | None:
         if t is None or t.is_meta or t.layout != torch.strided:
             return None
         tensors[(t.data_ptr(), t.numel())] = t
-    for p in module.parameters():
-        if id(p) not in embeddings and id(p) not in linear_weights:
-            tensors[(p.data_ptr(), p.numel())] = p
+    for p in _other_parameters(module, linear_weights):
+        tensors[(p.data_ptr(), p.numel())] = p
     return [t.detach() for t in tensors.values()]
 
 
@@ -120,20 +118,22 @@ def step_bytes(module) -> int:
     """Bytes one one-token step of `module` (a causal LM, or a draft head) reads: its linears'
     weights as their kernels hold them, and every other parameter but a token embedding (a step
     looks up one row of it). A weight two modules share (a tied LM head) counts once."""
-    from torch import nn
-
-    embeddings = {id(m.weight) for m in module.modules() if isinstance(m, nn.Embedding)}
     linear_weights = {}
     for m in module.modules():
         weight = getattr(m, "weight", None)
         if weight is not None and hasattr(m, "in_features"):  # a linear, eager or packed
             linear_weights[id(weight)] = weight.numel() * weight.element_size()  # a meta weight keeps its shape
-    others = {
-        id(p): p.numel() * p.element_size()
-        for p in module.parameters()
-        if id(p) not in embeddings and id(p) not in linear_weights
-    }
-    return sum(linear_weights.values()) + sum(others.values())
+    others = _other_parameters(module, set(linear_weights))
+    return sum(linear_weights.values()) + sum(p.numel() * p.element_size() for p in others)
+
+
+def _other_parameters(module, linear_weights: set[int]) -> list:
+    """`module`'s parameters a step reads besides its linears' weights (ids in `linear_weights`):
+    all but a token embedding's (a step looks up one row of it), each once."""
+    from torch import nn
+
+    embeddings = {id(m.weight) for m in module.modules() if isinstance(m, nn.Embedding)}
+    return [p for p in module.parameters() if id(p) not in embeddings and id(p) not in linear_weights]
 
 
 def roofline_fraction(tokens_per_s: float, bytes_per_step: int, bandwidth: float) -> float:
