@@ -51,3 +51,33 @@ def test_prefix_ends_where_the_user_message_begins(offline_target):
     tokenizer = offline_target.tokenizer
     text = tokenizer.decode(user_turn_prefix(tokenizer))
     assert text.endswith("<|im_start|>user\n") and "<|im_start|>system" in text
+
+
+def test_an_interrupted_run_resumes_at_its_next_batch_with_the_same_prompts(offline_target, tmp_path):
+    quiet = {"exclude": set(), "batch": 4, "log": lambda _m: None}
+    whole = write_self_prompts(offline_target, 5, 2, tmp_path / "whole", **quiet)
+    model = offline_target.model
+    original, calls = model.generate, []
+
+    def one_batch_then_stop(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > 1:
+            raise KeyboardInterrupt  # the session ends mid-run
+        return original(*args, **kwargs)
+
+    model.generate = one_batch_then_stop
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            write_self_prompts(offline_target, 5, 2, tmp_path / "cut", **quiet)
+    finally:
+        model.generate = original
+    saved = json.loads((tmp_path / "cut" / "self-prompts-2.json").read_text(encoding="utf-8"))
+    assert saved["batches"] == 1 and whole[: len(saved["prompts"])] == saved["prompts"]
+    calls.clear()
+    model.generate = lambda *a, **k: (calls.append(1), original(*a, **k))[1]
+    try:
+        resumed = write_self_prompts(offline_target, 5, 2, tmp_path / "cut", **quiet)
+    finally:
+        model.generate = original
+    assert resumed == whole
+    assert len(calls) == json.loads((tmp_path / "whole" / "self-prompts-2.json").read_text())["batches"] - 1

@@ -59,29 +59,34 @@ def write_answers(
     log=print,
     feature_dtype: torch.dtype = torch.bfloat16,
     layer_ids: tuple[int, ...] = (),
+    keep: bool = True,
 ) -> list[Sequence]:
     """Let the target answer `prompts` at `temperature`, `batch` at a time; shard k of this tag is
     saved as folder/{tag}-{k}.pt and reloaded instead of rewritten when present. With layer_ids,
-    the outputs of those decoder layers are kept too."""
+    the outputs of those decoder layers are kept too. keep=False only writes the missing shards and
+    returns [] (text at scale does not fit in memory: the training reads it back shard by shard)."""
     folder.mkdir(parents=True, exist_ok=True)
     captured: list[torch.Tensor] = []
     hook = target.model.model.norm.register_forward_hook(lambda _m, _i, out: captured.append(out.detach()))
     with layer_outputs(target.model, tuple(layer_ids)) as layer_out:
         out_sequences: list[Sequence] = []
-        t0 = time.perf_counter()
+        t0, tokens = time.perf_counter(), 0
         try:
             for k, b in enumerate(range(0, len(prompts), batch)):
                 shard = folder / f"{tag}-{k}.pt"
                 encoded = [prompt_token_ids(target.tokenizer, p) for p in prompts[b : b + batch]]
                 if shard.is_file():
-                    out_sequences += load_matching_shard(shard, encoded, temperature, layer_ids)
+                    if keep:
+                        out_sequences += load_matching_shard(shard, encoded, temperature, layer_ids)
                     continue
                 torch.manual_seed(seed * 100_003 + b)  # generate() samples from the global generator
                 hooked = (captured, layer_out, tuple(layer_ids))
                 written = _write_batch(target, encoded, temperature, new_tokens, hooked, feature_dtype)
-                torch.save([_to_dict(s) for s in written], shard)
-                out_sequences += written
-                tokens = sum(s.ids.shape[0] - s.start for s in out_sequences)
+                partial = shard.with_suffix(".pt.partial")  # renamed when whole: a killed save leaves no shard
+                torch.save([_to_dict(s) for s in written], partial)
+                partial.replace(shard)
+                out_sequences += written if keep else []
+                tokens += sum(s.ids.shape[0] - s.start for s in written)
                 done = min(b + batch, len(prompts))
                 log(f"{tag}: {done}/{len(prompts)} answers, {tokens} tokens, {time.perf_counter() - t0:.0f} s")
         finally:

@@ -9,7 +9,10 @@ prompts and the bench's free-text ones. No corpus is needed, so it works offline
 The messages are sampled in batches with fixed seeds, kept only when the turn ended by itself (the
 end-of-turn token came within `max_tokens`) and holds at least `min_words` words, deduplicated,
 and never one of the benchmark's prompts. They are cached as JSON beside the training text, so a
-resumed or repeated run uses the very same prompts.
+resumed or repeated run uses the very same prompts. The file is rewritten after every batch with the
+count of batches sampled: batch k's seed depends only on k, so an interrupted run resumes at the next
+batch and ends with the very prompts an uninterrupted one writes (and a larger n extends a smaller n's
+list, whose prompts stay its first ones).
 """
 
 from __future__ import annotations
@@ -55,18 +58,24 @@ def write_self_prompts(
 ) -> list[str]:
     """n distinct user messages written by `target` (cached in folder/self-prompts-{seed}.json)."""
     path = folder / f"self-prompts-{seed}.json"
+    prompts: list[str] = []
+    k = 0  # batches sampled so far
     if path.is_file():
         saved = json.loads(path.read_text(encoding="utf-8"))
-        if saved.get("schema") == SCHEMA and saved.get("target") == target.name and len(saved["prompts"]) >= n:
+        same = saved.get("schema") == SCHEMA and saved.get("target") == target.name
+        if same and len(saved["prompts"]) >= n:
             return saved["prompts"][:n]
+        # An interrupted (or smaller) run of the same settings: go on from its last batch.
+        if same and "batches" in saved and saved.get("max_tokens") == max_tokens and saved.get("batch") == batch:
+            prompts, k = list(saved["prompts"]), int(saved["batches"])
     if n == 0:
         return []
     model, tokenizer = target.model, target.tokenizer
     end = target.eos_token_id
     prefix = torch.tensor(user_turn_prefix(tokenizer))  # [P]
-    seen = {e.strip().lower() for e in exclude}
-    prompts: list[str] = []
-    t0, k = time.perf_counter(), 0
+    seen = {e.strip().lower() for e in exclude} | {p.lower() for p in prompts}
+    folder.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
     while len(prompts) < n:
         if k >= 4 * (n // batch + 1) + 8:
             raise SpecvizError(f"The target wrote only {len(prompts)} usable prompts of {n}; ask for fewer.")
@@ -89,9 +98,18 @@ def write_self_prompts(
             seen.add(key)
             prompts.append(text)
         k += 1
+        _save(path, target.name, seed, max_tokens, batch, k, prompts)
         log(f"self-prompts: {min(len(prompts), n)}/{n} after {k} batches, {time.perf_counter() - t0:.0f} s")
-    prompts = prompts[:n]
-    folder.mkdir(parents=True, exist_ok=True)
-    record = {"schema": SCHEMA, "target": target.name, "seed": seed, "max_tokens": max_tokens, "prompts": prompts}
-    path.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return prompts
+    return prompts[:n]
+
+
+def _save(path: Path, target: str, seed: int, max_tokens: int, batch: int, batches: int, prompts: list[str]) -> None:
+    """Every prompt written so far and the batches that wrote them; replaced whole (written beside,
+    then renamed), so an interrupted write never leaves half a file."""
+    record = {
+        "schema": SCHEMA, "target": target, "seed": seed, "max_tokens": max_tokens, "batch": batch,
+        "batches": batches, "prompts": prompts,
+    }  # fmt: skip
+    partial = path.with_suffix(".json.partial")
+    partial.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    partial.replace(path)

@@ -94,13 +94,19 @@ class HeadTrainConfig:
     threads: int = 0  # torch CPU threads (0: torch's default)
     device: str = "cpu"
     seed: int = 0
+    # 1: only write the training text (every shard, resumable, none of it held in memory) and stop:
+    # text at ten times the shipped head's scale is larger than this machine's memory.
+    data_only: int = 0
 
 
 # ----- 1. data ----------------------------------------------------------------------------------
 
 
-def make_data(cfg: HeadTrainConfig, folder: Path, log) -> tuple[list[Sequence], list[Sequence], list[Sequence], float]:
-    """-> (training text, held-out pool text, the bench's free-text prompts answered, seconds)."""
+def make_data(
+    cfg: HeadTrainConfig, folder: Path, log, keep: bool = True
+) -> tuple[list[Sequence], list[Sequence], list[Sequence], float]:
+    """-> (training text, held-out pool text, the bench's free-text prompts answered, seconds);
+    keep=False writes the training text's missing shards without holding them (its list comes back empty)."""
     from specviz.engine.models import load_model
     from specviz.labs.bench import PROMPTS as BENCH_PROMPTS  # the bench measures on free text the head never saw
 
@@ -112,7 +118,7 @@ def make_data(cfg: HeadTrainConfig, folder: Path, log) -> tuple[list[Sequence], 
     own = write_self_prompts(writer, cfg.self_prompts, cfg.seed, folder, exclude, cfg.gen_batch, log=log)
     train = []
     for group, tag in ((train_prompts, ""), (own, "self-")):
-        layers = {"layer_ids": cfg.feature_layers}
+        layers = {"layer_ids": cfg.feature_layers, "keep": keep}
         train += write_answers(
             writer, group, 0.0, cfg.new_tokens, cfg.gen_batch, 0, folder, f"{tag}greedy", log, **layers
         )
@@ -318,7 +324,7 @@ def unrolled(head: DraftHead, ids: torch.Tensor, feats: torch.Tensor, steps: int
 
 def _without_threads(config: dict) -> dict:
     """The config a checkpoint must match to resume: the thread count changes speed, not the run."""
-    return {k: v for k, v in config.items() if k != "threads"}
+    return {k: v for k, v in config.items() if k not in ("threads", "data_only")}
 
 
 def head_loss(head, ids, feats, mask, cfg: HeadTrainConfig, generator) -> tuple[torch.Tensor, float]:
@@ -458,6 +464,10 @@ def train(cfg: HeadTrainConfig, data: Path, out: Path, history_path: Path | None
     wall0 = time.perf_counter()
     target = load_model(cfg.target, device=cfg.device, dtype="float32")
     head_config_for(target.model, 1, target.name, cfg.feature_layers, cfg.depth)  # bad flags fail before the text
+    if cfg.data_only:
+        _, held, free, gen_seconds = make_data(cfg, data, log, keep=False)
+        log(f"data written to {data} ({gen_seconds:.0f} s): {len(held)} held-out and {len(free)} free-text answers")
+        return {}
     train_seqs, held, free, gen_seconds = make_data(cfg, data, log)
     tokens = sum(s.ids.shape[0] - s.start for s in train_seqs)
     log(f"data: {len(train_seqs)} answers, {tokens} answer tokens ({gen_seconds:.0f} s)")

@@ -1,0 +1,32 @@
+"""The draft head's training text (specviz.training.head_data): shards written once, whole, and read
+back instead of written again, so a run of many hours resumes where it stopped."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specviz.training.head_data import write_answers
+
+pytestmark = pytest.mark.slow
+
+PROMPTS = ["Name a colour.", "Count to three.", "Say hello in French."]
+
+
+def test_text_written_without_keeping_it_is_read_back_whole_and_not_written_again(offline_target, tmp_path):
+    quiet = {"log": lambda _m: None, "layer_ids": (1,)}
+    assert write_answers(offline_target, PROMPTS, 0.0, 6, 2, 0, tmp_path, "greedy", keep=False, **quiet) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["greedy-0.pt", "greedy-1.pt"]  # no .partial left
+    model = offline_target.model
+    original = model.generate
+    model.generate = lambda *a, **k: (_ for _ in ()).throw(AssertionError("a written shard was written again"))
+    try:
+        kept = write_answers(offline_target, PROMPTS, 0.0, 6, 2, 0, tmp_path, "greedy", **quiet)
+    finally:
+        model.generate = original
+    assert len(kept) == 3 and all(s.layer_ids == (1,) for s in kept)
+    for s in kept:
+        assert s.features.shape == (s.ids.shape[0] - 1, model.config.hidden_size)  # [L - 1, D]
+        assert s.layers.shape == (s.ids.shape[0] - 1, 1, model.config.hidden_size)  # [L - 1, 1, D]
+    again = write_answers(offline_target, PROMPTS, 0.0, 6, 2, 0, tmp_path / "fresh", "greedy", **quiet)
+    assert all(torch.equal(a.ids, b.ids) for a, b in zip(kept, again, strict=True))
