@@ -1,13 +1,13 @@
-"""The server's metrics (specviz.traces.metrics) in Prometheus' text format, the gate's counts and
-waits they read (specviz.engine.gate), and the websocket client's reading of the server's messages
-(specviz_app.ws_client). The scrape of a running app: tests/test_metrics_app.py."""
+"""The server's metrics (specviz.traces.metrics), read back by prometheus_client's own parser; the
+gate's counts and waits they read (specviz.engine.gate); and the websocket client's reading of the
+server's messages (specviz_app.ws_client). The scrape of a running app: tests/test_metrics_app.py."""
 
 from __future__ import annotations
 
-import re
 import threading
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from specviz.engine import gate as gate_module
@@ -15,136 +15,133 @@ from specviz.engine.gate import DeviceGate, observe_waits
 from specviz.traces import metrics
 from specviz_app import ws_client
 
-samples = metrics.parse_samples
+P = metrics.PREFIX
+# Every family /metrics exposes, as prometheus_client's parser names and types them (a counter's
+# family is named without `_total`; its samples carry it).
+FAMILIES = {
+    f"{P}time_to_first_token_seconds": "histogram",
+    f"{P}e2e_request_latency_seconds": "histogram",
+    f"{P}request_queue_time_seconds": "histogram",
+    f"{P}num_requests_running": "gauge",
+    f"{P}num_requests_waiting": "gauge",
+    f"{P}spec_decode_num_drafts": "counter",
+    f"{P}spec_decode_num_draft_tokens": "counter",
+    f"{P}spec_decode_num_accepted_tokens": "counter",
+    f"{P}spec_decode_num_accepted_tokens_per_pos": "counter",
+}
 
 
-def test_a_histogram_counts_into_cumulative_buckets_with_its_sum_and_count():
-    h = metrics.Histogram("t:latency_seconds", "help", buckets=(0.5, 1.0, 5.0))
-    for v in (0.2, 0.5, 0.7, 3.0, 9.0):
-        h.observe(v)
-    got = samples("".join(line + "\n" for line in h.samples()))
-    assert got == {
-        't:latency_seconds_bucket{le="0.5"}': 2,  # le: 0.5 itself falls in the 0.5 bucket
-        't:latency_seconds_bucket{le="1"}': 3,
-        't:latency_seconds_bucket{le="5"}': 4,
-        't:latency_seconds_bucket{le="+Inf"}': 5,
-        "t:latency_seconds_sum": pytest.approx(13.4),
-        "t:latency_seconds_count": 5,
-    }
-    with pytest.raises(ValueError, match="never negative"):
-        h.observe(-1)
-    with pytest.raises(ValueError, match="increasing"):
-        metrics.Histogram("t:x", "help", buckets=(1.0, 0.5))
+def scraped(m: metrics.ServerMetrics) -> tuple[dict[str, str], dict[tuple[str, tuple], float]]:
+    """A render read back by prometheus_client's own parser: ({family: type}, {(sample, labels): value})."""
+    families = list(text_string_to_metric_families(m.render()))
+    types = {f.name: f.type for f in families}
+    values = {(s.name, tuple(sorted(s.labels.items()))): s.value for f in families for s in f.samples}
+    return types, values
 
 
-def test_counters_render_as_prometheus_client_writes_them_and_refuse_going_down():
-    c = metrics.Counter("t:drafts", "Drafts.", label="position")
-    c.inc(label=2)
-    c.inc(3, label=10)
-    c.inc(label=2)
-    lines = [*c.header(), *c.samples()]
-    assert lines == [
-        "# HELP t:drafts_total Drafts.",
-        "# TYPE t:drafts_total counter",
-        't:drafts_total{position="2"} 2',
-        't:drafts_total{position="10"} 3',  # positions in numeric order
-    ]
-    with pytest.raises(ValueError, match="only goes up"):
-        c.inc(-1, label=1)
-    with pytest.raises(ValueError, match="takes a position"):
-        c.inc()
-    with pytest.raises(ValueError, match="metric name"):
-        metrics.Counter("2bad name", "help")
-
-
-def test_label_values_are_escaped():
-    c = metrics.Counter("t:odd", "help", label="what")
-    c.inc(label='a "quoted" \\ back\nslash')
-    assert c.samples() == ['t:odd_total{what="a \\"quoted\\" \\\\ back\\nslash"} 1']
-
-
-def test_a_registry_renders_every_metric_once_with_help_and_type():
-    reg = metrics.Registry()
-    reg.add(metrics.Gauge("t:running", "Running now.", read=lambda: 3))
-    reg.add(metrics.Counter("t:done", "Done."))
-    with pytest.raises(ValueError, match="already registered"):
-        reg.add(metrics.Counter("t:done", "Again."))
-    assert reg.render() == (
-        "# HELP t:running Running now.\n# TYPE t:running gauge\nt:running 3\n"
-        "# HELP t:done_total Done.\n# TYPE t:done_total counter\nt:done_total 0\n"
-    )
-
-
-def test_the_app_registry_has_vllms_names_prefixed_specviz():
-    names = set(re.findall(r"^# TYPE (\S+) (\w+)$", metrics.REGISTRY.render(), re.M))
-    assert {
-        ("specviz:time_to_first_token_seconds", "histogram"),
-        ("specviz:e2e_request_latency_seconds", "histogram"),
-        ("specviz:request_queue_time_seconds", "histogram"),
-        ("specviz:num_requests_running", "gauge"),
-        ("specviz:num_requests_waiting", "gauge"),
-        ("specviz:spec_decode_num_drafts_total", "counter"),
-        ("specviz:spec_decode_num_draft_tokens_total", "counter"),
-        ("specviz:spec_decode_num_accepted_tokens_total", "counter"),
-        ("specviz:spec_decode_num_accepted_tokens_per_pos_total", "counter"),
-    } <= names
-
-
-def test_counts_from_many_threads_are_all_kept():
-    c, h = metrics.Counter("t:many", "help"), metrics.Histogram("t:many_s", "help", (1.0,))
-
-    def work():
-        for _ in range(2000):
-            c.inc()
-            h.observe(0.5)
-
-    threads = [threading.Thread(target=work) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert c.value() == 16000 and h.count() == 16000
-
-
-def test_a_run_timer_observes_first_tokens_once_and_a_shared_recording_at_its_end():
+def _record_known_runs(m: metrics.ServerMetrics) -> None:
+    """Two Runs (one streamed, one a shared recording), three gate waits, two speculative decodes."""
     now = [100.0]
-    ttft, e2e = metrics.TIME_TO_FIRST_TOKEN, metrics.E2E_REQUEST_LATENCY
-    before = ttft.count(), e2e.count()
-    streamed = metrics.RunTimer(clock=lambda: now[0])
+    streamed = metrics.RunTimer(clock=lambda: now[0], into=m)
     now[0] = 101.5
     streamed.first_token()
     now[0] = 102.0
     streamed.first_token()  # a later redraw: not a first token
     now[0] = 104.0
     streamed.finished()
-    whole = metrics.RunTimer(clock=lambda: now[0])  # a shared recording: no stream before it
+    whole = metrics.RunTimer(clock=lambda: now[0], into=m)  # a shared recording: no stream before it
     now[0] = 105.0
     whole.finished()
-    assert (ttft.count(), e2e.count()) == (before[0] + 2, before[1] + 2)
+    for waited in (0.0, 0.3, 3.0):
+        m.request_queue_time.observe(waited)
+    m.num_requests_running.set_function(lambda: 2)
+    m.num_requests_waiting.set_function(lambda: 1)
+    m.record_spec_decode(
+        [
+            {"drafts": [{}, {}, {}], "accepted_count": 2},
+            {"drafts": [{}, {}, {}], "accepted_count": 3},
+            {"drafts": [{}, {}, {}], "accepted_count": 0},
+            {"drafts": [], "accepted_count": 0},  # drafted nothing: no proposal
+        ]
+    )
+    metrics.record_spec_decode([{"drafts": [{}], "accepted_count": 1}], into=m)
 
 
-def test_spec_decode_counters_count_proposals_drafts_and_accepted_by_position():
-    c = metrics
-    before = [
-        c.SPEC_DECODE_NUM_DRAFTS.value(),
-        c.SPEC_DECODE_NUM_DRAFT_TOKENS.value(),
-        c.SPEC_DECODE_NUM_ACCEPTED_TOKENS.value(),
-        *(c.SPEC_DECODE_NUM_ACCEPTED_TOKENS_PER_POS.value(k) for k in (1, 2, 3)),
-    ]
-    iterations = [
-        {"drafts": [{}, {}, {}], "accepted_count": 2},
-        {"drafts": [{}, {}, {}], "accepted_count": 3},
-        {"drafts": [{}, {}, {}], "accepted_count": 0},
-        {"drafts": [], "accepted_count": 0},  # drafted nothing: no proposal
-    ]
-    metrics.record_spec_decode(iterations)
-    after = [
-        c.SPEC_DECODE_NUM_DRAFTS.value(),
-        c.SPEC_DECODE_NUM_DRAFT_TOKENS.value(),
-        c.SPEC_DECODE_NUM_ACCEPTED_TOKENS.value(),
-        *(c.SPEC_DECODE_NUM_ACCEPTED_TOKENS_PER_POS.value(k) for k in (1, 2, 3)),
-    ]
-    assert [a - b for a, b in zip(after, before, strict=True)] == [3, 9, 5, 2, 2, 1]
+def test_a_known_sequence_of_runs_scrapes_as_these_names_types_and_values():
+    m = metrics.ServerMetrics()
+    _record_known_runs(m)
+    types, values = scraped(m)
+    assert types == FAMILIES
+    ttft, e2e, queue = (f"{P}{n}_seconds" for n in ("time_to_first_token", "e2e_request_latency", "request_queue_time"))
+    expected = {
+        # first tokens at 1.5 s (streamed) and 1.0 s (the recording, at its end); buckets are cumulative
+        (f"{ttft}_count", ()): 2,
+        (f"{ttft}_sum", ()): 2.5,
+        (f"{ttft}_bucket", (("le", "0.75"),)): 0,
+        (f"{ttft}_bucket", (("le", "1.0"),)): 1,  # le: 1.0 itself falls in the 1.0 bucket
+        (f"{ttft}_bucket", (("le", "2.5"),)): 2,
+        (f"{ttft}_bucket", (("le", "+Inf"),)): 2,
+        (f"{e2e}_count", ()): 2,
+        (f"{e2e}_sum", ()): 5.0,
+        (f"{e2e}_bucket", (("le", "1.0"),)): 1,
+        (f"{e2e}_bucket", (("le", "2.5"),)): 1,
+        (f"{e2e}_bucket", (("le", "5.0"),)): 2,
+        (f"{queue}_count", ()): 3,
+        (f"{queue}_sum", ()): pytest.approx(3.3),
+        (f"{queue}_bucket", (("le", "0.3"),)): 2,
+        (f"{queue}_bucket", (("le", "2.5"),)): 2,
+        (f"{queue}_bucket", (("le", "5.0"),)): 3,
+        (f"{P}num_requests_running", ()): 2,
+        (f"{P}num_requests_waiting", ()): 1,
+        (f"{P}spec_decode_num_drafts_total", ()): 4,
+        (f"{P}spec_decode_num_draft_tokens_total", ()): 10,
+        (f"{P}spec_decode_num_accepted_tokens_total", ()): 6,
+        (f"{P}spec_decode_num_accepted_tokens_per_pos_total", (("position", "1"),)): 3,
+        (f"{P}spec_decode_num_accepted_tokens_per_pos_total", (("position", "2"),)): 2,
+        (f"{P}spec_decode_num_accepted_tokens_per_pos_total", (("position", "3"),)): 1,
+    }
+    assert {k: values[k] for k in expected} == expected
+    per_pos = [v for (name, _), v in values.items() if name.endswith("_per_pos_total")]
+    assert sum(per_pos) == values[(f"{P}spec_decode_num_accepted_tokens_total", ())]
+    # Only the series above: no `_created` timestamps beside them.
+    assert not [name for name, _ in values if name.endswith("_created")]
+
+
+def test_parse_samples_reads_a_scrape_by_series():
+    m = metrics.ServerMetrics()
+    _record_known_runs(m)
+    got = metrics.parse_samples(m.render())
+    assert got[f'{P}time_to_first_token_seconds_bucket{{le="+Inf"}}'] == 2
+    assert got[f"{P}e2e_request_latency_seconds_sum"] == 5.0
+    assert got[f'{P}spec_decode_num_accepted_tokens_per_pos_total{{position="3"}}'] == 1
+    assert metrics.CONTENT_TYPE == "text/plain; version=0.0.4; charset=utf-8"
+
+
+def test_each_server_keeps_its_own_registry():
+    one, other = metrics.ServerMetrics(), metrics.ServerMetrics()
+    one.record_spec_decode([{"drafts": [{}, {}], "accepted_count": 1}])
+    assert scraped(one)[1][(f"{P}spec_decode_num_drafts_total", ())] == 1
+    assert scraped(other)[1][(f"{P}spec_decode_num_drafts_total", ())] == 0
+    assert one.registry is not other.registry is not metrics.METRICS.registry
+    assert scraped(metrics.METRICS)[0] == FAMILIES  # the app's process registry: the same names
+
+
+def test_counts_from_many_threads_are_all_kept():
+    m = metrics.ServerMetrics()
+
+    def work():
+        for _ in range(2000):
+            m.spec_decode_num_drafts.inc()
+            m.request_queue_time.observe(0.5)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    _, values = scraped(m)
+    assert values[(f"{P}spec_decode_num_drafts_total", ())] == 16000
+    assert values[(f"{P}request_queue_time_seconds_count", ())] == 16000
 
 
 def test_the_gate_counts_holders_and_waiters_and_reports_each_wait():

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 from browser.conftest import serve_app
+from prometheus_client.parser import text_string_to_metric_families
+from test_metrics import FAMILIES
 
 from specviz.traces.metrics import CONTENT_TYPE, parse_samples
 from specviz_app import launch, ws_client
@@ -24,9 +26,13 @@ LINK = {"prompt": "Name three colours.", "max_new": "8", "temperature": "0", "ba
 
 
 def scrape(url: str) -> tuple[str, dict[str, float]]:
+    """(Content-Type, {series: value}), read by prometheus_client's own parser, which must find every
+    family /metrics exposes, named and typed as tests/test_metrics.py's FAMILIES."""
     with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
         assert r.status == 200
-        return r.headers["Content-Type"], parse_samples(r.read().decode())
+        text = r.read().decode()
+    assert {f.name: f.type for f in text_string_to_metric_families(text)} == FAMILIES
+    return r.headers["Content-Type"], parse_samples(text)
 
 
 @pytest.mark.slow
