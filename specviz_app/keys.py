@@ -120,7 +120,7 @@ SERVING_CHART_PREFIX = "sv-"  # + the chart's name
 SERVING_FILES = "sv_dl_json", "sv_dl_csv", "sv_upload", "sv_open"  # render.save_or_load: downloads, uploader, Open
 # Lesson
 LESSON_BACK, LESSON_NEXT = "lesson_back", "lesson_next"
-LESSON_CONTENTS_PREFIX = "lesson_contents_"  # + the step on show: the table of contents' picker
+LESSON_CONTENTS_PREFIX = "lesson_contents_"  # + language-step (lesson_state.picker_key): the contents picker
 LESSON_SIDE, LESSON_NOTES = "lesson_side", "lesson_notes"  # containers the presenter view styles
 LESSON_FIGURE_PREFIX = "lesson-"  # + the step's figure
 

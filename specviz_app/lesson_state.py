@@ -31,20 +31,41 @@ def step_and_view_from_link(count: int) -> tuple[int, bool]:
         st.session_state[keys.LESSON_STEP] = step
         if message:
             st.session_state[keys.LESSON_MESSAGE] = message
-    st.session_state[keys.LESSON_STEP] = min(max(1, int(st.session_state[keys.LESSON_STEP])), count)
+    st.session_state[keys.LESSON_STEP] = _clamped(st.session_state[keys.LESSON_STEP], count)
     if keys.LESSON_PRESENTER not in st.session_state:
         st.session_state[keys.LESSON_PRESENTER] = _url_value("presenter") == "1"
     return st.session_state[keys.LESSON_STEP], bool(st.session_state[keys.LESSON_PRESENTER])
 
 
+def _clamped(step: object, count: int) -> int:
+    """The step on show as a number within 1..count; anything that is not a whole number (a widget's
+    stale value) counts as step 1, so no value left in the session can break the page."""
+    if isinstance(step, bool) or not isinstance(step, int):
+        step = 1
+    return min(max(1, step), count)
+
+
 def move(delta: int, count: int) -> None:
-    """Back (-1) or Next (+1), within 1..count."""
-    st.session_state[keys.LESSON_STEP] = min(max(1, st.session_state.get(keys.LESSON_STEP, 1) + delta), count)
+    """Back (-1) or Next (+1): exactly one step from the one on show, within 1..count."""
+    st.session_state[keys.LESSON_STEP] = _clamped(
+        _clamped(st.session_state.get(keys.LESSON_STEP), count) + delta, count
+    )
 
 
-def picked(key: str) -> None:
-    """A step chosen in the table of contents (the picker under `key`) becomes the step on show."""
-    st.session_state[keys.LESSON_STEP] = st.session_state[key]
+def picker_key(step: int, language: str) -> str:
+    """The table of contents' picker is a new widget for each step and each language. Streamlit hands
+    back a selectbox's value as its label when the label is not among the options any more: after a
+    language switch the old picker gave "2. The idea: ..." instead of 2, which broke Next, Back and
+    the presenter toggle (issue 48)."""
+    return f"{keys.LESSON_CONTENTS_PREFIX}{language}-{step}"
+
+
+def picked(key: str, count: int) -> None:
+    """A step chosen in the table of contents (the picker under `key`) becomes the step on show; a
+    value that is not a step number is ignored."""
+    chosen = st.session_state.get(key)
+    if isinstance(chosen, int) and not isinstance(chosen, bool) and 1 <= chosen <= count:
+        st.session_state[keys.LESSON_STEP] = chosen
 
 
 def link(step: int, presenter: bool) -> str:

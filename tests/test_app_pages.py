@@ -460,7 +460,7 @@ def test_lesson_in_chinese_and_presenter_view():
 
 def test_lesson_contents_jump_to_a_step():
     at = open_page(LESSON)
-    at.selectbox(key="lesson_contents_1").set_value(6).run()  # the picker of step 1 (a new one per step)
+    at.selectbox(key="lesson_contents_en-1").set_value(6).run()  # the picker of step 1 (a new one per step)
     no_error(at)
     assert texts(at, "title")[0].startswith("6. ")
     assert at.query_params["step"] in ("6", ["6"])

@@ -93,12 +93,12 @@ def _contents(box, steps: list[dict], i: int, big: bool, rec: lesson_content.Rec
     # Next and Back in presenter view: a popover's content is not mounted while it is closed, so the
     # browser kept sending the value the picker last showed, and Streamlit took it for a new choice
     # made before Next's callback ran (step 2 for ever after Next from step 1, issue 35).
-    picker = f"{keys.LESSON_CONTENTS_PREFIX}{i}"
+    picker = lesson_state.picker_key(i, st.session_state[keys.LESSON_LANG])
     with box:
         st.selectbox(
             ui.get("contents", "Steps"), list(range(1, count + 1)), index=i - 1, key=picker,
             format_func=lambda n: f"{n}. {steps[n - 1]['title']}", label_visibility="collapsed",
-            on_change=lesson_state.picked, args=(picker,),
+            on_change=lesson_state.picked, args=(picker, count),
         )  # fmt: skip
         st.caption(f"{ui.get('link', 'Link to this step')}: `{lesson_state.link(i, big)}`")
         st.caption(render.md_escape(f"{ui.get('trace', 'Example used')}: {rec.name} · {rec.trace.prompt[:80]}"))

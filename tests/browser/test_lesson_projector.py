@@ -184,3 +184,39 @@ def test_presenter_view_switched_on_from_the_page_keeps_next_and_back_working(ne
         expect_step(page, step, titles)
     expect(page.locator('[data-testid="stSidebar"]')).to_be_hidden()  # still the presenter view
     assert_no_traceback(page)
+
+
+def test_every_lesson_control_keeps_working_after_a_language_switch(new_page):
+    """Issue 48 (T1): after English -> 中文 (or back) Next and Back showed a TypeError and the presenter
+    toggle a ValueError, and the sidebar vanished: Streamlit hands back a selectbox's value as its
+    label when that label is no longer among its options, so the old contents picker gave the step
+    as "2. The idea: ..." once the titles changed language. Each switch is followed by every control."""
+    from playwright.sync_api import expect
+
+    lessons = {lang: load_lesson(lang) for lang in ("en", "zh")}
+    page = new_page({"step": "2", "lang": "en"}, path="lesson", viewport=VIEWPORT)
+    step = 2
+    for lang, presenter in (("zh", False), ("en", False), ("zh", True), ("en", True)):
+        titles, ui = [s["title"] for s in lessons[lang]["steps"]], lessons[lang]["ui"]
+        wait_idle(page, sidebar=not presenter)
+        page.locator('[data-testid="stMain"] [data-testid="stButtonGroup"] button', has_text=LANGUAGE[lang]).click()
+        expect_step(page, step, titles)
+        wait_idle(page, sidebar=not presenter)
+        if not presenter:
+            expect(page.locator('[data-testid="stSidebar"]')).to_be_visible()  # the settings stay
+        for delta in (1, -1, 1):  # Next, Back, Next: exactly one step each
+            wait_idle(page, sidebar=not presenter)
+            page.locator(".st-key-lesson_next button" if delta > 0 else ".st-key-lesson_back button").click()
+            step += delta
+            expect_step(page, step, titles)
+        assert_no_traceback(page)
+        if lang == "en" and not presenter:  # then the presenter toggle, in this language
+            wait_idle(page)
+            page.locator('[data-testid="stMain"] [data-testid="stCheckbox"]', has_text=ui["presenter"]).click()
+            expect(page.locator('[data-testid="stSidebar"]')).to_be_hidden(timeout=60_000)
+            expect_step(page, step, titles)
+            assert_no_traceback(page)
+    shot(page, "lesson-after-language-switches")
+
+
+LANGUAGE = {"en": "English", "zh": "中文"}  # a part of each segment's label (specviz.teaching.lesson.LANGUAGES)
