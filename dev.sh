@@ -48,11 +48,12 @@ case "${1:-}" in
     test)
         setup_python
         if [ "${2:-}" = "quick" ]; then
-            # The developer's loop: the core without models, browser or training (tests marked quick
-            # in tests/conftest.py: Algorithm 1, the trace, the charts, the theory, the toy pair).
+            # The developer's loop: the core without models, browser or training (the files marked
+            # `pytestmark = pytest.mark.quick`: Algorithm 1, the trace, the charts, the theory, the toy
+            # pair; pyproject.toml's markers), less any of their tests that loads a model (slow).
             "$VENV/bin/ruff" check .
             export OMP_NUM_THREADS=1  # one torch thread per worker, as in the whole suite
-            exec "$VENV/bin/python" -m pytest -n auto -m quick --durations=5
+            exec "$VENV/bin/python" -m pytest -n auto -m "quick and not slow" --durations=5
         fi
         setup_chromium
         "$VENV/bin/ruff" check .

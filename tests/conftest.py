@@ -36,26 +36,6 @@ RUN_FIRST = [
     "test_notebook.py",  # 27 s
 ]
 
-# `./dev.sh test quick`, the developer's loop (at most 2 minutes on two cores): Algorithm 1 and its
-# exactness on the toy pair, sampling, the trace, the charts, the theory, the lesson's content, the
-# words, and the house and import rules; no browser, no real model, no training. Their tests that
-# load the offline models (marked slow) stay out.
-QUICK_FILES = {
-    "test_verify_exact.py",
-    "test_decoder_tiny.py",
-    "test_sampling.py",
-    "test_trace_io.py",
-    "test_charts.py",
-    "test_charts_theory_sweep_lab.py",
-    "test_chart_layout.py",
-    "test_theory.py",
-    "test_glossary.py",
-    "test_algorithm_words.py",
-    "test_lesson.py",
-    "test_import_rules.py",
-    "test_house_rules.py",
-}
-
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
@@ -64,8 +44,6 @@ def pytest_collection_modifyitems(config, items):
     files come first, the rest in their usual order."""
     for item in items:
         item.add_marker(pytest.mark.xdist_group(item.path.name))
-        if item.path.name in QUICK_FILES and not item.get_closest_marker("slow"):
-            item.add_marker(pytest.mark.quick)
     rank = {name: i for i, name in enumerate(RUN_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
 

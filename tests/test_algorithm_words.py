@@ -24,6 +24,8 @@ from specviz.teaching.charts.tokens import decision_text, iteration_tokens
 from specviz.traces.trace import Trace, validate
 from specviz_app import params
 
+pytestmark = pytest.mark.quick  # the developer's loop: ./dev.sh test quick
+
 STOPPED = {"gamma": 3, "source": "head", "stop": "confidence", "confidence": 0.21, "threshold": 0.3}
 
 

@@ -17,6 +17,8 @@ from specviz.teaching.charts import theory as theory_charts
 from specviz.teaching.charts.lesson import pick_iterations
 from specviz.traces.trace import Trace
 
+pytestmark = pytest.mark.quick  # the developer's loop: ./dev.sh test quick
+
 # ----- legends and titles ------------------------------------------------------------------------
 
 

@@ -12,6 +12,8 @@ from specviz.teaching import charts, glossary
 from specviz.teaching.charts.style import STATUS_COLORS
 from specviz.traces.trace import Trace
 
+pytestmark = pytest.mark.quick  # the developer's loop: ./dev.sh test quick
+
 ROOT = Path(__file__).resolve().parent.parent
 EVIL = "<script>alert(1)</script>"
 

@@ -14,6 +14,8 @@ from specviz.teaching.charts import lab as lab_charts
 from specviz.teaching.charts import sweep as sweep_charts
 from specviz.teaching.charts import theory as theory_charts
 
+pytestmark = pytest.mark.quick  # the developer's loop: ./dev.sh test quick
+
 
 def assert_labelled(fig: go.Figure, legend: bool = True) -> None:
     layout = fig.layout

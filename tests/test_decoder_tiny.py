@@ -11,6 +11,8 @@ from specviz.drafters import lookup_continuation
 from specviz.engine.sampling import probabilities
 from specviz.traces.trace import Trace, validate
 
+pytestmark = pytest.mark.quick  # the developer's loop: ./dev.sh test quick
+
 PROMPT = [3, 1, 4, 1, 5, 9, 2, 6]
 
 SETTINGS = [

@@ -6,7 +6,11 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from specviz.teaching import glossary
+
+pytestmark = pytest.mark.quick  # the developer's loop: ./dev.sh test quick
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = [

@@ -9,6 +9,10 @@ import ast
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.quick  # the developer's loop: ./dev.sh test quick
+
 ROOT = Path(__file__).resolve().parents[1]
 DECODER_FUNCTION_MAX = 40  # lines, decorators and docstring included
 FUNCTION_MAX = 60  # any function outside the tests: a page's, the library's, a script's

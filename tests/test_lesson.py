@@ -12,6 +12,8 @@ from specviz.teaching import lesson
 from specviz.traces.speedup import speedup_spread
 from specviz.traces.trace import validate
 
+pytestmark = pytest.mark.quick  # the developer's loop: ./dev.sh test quick
+
 REC = lesson.load_recordings()
 
 

@@ -10,6 +10,8 @@ import torch
 from specviz.config import SamplingConfig
 from specviz.engine.sampling import probabilities
 
+pytestmark = pytest.mark.quick  # the developer's loop: ./dev.sh test quick
+
 SETTINGS = [
     SamplingConfig(0.0),
     SamplingConfig(1.0),

@@ -19,6 +19,8 @@ from specviz.labs.theory import (
     walltime_improvement,
 )
 
+pytestmark = pytest.mark.quick  # the developer's loop: ./dev.sh test quick
+
 ALPHAS = [0.0, 0.05, 0.1, 0.3, 0.5, 0.62, 0.75, 0.8, 0.9, 0.95, 0.99, 1.0]
 CS = [0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0]
 

@@ -12,6 +12,8 @@ import pytest
 from specviz.errors import TraceError
 from specviz.traces.trace import SCHEMA, Trace, parse_json
 
+pytestmark = pytest.mark.quick  # the developer's loop: ./dev.sh test quick
+
 
 def hand_made_trace() -> dict:
     """Two iterations: 'A B' accepted then C rejected -> resample D; then E accepted -> bonus F."""

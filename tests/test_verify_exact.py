@@ -19,6 +19,8 @@ import torch
 
 from specviz.decoding.verify import accept_probability, residual_distribution, verify
 
+pytestmark = pytest.mark.quick  # the developer's loop: ./dev.sh test quick
+
 V = 6  # small vocabulary: every case can be enumerated
 DTYPES = [torch.float64, torch.float32]
 
