@@ -16,10 +16,13 @@ from specviz.teaching.charts.tokens import display_token, hover_card, token_rows
 from specviz.teaching.charts.words import words
 from specviz.traces.trace import STATUSES
 
+# break-spaces and overflow-wrap:anywhere keep every token inside the stream's column: under pre-wrap
+# the spaces at a line's end hung past the edge, and a refused draft's line-through ran over them into
+# the next column (issue 48); a word longer than the column breaks anywhere.
 CSS = (
     "<style>"
     ".sv-stream{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:15px;line-height:2.1;"
-    "white-space:pre-wrap;word-break:break-word}"
+    "white-space:break-spaces;overflow-wrap:anywhere}"
     ".sv-tok{position:relative;padding:1px 1px;border-radius:3px;border-bottom:2px solid;cursor:default}"
     ".sv-tok .sv-card{display:none;position:absolute;z-index:20;left:0;top:1.9em;min-width:340px;"
     "background:#fff;color:#212121;border:1px solid #bbb;border-radius:6px;padding:6px 9px;"
