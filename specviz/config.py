@@ -16,17 +16,17 @@ from specviz.errors import ConfigError
 GAMMA_MIN, GAMMA_MAX = 1, 16
 # The default gamma of the library, the CLI and the app: the most drafts per iteration. Chosen by
 # measurement with the default draft (the hybrid, whose head drafts a two-branch tree and stops
-# early when unsure, HEAD_MIN_CONFIDENCE): on the bench prompts, gamma 3 with the stop was ahead of
-# gamma 2 without it at T=1 in both probe runs (1.37x and 1.43x against 1.29x and 1.29x) and level
-# at T=0 (1.39x against 1.42x in the quiet run), on AMD EPYC (docs/benchmarks.md, "Stopping early").
+# early when unsure, HEAD_MIN_CONFIDENCE): with the stop, gamma 3 was ahead of gamma 2 without it at
+# T=1 and level at T=0 (the figures: docs/benchmarks.md, "Figures once kept in code comments",
+# "The defaults"; the probe itself: "Stopping early").
 DEFAULT_GAMMA = 3
 # The draft head stops drafting deeper once its confidence in every branch's latest draft is below
-# this (specviz.drafters.HeadDrafter._unsure); 0.3 won the probe above against 0.6 and no stop.
+# this (specviz.drafters.HeadDrafter._unsure); it won the probe above against 0.6 and no stop.
 HEAD_MIN_CONFIDENCE = 0.3
-# First-position candidates of the head's greedy draft tree, chosen by measurement: on the bench's
-# eight prompts two candidates, each continued for gamma - 1 more tokens, raised the tokens per
-# iteration from 1.51 to 1.63 at gamma 2; three or a deeper tree added tokens but cost more than
-# they brought (docs/benchmarks.md, "Width"). The draft head's tree (specviz.drafters.HeadDrafter).
+# First-position candidates of the head's greedy draft tree, chosen by measurement: two candidates,
+# each continued for gamma - 1 more tokens, raised the tokens per iteration; three or a deeper tree
+# added tokens but cost more than they brought (docs/benchmarks.md, "Width", and "The defaults").
+# The draft head's tree (specviz.drafters.HeadDrafter).
 TREE_BRANCHES = 2
 # The drafting presets (the app's "Algorithm" setting, ?algorithm= in links). "fastest": the offline
 # pair's drafts as measured fastest (the hybrid; the head's two-branch tree; its early stop).
@@ -47,8 +47,8 @@ def default_verify_rows() -> tuple[int, ...]:
 
 # A run's measured speedup is the median of interleaved pairs of timings (specviz.traces.speedup): at
 # least SPEEDUP_MIN_PAIRS, and for short runs more, until about SPEEDUP_TIMED_SECONDS were timed
-# (at most SPEEDUP_MAX_PAIRS): a 14-token default run gets about 9, and five fresh ones agreed within
-# about 10% in the app on a 2-core AMD EPYC (see docs/benchmarks.md).
+# (at most SPEEDUP_MAX_PAIRS): enough pairs that fresh runs of one setting agree with each other
+# (docs/benchmarks.md, "Figures once kept in code comments", "The speedup's pairs").
 SPEEDUP_MIN_PAIRS, SPEEDUP_MAX_PAIRS = 3, 12
 SPEEDUP_TIMED_SECONDS = 16.0
 
@@ -69,12 +69,11 @@ GATE_HISTORY = 20  # recent decode durations the gate keeps for a waiting caller
 # or waiting for it, and every release of the lock follows a submission or a decode leaving, so a
 # long turn at drafting never cuts a pass; the window bounds only how long the lock may lie free
 # with no seated decode taking it (a hand-over, unless a busy machine schedules the next holder
-# late). A window of 5 ms counted from the oldest request cut a class's passes to two requests
-# each (docs/reliability.md).
-# 32 lets a class of 30 join at once: on a 2-core AMD EPYC, thirty websocket clients with thirty prompts
-# (scripts/ws_load.py, docs/reliability.md) got their first tokens after 7.6 s for the last with 32,
-# against 17.1 s with 8 (16: 14.9 s, 24: 19.9 s: whoever misses the first batch waits a whole round),
-# measured before the window counted from the last progress; with it, 3.1-4.0 s for the last.
+# late). A short window counted from the oldest request cut a class's passes to two requests each
+# (docs/reliability.md).
+# 32 lets a class of 30 join at once: whoever misses the first batch waits a whole round, so fewer
+# seats made the last of thirty websocket clients wait far longer for its first tokens
+# (scripts/ws_load.py; the figures: docs/benchmarks.md, "Figures once kept in code comments", "Batch seats").
 BATCH_MAX_SESSIONS = 32
 BATCH_WINDOW_S = 1.0
 # The distribution lab's samples decoding at once (batched, one thread each): more threads than this

@@ -24,14 +24,16 @@ SERVER_SETTINGS = {
     "theme.base": "light",  # the token colours are chosen for a light background
     "client.toolbarMode": "minimal",
     # Watching files for edits floods the log from a virtual environment ("Inotify queue
-    # overflowed": 13,870 lines in 20 minutes); the app is run, not edited.
+    # overflowed", thousands of lines: docs/benchmarks.md, "Figures once kept in code comments",
+    # "The app's server"); the app is run, not edited.
     "server.fileWatcherType": "none",
-    "server.maxUploadSize": "20",  # MB, for every upload (the trace reader refuses > 20 MiB too)
+    "server.maxUploadSize": "20",  # MB, for every upload (the trace reader refuses larger ones too)
     "server.headless": "true",  # print the address instead of trying to open a browser
     # Streamlit forces a full garbage collection after every script run, fragments included: with the
-    # models loaded that is ~100 ms holding the GIL, once a second while a run's pairs are timed
-    # (render.timing_status), and it stalled the very decodes being timed (identical runs read 1.2x
-    # to 4.1x). Python's own collector still runs as usual.
+    # models loaded that holds the GIL long, once a second while a run's pairs are timed
+    # (render.timing_status), and it stalled the very decodes being timed, so identical runs read
+    # speedups far apart (docs/benchmarks.md, "Figures once kept in code comments", "The app's
+    # server"). Python's own collector still runs as usual.
     "runner.postScriptGC": "false",
     # Magic (drawing a bare expression) parses each page into an AST object and compiles that. On
     # Python 3.11 the AST converter's recursion count is shared by threads, and a page's first visit

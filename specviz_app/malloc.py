@@ -3,9 +3,10 @@
 glibc gives a thread an arena of its own when it first allocates, up to eight per core, and what
 a thread frees stays in its arena for that arena's next allocation. The app decodes in one
 Streamlit thread per session, so a class spreads its passes' tensors over sixteen arenas on two
-cores: thirty decodes at once in the engine alone (threads, no Streamlit) grew the process by 740
-MB with their KV caches already sized to their runs, and kept it; two arenas held the growth to
-380 MB at the same speed (docs/reliability.md; 880 MB before either fix). Torch runs
+cores: thirty decodes at once in the engine alone (threads, no Streamlit) grew the process by
+hundreds of megabytes with their KV caches already sized to their runs, and kept it; two arenas
+halved the growth at the same speed (docs/reliability.md; the figures: docs/benchmarks.md, "Figures
+once kept in code comments", "Memory bounds"). Torch runs
 in one decode's thread at a time (specviz.engine.batching's compute lock), so sharing two arenas
 costs no waiting worth measuring.
 

@@ -25,12 +25,13 @@ from specviz_app import background, keys, session
 # specviz_app/app.py, `streamlit run app.py` the root's app.py, which runs it).
 PAGES_DIR = Path(__file__).resolve().parent / "app_pages"
 # How often a page looks for the timing pairs that came in (a small fragment rerun). Each poll is a
-# script run, and the pair it meets is timed again (specviz_app/background.py): every 2 s, half the
-# pairs of a default run met one and its timing took twice as long; every 5 s, about one in five.
+# script run, and the pair it meets is timed again (specviz_app/background.py): polling more often
+# disturbed many more pairs and made the timing take far longer (docs/benchmarks.md, "The speedup a
+# page shows", and "Figures once kept in code comments", "The app's server").
 TIMING_POLL_S = 5.0
 # How often a running decode redraws its page at most (the token stream and the progress bar). The
-# stream is sent whole each time: redrawn every iteration, one page streaming a 400-token run kept
-# its browser half a core busy (8.2 CPU s in 15 s; 3.0 at this rate).
+# stream is sent whole each time: redrawn every iteration, one page streaming a long run kept its
+# browser half a core busy (docs/benchmarks.md, "Figures once kept in code comments", "The app's server").
 STREAM_REDRAW_S = 0.25
 
 __all__ = ["escaped_text", "legend_html", "md_escape", "statuses_in", "token_stream_html"]  # for the pages
@@ -56,8 +57,8 @@ def speed_numbers(loaded, draw: Callable[[Spread | None], None]) -> None:
     """Draw a page's speed numbers with `draw(spread)`, every one of them from a single reading of
     the run's timed pairs. While pairs still come in, `draw` runs in the timing line's fragment,
     below that line and from the same reading, so the figures, the count and any verdict move
-    together: a headline drawn once beside a line that kept counting said "1.00×" under "so far
-    1.45×" (issue 35). The page must open with timing_line=False (open_trace_page)."""
+    together: a headline drawn once beside a line that kept counting said "1.00×" under
+    "so far 1.45×" (issue 35). The page must open with timing_line=False (open_trace_page)."""
     if loaded.timing is not None and loaded.timing.running():
         drawn_with_speedup = speedup_spread(loaded.trace, loaded.baseline) is not None
         st.fragment(run_every=TIMING_POLL_S)(_timing_status)(loaded, drawn_with_speedup, draw)

@@ -33,8 +33,9 @@ from typing import Any
 from specviz.errors import TraceError
 from specviz.traces import trace_store
 
-# Recordings kept for reuse. A 256-token app run's trace and baseline are at most a few MB, so this
-# bounds the store near 150 MB in the worst case and far less for a class's 16-token runs.
+# Recordings kept for reuse. A long app run's trace and baseline are at most a few megabytes, so this
+# bounds the store in the worst case, and a class's short runs take far less (docs/benchmarks.md,
+# "Figures once kept in code comments", "Memory bounds").
 MAX_RECORDINGS = 32
 
 

@@ -53,7 +53,7 @@ def _use_measured(m: dict) -> None:
 def _exact(key: str, shown: float) -> float:
     """The trace's own value behind a slider that 'Use the current trace's values' set, for as long
     as the slider still shows it rounded; else the slider's value. The metrics then compute from
-    the same α, c and v as the chart's trace point (rounded inputs printed 0.99× beside its 0.98×)."""
+    the same α, c and v as the chart's trace point (rounded inputs printed "0.99×" beside its "0.98×")."""
     exact = st.session_state.get(keys.THEORY_EXACT, {}).get(key)
     return exact if exact is not None and round(exact, 2) == shown else shown
 

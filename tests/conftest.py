@@ -20,20 +20,20 @@ from specviz.engine.toy import PEAKY, tiny_llama  # noqa: E402
 
 # Files that run before the rest, in this order:
 # - the fresh-app test first in the browser process, before the session's own app server is busy;
-# - then the compute files that take longest, longest first (seconds on one worker of an AMD EPYC,
-#   2 Dec 2026). `./dev.sh test` hands files to its workers in collection order
+# - then the compute files that take longest, longest first (their times: docs/benchmarks.md,
+#   "The test suite's slowest files"). `./dev.sh test` hands files to its workers in collection order
 #   (--no-loadscope-reorder), and these go first: xdist's own order (by test count) handed them out
 #   last, and one of them kept a worker busy long after the other had finished.
 RUN_FIRST = [
     "test_trust.py",
-    "test_offline_exactness.py",  # 121 s
-    "test_head_offline.py",  # 111 s
-    "test_install.py",  # 83 s
-    "test_app_pages.py",  # 51 s
-    "test_cli.py",  # 30 s
-    "test_self_prompts.py",  # 28 s
-    "test_concurrency.py",  # 28 s
-    "test_notebook.py",  # 27 s
+    "test_offline_exactness.py",
+    "test_head_offline.py",
+    "test_install.py",
+    "test_app_pages.py",
+    "test_cli.py",
+    "test_self_prompts.py",
+    "test_concurrency.py",
+    "test_notebook.py",
 ]
 
 

@@ -6,7 +6,10 @@ a prompt is wrapped in the chat template in one place only (specviz/decoding/pro
 from __future__ import annotations
 
 import ast
+import io
+import re
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -89,3 +92,73 @@ def test_the_rule_finds_a_second_chat_template(tmp_path, monkeypatch):
     (tmp_path / "pkg" / "other.py").write_text("ids = tokenizer(text)\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert chat_template_callers(["pkg"]) == ["pkg/page.py", "pkg/prompting.py"]
+
+
+# A measured figure: a number with a unit of time, size or throughput, a ratio with a decimal point or
+# of ten and more (1.37x, 0.88×, 20x), or a share with a decimal point (1.05%). Not a figure: a round
+# multiple (the 1× line of a chart, 4 x hidden), a dimension (49152 x 576, 1280 × 720), a setting's
+# round share (cosine decay to 10%), a symbol's value (γ = 3), and text quoted from a page or a message
+# ("3rd in line, about 8 s"). A setting written as code (TIMEOUT_S = 30) is code, not a comment.
+FIGURE = re.compile(
+    r"(?<![\w.])(?:"
+    r"\d+(?:[.,]\d+)?\s?(?:ms|µs|s|min|GB/s|MB/s|GB|MB|kB|KB|GiB|MiB|KiB|tok/s|tokens/s)(?![\w/])"
+    r"|\d+\.\d+[x×](?!\w)|\d{2,}[x×](?!\w)|\d+\.\d+\s?%"
+    r")"
+)
+QUOTED = re.compile(r'(?<!")"(?!")[^"\n]*"(?!")|`[^`\n]*`|(?<![\w\'])\'(?!\')[^\'\n]*\'(?![\w\'])')
+FIGURE_LINES_MAX = 5  # a handful: measured figures belong in docs/benchmarks.md, with the CPU and the date
+
+
+def comment_and_docstring_lines(path: Path) -> list[tuple[int, str]]:
+    """(line number, text) of every comment and every docstring line of a module, by its tokens."""
+    tokens = list(tokenize.generate_tokens(io.StringIO(path.read_text(encoding="utf-8")).readline))
+    found = []
+    for i, tok in enumerate(tokens):
+        if tok.type == tokenize.COMMENT:
+            found.append((tok.start[0], tok.string))
+        elif tok.type == tokenize.STRING and i + 1 < len(tokens) and tokens[i + 1].type == tokenize.NEWLINE:
+            before = [t for t in tokens[:i] if t.type not in (tokenize.NL, tokenize.COMMENT)]
+            if not before or before[-1].type in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING):
+                found += [(tok.start[0] + k, line) for k, line in enumerate(tok.string.splitlines())]
+    return found
+
+
+def figure_lines(folders: list[str]) -> list[str]:
+    """'file:line text' for every comment or docstring line that carries a measured figure."""
+    found = []
+    for folder in folders:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for number, text in comment_and_docstring_lines(path):
+                if FIGURE.search(QUOTED.sub("", text)):
+                    found.append(f"{path.relative_to(ROOT)}:{number} {text.strip()}")
+    return found
+
+
+# Strict: it must fail until the last figures move, and then this mark must go. docs/benchmarks.md
+# ("Figures once kept in code comments") already holds them; their comments were in files other
+# engineers were editing when the rest moved (issue 49, item 5): engine/models.py,
+# teaching/charts/headline.py and style.py, training/train_head.py, specviz_app/background.py and running.py.
+@pytest.mark.xfail(strict=True, reason="figures left in comments of files being edited by others (issue 49, item 5)")
+def test_measured_figures_live_in_the_benchmarks_not_in_comments():
+    found = figure_lines(["specviz", "specviz_app"])
+    assert len(found) <= FIGURE_LINES_MAX, "move these to docs/benchmarks.md:\n" + "\n".join(found)
+
+
+def test_the_rule_finds_a_measured_figure_and_leaves_settings_alone(tmp_path, monkeypatch):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "m.py").write_text(
+        '"""A module.\n\nA step took 37.8 ms on a CPU.\n"""\n\n'
+        "TIMEOUT_S = 30  # a setting, in code\n"
+        "GAMMA = 3  # γ = 3 drafts; decay to 10%; the 1× line; 49152 x 576\n"
+        'MESSAGE = "about 8 s"  # says "3rd in line, about 8 s"\n'
+        "# the hybrid read 1.37x against 1.29x, 20x faster, 1.05% of the time, near 100 MB\n"
+        'def f():\n    \'\'\'Builds in about 15 s.\'\'\'\n\n\ndef g():\n    """Said "1.00×", in 9 s."""\n',
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert [line.split(" ")[0] for line in figure_lines(["pkg"])] == [
+        "pkg/m.py:3",
+        "pkg/m.py:9",
+        "pkg/m.py:11",
+        "pkg/m.py:15",
+    ]

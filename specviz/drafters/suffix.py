@@ -27,7 +27,8 @@ MIN_TOKEN_PROB = 0.1  # stop the continuation once its estimated probability fal
 MEMORY_OUTPUTS = 256  # earlier outputs the process keeps; the oldest is forgotten first
 # ... and at most this many of their tokens: a token adds up to SUFFIX_DEPTH trie nodes (a few kB
 # where the text does not repeat), so 256 outputs of 1024 tokens could hold gigabytes; 16k tokens
-# stay near 100 MB at the worst.
+# stay at a small fraction of that at the worst (the estimate: docs/benchmarks.md, "Figures once
+# kept in code comments", "Memory bounds").
 MEMORY_TOKENS = 16_384
 
 

@@ -46,16 +46,16 @@ from specviz.engine import native
 from specviz.engine.packing import MANY_ROWS_KERNELS, NATIVE, ONE_ROW_KERNELS, PACKED, KernelLinear, kernel_linears
 from specviz.errors import ConfigError
 
-MEASURE_REPS = 5  # per candidate and shape: enough for a stable median, under ~5 s for the offline target
+MEASURE_REPS = 5  # per candidate and shape: a stable median in a few seconds (docs/benchmarks.md, "Load cost")
 CONTEXT_TOKENS = 48  # the context a measured pass attends to (a short chat prompt)
 GROUPS = ("body", "head")
 SHAPES = ("one_row", "many_rows")
 CACHE_SCHEMA = 4  # 4: the native kernel is a candidate again, rebuilt (choices made without it are measured again)
 # A second copy of a group's weights (a one-row and a several-row kernel with layouts of their own)
 # stays only when neither kernel comes within this share of the other on the other's shape
-# (one_layout_unless_it_pays). Whole-step medians of the same kernel move by a few percent between
-# loads (docs/benchmarks.md), so a smaller gain is not told apart from noise, while the copy costs the
-# group's weight bytes for sure.
+# (one_layout_unless_it_pays). Whole-step medians of the same kernel move between loads (by how
+# much: docs/benchmarks.md, "The native kernel, measured at load"), so a smaller gain is not told
+# apart from noise, while the copy costs the group's weight bytes for sure.
 SECOND_LAYOUT_MIN_SAVING = 0.10
 
 

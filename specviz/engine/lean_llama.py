@@ -1,8 +1,8 @@
 """A lean forward for Llama-family targets: the same numbers as transformers' forward, less framework.
 
-A CPU step of the offline target is memory-bound in its linears, but a quarter of it was the rest:
-module calls, keyword plumbing, mask building, the cache's concatenations (measured on AMD EPYC:
-9.5 of 37.8 ms for one new token, 13.8 of 38.6 for five; docs/benchmarks.md). This forward runs the
+A CPU step of the offline target is memory-bound in its linears, but a large share of it was the
+rest: module calls, keyword plumbing, mask building, the cache's concatenations (how much:
+docs/benchmarks.md, "Kernels chosen by measurement, and the lean forward"). This forward runs the
 same weights (the model's own linears, with the kernels specviz.engine.kernels chose) as a plain loop:
 
     x = embed(ids)                                                     [T, D]
@@ -53,8 +53,8 @@ class LeanCache:
     """Keys and values of every layer, [layers, Hkv, capacity, hd] each, the first `length` valid."""
 
     # Capacity 0: the first pass reserves the prompt's entries exactly and later ones double it, so a
-    # class's thirty short runs hold about 100 entries each rather than a fixed 256 (12 MB each on
-    # the offline target; docs/reliability.md).
+    # class's thirty short runs hold only the entries they use rather than a fixed 256 each (the
+    # sizes: docs/benchmarks.md, "Figures once kept in code comments", "Memory bounds").
     def __init__(self, layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype, capacity: int = 0):
         self.keys = torch.zeros(layers, kv_heads, capacity, head_dim, dtype=dtype)
         self.values = torch.zeros_like(self.keys)

@@ -8,7 +8,8 @@ this machine's measured bandwidth (docs/benchmarks.md); a kernel that streams ea
 one sequential pass over its own layout, comes closer. specviz.engine.kernels measures it at load
 beside torch's kernels wherever it builds (kernels.candidates); SPECVIZ_KERNELS=native forces it.
 
-Building takes about 15 s with two cores, once per machine (the first load of a model there):
+Building takes seconds, once per machine (the first load of a model there; how long:
+docs/benchmarks.md, "Figures once kept in code comments", "Load cost"):
 torch's extension builder keeps the result under its cache ($TORCH_EXTENSIONS_DIR,
 ~/.cache/torch_extensions), keyed by this CPU's name and instruction-set flags (the code is compiled
 for it: -march=native, so a build must never meet another CPU). It needs a C++ compiler and ninja
@@ -26,7 +27,7 @@ from pathlib import Path
 
 SOURCE = Path(__file__).with_name("csrc") / "gemv.cpp"
 _lock = threading.Lock()
-STALE_LOCK_S = 600  # a build takes about 15 s on two cores; a lock this old was left by a killed build
+STALE_LOCK_S = 600  # far longer than any build takes: a lock this old was left by a killed build
 _state: dict[str, str | None] = {}  # "reason": None once loaded, else why it is not available
 
 

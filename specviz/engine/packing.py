@@ -16,7 +16,8 @@ The kernels (names stored in traces):
               computed alone or among others, so with packed everywhere greedy output is
               bit-identical (bfloat16 layouts, used where the CPU has native bfloat16, can differ)
     packed1   the same, laid out with a batch-size hint of 1: a candidate for one-row calls only
-              (it makes a 5-row pass about 1.7x slower than one row, measured on AMD EPYC)
+              (it makes a several-row pass much slower than one row: docs/benchmarks.md,
+              "Figures once kept in code comments", "Kernels")
     native    specviz's own kernel (specviz.engine.native: its own layout, streamed once per call);
               float32 only, measured wherever it builds; like packed, a row's numbers do not depend
               on how many rows share the call, and linears that read one input can run as one

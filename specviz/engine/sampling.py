@@ -46,8 +46,9 @@ def draw(probs: torch.Tensor, generator: torch.Generator) -> int:
     """One token id drawn from probs [V] (rows need not sum to exactly 1).
 
     Inverse CDF: the first id whose cumulative probability exceeds u ~ U[0, total). A token of
-    probability 0 adds nothing to the cumulative sum, so it can never be drawn. 20x faster than
-    torch.multinomial on a 49k vocabulary (0.05 vs 1 ms on a CPU), which matters once per draft.
+    probability 0 adds nothing to the cumulative sum, so it can never be drawn. Much faster than
+    torch.multinomial on a large vocabulary, which matters once per draft (docs/benchmarks.md,
+    "Figures once kept in code comments", "Sampling").
     """
     cdf = probs.double().cumsum(-1)  # float64: no rounding drift over a large vocabulary
     u = torch.rand(1, generator=generator, device=generator.device, dtype=torch.float64).to(cdf.device) * cdf[-1]

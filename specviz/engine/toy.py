@@ -90,7 +90,8 @@ def toy_pair(vocab_size: int = 16, noise: float | None = 0.05) -> tuple[Any, Any
 @contextlib.contextmanager
 def one_thread() -> Iterator[None]:
     """Run tiny models on one CPU thread (restored after). Why: on a shared CPU, intra-op threads
-    spin against each other and made a toy decode about 20 times slower (170 ms against 7.5 ms)."""
+    spin against each other and made a toy decode many times slower (docs/benchmarks.md, "Figures
+    once kept in code comments", "Toy models")."""
     import torch
 
     before = torch.get_num_threads()

@@ -47,8 +47,8 @@ from specviz.engine.sampling import probabilities
 MIN_EXPECTED = 5.0  # Cochran's rule: every cell of a chi-square test should expect >= 5 counts
 # Even with every cell at 5 or more, the chi-square curve's tail is a little too thin for a test of
 # a few hundred samples over ten cells: on the lab's default toy test (n 500) it rejected correct
-# samples 1.05% of the time at 0.01 and 0.123% at 0.001 (10^6 simulated runs,
-# scripts/lab_false_alarms.py). So the p-value is simulated instead: the share of SIMULATIONS
+# samples more often than its level said (scripts/lab_false_alarms.py; the rates: docs/benchmarks.md,
+# "Figures once kept in code comments", "The lab"). So the p-value is simulated instead: the share of SIMULATIONS
 # samples of n drawn from p itself whose statistic reaches the observed one, which rejects a correct
 # sampler at level a at most a fraction a of the time, by construction. Its resolution is
 # 1 / (SIMULATIONS + 1), about 5e-6; a statistic beyond every simulated one gets the chi-square

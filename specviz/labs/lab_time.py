@@ -14,11 +14,10 @@ from collections.abc import Callable
 # iterations: the mean is good to about ±0.02, well inside the 1.25 against 1.00 the page compares.
 COST_RUNS = {"toy": 30, "sidebar": 6}
 COST_TOKENS = {"toy": 16, "sidebar": 8}
-# What a toy run costs in the app (one thread, measured on a busy 2-core CPU): a speculative sample
-# about 10 ms, a target-alone one about 6 ms (nearly all of it the models' forward passes), a rule's
-# tokens per iteration about 1.5 s. Compare all four rules at n = 500 took 40 s with 60 cost decodes
-# per rule (the page promised "a few seconds"); 30 save about 6 s of it. Fewer samples would weaken
-# the tests, so the page says about how long it takes, and its bar counts down the time left.
+# What a toy run costs in the app, as measured (one thread, a busy 2-core CPU; docs/benchmarks.md,
+# "Figures once kept in code comments", "The lab"): nearly all of it the models' forward passes.
+# Comparing all four rules took far longer than the page once promised, and fewer samples would
+# weaken the tests, so the page says about how long it takes, and its bar counts down the time left.
 TOY_MS = {"spec": 10.0, "target": 6.0, "cost": 1500.0}
 TOY_LOAD_S = 10  # the first toy run of the app process also imports and builds the toy models
 

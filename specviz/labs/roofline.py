@@ -10,7 +10,7 @@ bandwidth the machine sustains, and a target alone at `tok/s` streams `bytes x t
 than the caches, on the threads the decode uses (a sum reads each byte once and computes almost
 nothing). `step_bytes` counts what a step must read: the weights of every linear the step runs
 (the layouts their kernels hold, specviz.engine.packing) and the norms; the embedding's one row
-and the KV cache of a short context are left out (under 1% here): a step cannot stream less than
+and the KV cache of a short context are left out (a small share here): a step cannot stream less than
 this, so the fraction never flatters the engine.
 """
 

@@ -1,8 +1,9 @@
 """The measured speedup of a run and its spread, and the cost numbers c and v: one home for each.
 
 A speedup is tokens/s of speculative decoding ÷ tokens/s of the target alone on the same
-settings. One short run timed once is mostly noise on a shared CPU (three identical 14-token runs
-gave 0.88×, 1.26× and 1.56×), so the app times *pairs*: the speculative run and the target alone
+settings. One short run timed once is mostly noise on a shared CPU (three identical runs gave
+speedups far apart: docs/benchmarks.md, "Figures once kept in code comments", "The speedup's
+pairs"), so the app times *pairs*: the speculative run and the target alone
 back to back, in alternating order, several times. Both halves of a pair meet the same machine
 state, so the ratio within a pair is steadier than either time.
 
@@ -36,9 +37,9 @@ speedup, c or v yet (`why_no_speedup` says so), until one is timed on the same s
 
 A disturbed pair does not count either, while undisturbed ones are enough. The app times its pairs
 in the server that also draws the pages, and a page drawn there while a pair ran (any script run,
-even the timing line's own poll) stalled whichever half it fell in: such a pair read 1.25× to 1.49×
-when it fell in the speculative half and up to 3.6× in the target alone's, where five identical
-runs read about 1.9× (docs/benchmarks.md). The app marks them `disturbed`; they take no place in
+even the timing line's own poll) stalled whichever half it fell in, pulling its speedup down or up
+from what identical runs read (docs/benchmarks.md, "Figures once kept in code comments", "The
+speedup's pairs"). The app marks them `disturbed`; they take no place in
 `wanted` and none in the figures, unless no undisturbed solo pair is in at all. The app times a
 disturbed pair again, as many times at most as the run wants pairs; when those retries are spent
 (a busy machine, where a pair takes longer than the pages' poll), `keep_disturbed` counts the
@@ -203,8 +204,8 @@ def _most_sessions(run: Any) -> int:
 @contextmanager
 def _no_garbage_collection():
     """timeit's rule: collect before a timing, never during it. A full collection with the models
-    loaded takes about 100 ms, and it fell inside one run of a pair or the other at random (the
-    speculative half of 14 tokens read 300 or 400 ms)."""
+    loaded is long beside a short run, and it fell inside one run of a pair or the other at random
+    (docs/benchmarks.md, "Figures once kept in code comments", "The speedup's pairs")."""
     gc.collect()
     enabled = gc.isenabled()
     gc.disable()

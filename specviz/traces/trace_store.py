@@ -30,7 +30,7 @@ from specviz.traces.trace import Trace
 ENV = "SPECVIZ_TRACE_STORE"  # the folder; unset: the app keeps traces in its own memory only
 ID_CHARS = 20
 ID_PATTERN = re.compile(rf"[0-9a-f]{{{ID_CHARS}}}")
-MAX_TRACES = 2000  # runs kept on disk (a class's 16-token runs are about 100 kB each)
+MAX_TRACES = 2000  # runs kept on disk (their size: docs/benchmarks.md, "Memory bounds")
 
 
 def run_id(parts) -> str:

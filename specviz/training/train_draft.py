@@ -61,7 +61,7 @@ class TrainConfig:
     warmup: int = 20  # linear warm-up steps
     weight_decay: float = 0.01
     eval_every: int = 50  # steps between alpha measurements
-    gen_dtype: str = "bfloat16"  # the target writes the training text in bf16 (1.5x faster on AVX-512 CPUs)
+    gen_dtype: str = "bfloat16"  # the target writes the training text in bf16: faster on AVX-512 CPUs (benchmarks.md)
     train_dtype: str = "bfloat16"  # autocast dtype for the draft's matmuls while training ("float32": off)
     threads: int = 0  # torch CPU threads (0: torch's default); 1 is far faster on a CPU shared with others
     seed: int = 0
