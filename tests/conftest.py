@@ -7,6 +7,7 @@ SPECVIZ_KERNELS=packed fixes the CPU kernels (specviz.engine.kernels) for every 
 from __future__ import annotations
 
 import os
+import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -90,3 +91,12 @@ def _background_threads_end_with_the_session():
     from specviz_app import background
 
     background.stop_all()
+
+
+def wait_for(condition, timeout_s: float = 60.0) -> bool:
+    """Wait until `condition()` holds (True) or `timeout_s` passes (False): a test waits for the
+    state it needs, not for a number of seconds; the timeout only bounds a hang."""
+    deadline = time.monotonic() + timeout_s
+    while not (held := condition()) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return bool(held)

@@ -30,6 +30,7 @@ import time
 import pytest
 import torch
 
+from conftest import wait_for
 from specviz.decoding.decoder import autoregressive_generate, speculative_generate
 from specviz.drafters import HeadDrafter
 from specviz.engine.batching import batcher_for
@@ -324,12 +325,10 @@ def test_sharing_decodes_hold_the_gate_together_and_a_solo_one_alone():
     assert inside.acquire(timeout=10)  # b got in beside a
     solo = threading.Thread(target=decode, args=("solo", None))
     solo.start()
-    while gate.waiting() < 3:
-        time.sleep(0.01)
+    assert wait_for(lambda: gate.waiting() >= 3)
     late = threading.Thread(target=decode, args=("late", share))  # queued behind the solo one
     late.start()
-    while gate.waiting() < 4:
-        time.sleep(0.01)
+    assert wait_for(lambda: gate.waiting() >= 4)
     assert not inside.acquire(timeout=0.2)  # neither the solo decode nor the late sharer got in
     release.set()
     for th in (a, b, solo, late):
@@ -384,9 +383,7 @@ def test_decodes_drafting_in_turn_share_every_pass():
     with batcher.compute:  # every decode takes its seat before the first one drafts
         for th in threads:
             th.start()
-        deadline = time.monotonic() + 10  # a hang bound
-        while batcher._joined < sessions and time.monotonic() < deadline:
-            time.sleep(0.005)
+        wait_for(lambda: batcher._joined >= sessions)  # a hang bound
     for th in threads:
         th.join(30)  # a hang bound
     assert not any(th.is_alive() for th in threads)

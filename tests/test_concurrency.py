@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from test_batching import at_once
 
+from conftest import wait_for
 from specviz.decoding.decoder import speculative_generate
 from specviz.engine.gate import DeviceGate
 from specviz.traces.trace import validate
@@ -117,8 +118,7 @@ def test_a_waiting_caller_is_told_its_place_and_an_estimate_from_recent_decodes(
     told: list[tuple[int, float | None]] = []
     second = threading.Thread(target=_through, args=(gate,))  # queued behind the holder
     second.start()
-    while gate.waiting() < 2:
-        time.sleep(0.01)
+    assert wait_for(lambda: gate.waiting() >= 2)
 
     def on_wait(ahead: int) -> None:
         told.append((ahead, gate.estimate_s(ahead)))
@@ -165,19 +165,15 @@ def test_a_cancelled_waiter_frees_its_place_for_the_ones_behind_it():
 
     b = threading.Thread(target=waiter, args=("b",))
     b.start()
-    while gate.waiting() < 2:
-        time.sleep(0.01)
+    assert wait_for(lambda: gate.waiting() >= 2)
     c = threading.Thread(target=waiter, args=("c",))
     c.start()
-    while not places["c"]:
-        time.sleep(0.01)
+    assert wait_for(lambda: places["c"])
     assert places["c"][-1] == 2  # behind the holder and b
     cancel_b.set()
     b.join(10)
     assert gate.waiting() == 2  # the holder and c: b's place is gone
-    deadline = time.monotonic() + 60  # bounds a hang only: c moves up at its next poll
-    while places["c"][-1] != 1 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: places["c"][-1] == 1)  # bounds a hang only: c moves up at its next poll
     assert places["c"][-1] == 1  # c moved up
     release.set()
     th.join(10)
@@ -205,15 +201,11 @@ def test_a_caller_behind_lets_later_runs_pass_and_never_shares_a_solo_turn():
 
     baseline = threading.Thread(target=caller, args=("baseline", True))
     baseline.start()
-    while not places["baseline"]:
-        time.sleep(0.01)
+    assert wait_for(lambda: places["baseline"])
     run = threading.Thread(target=caller, args=("run", False))
     run.start()
-    while not places["run"]:
-        time.sleep(0.01)
-    deadline = time.monotonic() + 60  # bounds a hang only: the baseline's place is re-read at each poll
-    while places["baseline"][-1] != 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    assert wait_for(lambda: places["run"])
+    wait_for(lambda: places["baseline"][-1] == 2)  # bounds a hang only: the baseline's place is re-read at each poll
     assert places["run"][-1] == 1 and places["baseline"][-1] == 2  # the later run is now ahead of it
     release.set()
     for thread in (th, run, baseline):
@@ -230,8 +222,7 @@ def test_a_full_queue_refuses_at_once_with_a_message_that_says_what_to_do():
     release, th = _hold(gate)
     waiter = threading.Thread(target=_through, args=(gate,))
     waiter.start()
-    while gate.waiting() < 2:
-        time.sleep(0.01)
+    assert wait_for(lambda: gate.waiting() >= 2)
     # Refused at once: a caller that queued instead would wait for the holder, which the test
     # releases only afterwards, so the refusal runs in a thread that must end on its own.
     refused: list[BaseException] = []
@@ -429,8 +420,7 @@ def test_the_estimate_counts_a_full_batch_as_one_round(monkeypatch):
     threads += [threading.Thread(target=sharer, args=(False,)) for _ in range(3)]
     for th in threads[3:]:
         th.start()
-    while gate.waiting() < 6:
-        time.sleep(0.01)
+    assert wait_for(lambda: gate.waiting() >= 6)
     told: list[tuple[int, float | None]] = []
 
     def on_wait(ahead: int) -> None:
