@@ -15,25 +15,36 @@ def _url_value(key: str) -> str | None:
     return params.link_value(first if key in first else {key: st.query_params.get_all(key)}, key)
 
 
+def _tell(message: str | None) -> None:
+    """Add a sentence about the link to what the page says of it once (keys.LESSON_MESSAGE)."""
+    if message:
+        earlier = st.session_state.get(keys.LESSON_MESSAGE)
+        st.session_state[keys.LESSON_MESSAGE] = f"{earlier} {message}" if earlier else message
+
+
 def language_from_link() -> None:
-    """The language: from the link on the first visit of this page, then from the widget."""
+    """The language: from the link on the first visit of this page (one it is not written in shows
+    English, and the page says so), then from the widget."""
     if keys.LESSON_LANG not in st.session_state:
-        st.session_state[keys.LESSON_LANG] = _url_value("lang") or "en"
+        language, message = lesson_content.parse_language(_url_value("lang"))
+        st.session_state[keys.LESSON_LANG] = language
+        _tell(message)
     if st.session_state.get(keys.LESSON_LANG) not in LANGUAGES:  # a bad link, or a cleared control
         st.session_state[keys.LESSON_LANG] = "en"
 
 
 def step_and_view_from_link(count: int) -> tuple[int, bool]:
     """The step (clamped to 1..count, with a message for a bad link) and whether the presenter view
-    is on (a link can open it: ?presenter=1), from the link on the first visit, then the widgets."""
+    is on (a link can open it: ?presenter=1, yes, true or on), from the link on the first visit, then the widgets."""
     if keys.LESSON_STEP not in st.session_state:
         step, message = lesson_content.parse_step(_url_value("step"), count)
         st.session_state[keys.LESSON_STEP] = step
-        if message:
-            st.session_state[keys.LESSON_MESSAGE] = message
+        _tell(message)
     st.session_state[keys.LESSON_STEP] = _clamped(st.session_state[keys.LESSON_STEP], count)
-    if keys.LESSON_PRESENTER not in st.session_state:
-        st.session_state[keys.LESSON_PRESENTER] = _url_value("presenter") == "1"
+    if keys.LESSON_PRESENTER not in st.session_state:  # ?presenter=1, yes, true or on (params.link_switch)
+        on, message = params.link_switch(_url_value("presenter"), "presenter", default=False)
+        st.session_state[keys.LESSON_PRESENTER] = on
+        _tell(message)
     return st.session_state[keys.LESSON_STEP], bool(st.session_state[keys.LESSON_PRESENTER])
 
 

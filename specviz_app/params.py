@@ -187,6 +187,51 @@ def link_value(params: dict[str, str | list[str]], key: str) -> str | None:
     return v
 
 
+def _custom_names(params: dict[str, str | list[str]], values: dict[str, Any], base: Settings) -> list[str]:
+    """The link's target= and draft= into `values`, each only when it is a model name
+    (models.name_problem: a Hugging Face id, an offline name, a draft strategy); the messages about
+    those refused or left unused. A link naming models without pair= means the custom pair; with
+    another pair they are not used, and the message says so."""
+    messages: list[str] = []
+    names = {key: v.strip()[:200] for key in ("target", "draft") if (v := link_value(params, key)) and v.strip()}
+    for key, name in list(names.items()):
+        if problem := models.name_problem(name, key):
+            messages.append(f"{key}: {problem} The link's {key} was not used; type one in the sidebar (custom pair).")
+            del names[key]
+    values.update(names)
+    if not names or values.get("pair", base.pair) == "custom":
+        return messages
+    given = " and ".join(f"{key}={name}" for key, name in names.items())
+    if link_value(params, "pair") is None and "target" in names:
+        values["pair"] = "custom"  # the models the link names are the pair it asks for
+        return messages
+    pair = values.get("pair", base.pair)
+    messages.append(
+        f"{given}: a link's target= and draft= only apply with pair=custom (and a target=); showing the pair "
+        f"{pair!r}. To run these models, add pair=custom to the link, or pick the custom pair in the sidebar "
+        "(it holds them)."
+    )
+    return messages
+
+
+# What a link may say for a switch (?presenter=, ?baseline=): any case, spaces around ignored.
+SWITCH_ON, SWITCH_OFF = ("1", "yes", "true", "on"), ("0", "no", "false", "off")
+
+
+def link_switch(raw: str | None, name: str, default: bool) -> tuple[bool, str | None]:
+    """A link's on/off value -> (on, message): 1, yes, true, on mean on and 0, no, false, off mean off
+    (any case); anything else keeps `default` and the message says what was not understood."""
+    if raw is None:
+        return default, None
+    word = raw.strip().lower()
+    if word in SWITCH_ON or word in SWITCH_OFF:
+        return word in SWITCH_ON, None
+    state = "on" if default else "off"
+    return default, (
+        f"{name}={raw[:20]} is not understood: use 1, yes, true or on (or 0, no, false, off); {name} stays {state}."
+    )
+
+
 def from_query(params: dict[str, str | list[str]], base: Settings = DEFAULTS) -> tuple[Settings, list[str]]:
     """URL parameters -> validated Settings and the messages to show about refused or clamped values."""
     messages: list[str] = []
@@ -200,9 +245,7 @@ def from_query(params: dict[str, str | list[str]], base: Settings = DEFAULTS) ->
             values["pair"] = pair
         else:
             messages.append(f"model pair: {pair[:40]!r} is not one of {', '.join(pairs())}; using the default.")
-    for key in ("target", "draft"):
-        if (v := get(key)) is not None:
-            values[key] = v.strip()[:200]
+    messages += _custom_names(params, values, base)
     for key, (kind, (lo, hi), name) in _NUMERIC.items():
         if (raw := get(key)) is not None:
             value, msg = _parse_number(raw, kind, lo, hi, name)
@@ -226,10 +269,8 @@ def from_query(params: dict[str, str | list[str]], base: Settings = DEFAULTS) ->
         else:
             messages.append(f"algorithm: {raw[:20]!r} should be one of {', '.join(ALGORITHMS)}; using the default.")
     if (raw := get("baseline")) is not None:
-        if raw in ("0", "1"):
-            values["baseline"] = raw == "1"
-        else:
-            messages.append(f"baseline: {raw[:20]!r} should be 0 or 1; using the default.")
+        values["baseline"], msg = link_switch(raw, "baseline", base.baseline)
+        messages += [msg] if msg else []
     settings = replace(base, **values)
     if settings.pair == "custom" and not settings.target:
         messages.append("custom pair: no target model named in the link; type one in the sidebar.")

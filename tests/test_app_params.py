@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from specviz.engine import models
 from specviz_app import params
 from specviz_app.params import DEFAULTS, Settings
@@ -83,3 +85,51 @@ def test_a_trace_config_maps_back_to_its_pair():
     cfg["target"], cfg["draft"] = "someone/big", "someone/small"
     settings, _ = params.from_trace_config(cfg, "Hello", baseline=False)
     assert (settings.pair, settings.target, settings.draft) == ("custom", "someone/big", "someone/small")
+
+
+@pytest.mark.parametrize("name", ["../../etc/passwd", "/etc/passwd", "a/b/c", "x y", "owner/..", "-x/y"])
+@pytest.mark.parametrize("key", ["target", "draft"])
+def test_a_link_names_no_path_only_model_ids(key, name):
+    """Issue 48, E1: a name that is no model id is refused with what one looks like, never kept."""
+    settings, messages = params.from_query(
+        {"pair": "custom", "target": "HuggingFaceTB/SmolLM2-135M-Instruct", key: name}
+    )
+    assert getattr(settings, key) in ("", "HuggingFaceTB/SmolLM2-135M-Instruct") and name not in settings.model_names()
+    said = " ".join(messages)
+    assert f"{key}: {name!r} is not a model name" in said and "owner/name" in said
+    assert "hf download" not in said
+
+
+def test_link_models_without_pair_custom_are_applied_or_explained():
+    settings, messages = params.from_query({"target": "Qwen/Qwen2.5-1.5B-Instruct", "draft": "ngram"})
+    assert (settings.pair, settings.model_names()) == ("custom", ("Qwen/Qwen2.5-1.5B-Instruct", "ngram"))
+    assert messages == []
+    settings, messages = params.from_query({"pair": "offline", "target": "Qwen/Qwen2.5-1.5B-Instruct"})
+    assert settings.pair == "offline" and settings.model_names()[0] == models.OFFLINE_TARGET
+    assert any("only apply with pair=custom" in m and "add pair=custom" in m for m in messages), messages
+    _, messages = params.from_query({"draft": "ngram"})
+    assert any("draft=ngram" in m and "only apply with pair=custom" in m for m in messages), messages
+
+
+@pytest.mark.parametrize(("raw", "on"), [("1", True), ("yes", True), ("TRUE", True), (" on ", True), ("0", False),
+                                         ("no", False), ("false", False), ("Off", False)])  # fmt: skip
+def test_switches_in_a_link_understand_yes_true_on_and_their_opposites(raw, on):
+    assert params.link_switch(raw, "presenter", default=not on) == (on, None)
+    assert params.from_query({"baseline": raw})[0].baseline is on
+
+
+def test_a_switch_value_not_understood_is_named_and_the_default_kept():
+    on, message = params.link_switch("maybe", "presenter", default=False)
+    assert on is False
+    assert message == (
+        "presenter=maybe is not understood: use 1, yes, true or on (or 0, no, false, off); presenter stays off."
+    )
+
+
+def test_a_lesson_language_not_offered_is_named_and_english_shown():
+    from specviz.teaching.lesson import parse_language
+
+    assert parse_language("zh") == ("zh", None) and parse_language(None) == ("en", None)
+    language, message = parse_language("fr")
+    assert language == "en"
+    assert message == "lang=fr is not a language of this lesson: English (en) or 中文 (zh); showing English."

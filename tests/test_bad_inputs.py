@@ -148,3 +148,14 @@ def test_a_tokenizer_mismatch_is_refused_every_time_and_remembered_pairs_are_bou
             dataclasses.replace(target, tokenizer=Tokenizer({"a": 0})),
         )
     assert models._vocabulary_difference.cache_info().currsize == models.VOCABULARY_CHECKS_KEPT
+
+
+@pytest.mark.parametrize("name", ["../../etc/passwd", "/no/such/folder", "owner/na me"])
+def test_a_name_that_is_no_model_id_is_refused_and_never_put_into_a_command(name):
+    """Issue 48, E1: the library says what a model id looks like, and suggests no `hf download` of it."""
+    from specviz.errors import ModelError
+
+    with pytest.raises(ModelError) as caught:
+        load_model(name)
+    assert "is not a model name" in str(caught.value) and "owner/name" in str(caught.value)
+    assert "hf download" not in str(caught.value)

@@ -15,6 +15,7 @@ import contextlib
 import functools
 import importlib.util
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -56,6 +57,33 @@ def is_head(name: str) -> bool:
     """A shipped head ("offline:specviz-head-...") or a folder holding head.json. By name, without
     torch, so the charts can ask it too (specviz.teaching.charts.drafting)."""
     return name == HEAD_DRAFT or (Path(name) / "head.json").is_file()
+
+
+# A Hugging Face model id: "owner/name" (or a bare "name", as the hub's oldest models are), each part
+# letters, digits, "-", "_" and "." starting with a letter or digit, at most 96 characters, with no ".."
+# and no "--" (the hub's own rule). Nothing else is offered to the hub, or written into a command.
+_HUB_ID = re.compile(r"(?!.*\.\.)(?!.*--)[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?")
+_OFFLINE_NAME = re.compile(r"offline:[a-z0-9][a-z0-9._-]{0,95}")
+MODEL_ID_HELP = (
+    "A model is named by its Hugging Face id, owner/name (letters, digits, - _ and ., e.g. "
+    "HuggingFaceTB/SmolLM2-135M-Instruct), or by a shipped offline name such as offline:smollm2-135m-instruct"
+)
+
+
+def is_hub_id(name: str) -> bool:
+    """Whether `name` has the form of a Hugging Face model id (owner/name): no path, no "..", no "/" first."""
+    return bool(_HUB_ID.fullmatch(name))
+
+
+def name_problem(name: str, role: str = "model") -> str | None:
+    """What is wrong with `name` as a model name given by a user (a link, a field), in a sentence that
+    says what one looks like; None when it is a hub id, an offline name or (for a draft) a strategy.
+    A local folder is not judged here: load_model takes one that exists."""
+    if name in (*STRATEGIES, PAPER_DRAFT) or _OFFLINE_NAME.fullmatch(name) or is_hub_id(name):
+        return None
+    shown = name if len(name) <= 60 else name[:57] + "..."
+    also = f"; a draft may also be {NGRAM_DRAFT} or {SELF_DRAFT}" if role == "draft" else ""
+    return f"{shown!r} is not a model name. {MODEL_ID_HELP}{also}."
 
 
 def head_of(draft) -> str | None:
@@ -181,6 +209,12 @@ def load_model(
         return _loaded[key]
 
 
+def loaded_names() -> set[str]:
+    """The names of the models loaded in this process now (the server's /healthz reads it)."""
+    with _load_lock:
+        return {key[0] for key in _loaded}
+
+
 def _cuda_available() -> bool:
     import torch
 
@@ -202,6 +236,8 @@ def _load(
         source, local_only = str(offline_path(name)), True
     elif Path(name).is_dir():
         source, local_only = name, True
+    elif problem := name_problem(name):  # a path that is no folder, "../..": never sent to the hub
+        raise ModelError(problem)
     else:
         source, local_only = name, not hub_reachable()
 
@@ -284,8 +320,9 @@ def _explain_load_failure(name: str, local_only: bool, exc: Exception) -> ModelE
         return ModelUnavailableError(
             f"The model {name!r} is not available offline: the Hugging Face hub cannot be reached from "
             "this machine and the model is not in the local Hugging Face cache. Use the offline default "
-            f"pair (target {OFFLINE_TARGET!r}), or download the model on a machine with internet "
-            f"(`hf download {name}`) and copy the cache here."
+            f"pair (target {OFFLINE_TARGET!r}), or download the model on a machine with internet"
+            + (f" (`hf download {name}`)" if is_hub_id(name) else "")  # only an id goes into a command
+            + " and copy the cache here."
         )
     if "trust_remote_code" in text:
         return ModelError(

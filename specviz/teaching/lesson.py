@@ -149,6 +149,20 @@ def parse_step(raw, count: int) -> tuple[int, str | None]:
     return value, None
 
 
+def parse_language(raw) -> tuple[str, str | None]:
+    """A ?lang= value -> (language, message). A language the lesson is not written in shows English,
+    and the message names the ones it is (any case and spaces around are understood)."""
+    if raw is None:
+        return "en", None
+    if isinstance(raw, list):
+        raw = raw[-1] if raw else ""
+    code = str(raw).strip().lower()
+    if code in LANGUAGES:
+        return code, None
+    offered = " or ".join(f"{name.split(' ')[0]} ({key})" for key, name in LANGUAGES.items())
+    return "en", f"lang={str(raw)[:20]} is not a language of this lesson: {offered}; showing English."
+
+
 def notes_text(language: str) -> dict[str, str]:
     """The note templates of `language`, English where it has none."""
     return {**load_lesson("en").get("notes", {}), **load_lesson(language).get("notes", {})}
