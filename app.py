@@ -1,5 +1,6 @@
 """`streamlit run app.py` from the repository root serves the specviz app (specviz_app/app.py), with
-the server's routes beside its pages (specviz_app/server.py: /metrics).
+the server's routes beside its pages (specviz_app/server.py: /metrics; specviz_app/health.py:
+/healthz, and 404 for a path that is no page).
 
 `streamlit run` finds `app = st.App(...)` here and serves it (Streamlit's Starlette server, with
 uvicorn); Streamlit then runs specviz_app/app.py on every rerun, as a main script. The packaged
@@ -9,9 +10,11 @@ which a test keeps equal to launch.SERVER_SETTINGS.
 """
 
 import streamlit as st
+from starlette.middleware import Middleware
 
+from specviz_app import health
 from specviz_app.malloc import limit_arenas
 from specviz_app.server import ROUTES
 
 limit_arenas()  # before the sessions' threads allocate: a class's memory (specviz_app/malloc.py)
-app = st.App("specviz_app/app.py", routes=ROUTES)
+app = st.App("specviz_app/app.py", routes=[*ROUTES, *health.ROUTES], middleware=[Middleware(health.UnknownPathIs404)])

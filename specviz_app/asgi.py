@@ -1,5 +1,6 @@
 """The app as `specviz app` serves it: the page script specviz_app/app.py with the server's routes
-(specviz_app/server.py: /metrics), as an `st.App`.
+(specviz_app/server.py: /metrics; specviz_app/health.py: /healthz, and 404 for a path that is no
+page), as an `st.App`.
 
 `streamlit run` finds `app = st.App(...)` in the file it is given and serves it with uvicorn, so
 launch.APP_SCRIPT is this file; the root app.py is the same for `streamlit run app.py` in a checkout.
@@ -7,9 +8,11 @@ The page script's path is relative to this file.
 """
 
 import streamlit as st
+from starlette.middleware import Middleware
 
+from specviz_app import health
 from specviz_app.malloc import limit_arenas
 from specviz_app.server import ROUTES
 
 limit_arenas()  # before the sessions' threads allocate: a class's memory (specviz_app/malloc.py)
-app = st.App("app.py", routes=ROUTES)
+app = st.App("app.py", routes=[*ROUTES, *health.ROUTES], middleware=[Middleware(health.UnknownPathIs404)])

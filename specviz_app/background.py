@@ -105,6 +105,12 @@ def session_alive() -> Callable[[], bool]:
     return lambda: Runtime.exists() and Runtime.instance().is_active_session(session_id)
 
 
+def preload_running() -> bool:
+    """Whether the default models are being loaded now (the server's /healthz: specviz_app/health.py)."""
+    thread = _preload_thread
+    return thread is not None and thread.is_alive()
+
+
 def wait_for_preload() -> None:
     """Block until the preload is done (at once if it is, or never started). Every run waits here
     first: it needs those models anyway, and it must not import torch while the preload does."""
