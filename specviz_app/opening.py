@@ -46,9 +46,14 @@ def _reopen(name: str) -> str:
         if stem.lower().endswith(ending.lower()):
             stem = stem[: -len(ending)]
             break
+    if not stem.startswith("specviz-"):  # not named as the page names its downloads: name no file
+        return (
+            f'upload the file the "{TRACE_DOWNLOAD}" button saved for that run, and, if the run had a baseline, '
+            f'the "{BASELINE_DOWNLOAD}" file with it for the speedup'
+        )
     return (
-        f'upload the file the "{TRACE_DOWNLOAD}" button saves ({stem}.json, saved with this file), and for the '
-        f'speedup the "{BASELINE_DOWNLOAD}" file ({stem}.baseline.json)'
+        f'upload the file the "{TRACE_DOWNLOAD}" button saves ({stem}.json, if it was downloaded with this one), '
+        f'and, if the run had a baseline, the "{BASELINE_DOWNLOAD}" file ({stem}.baseline.json) for the speedup'
     )
 
 

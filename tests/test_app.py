@@ -156,6 +156,8 @@ def test_the_pages_own_csv_and_accept_lengths_say_what_they_are_and_what_to_uplo
     assert "expected a JSON object" not in msg
     upload(at, [("notes.csv", b"a,b\n1,2\n")])
     assert "notes.csv is a CSV file, and a trace is JSON" in at.error[0].value
+    assert "notes.json" not in at.error[0].value  # no file is named that the page never made (issue 48, E4)
+    assert "if the run had a baseline" in at.error[0].value  # a run without one is not told of it (E2)
     goto(at, "app_pages/playground.py")
     assert source_caption(at) == before
 
