@@ -6,29 +6,36 @@ specviz_app/launch.py holds the server settings.
 
 import streamlit as st
 
-from specviz_app import background, keys, opening, running, sidebar
+from specviz_app import background, keys, language, opening, running, sidebar
 from specviz_app.render import PAGES_DIR
 
-st.set_page_config(page_title="specviz: speculative decoding, made visible", page_icon="🔎", layout="wide")
+sidebar.init_from_url()  # the link's settings and language, before anything is drawn in a language
+st.set_page_config(page_title=language.words("app")["page_title"], page_icon="🔎", layout="wide")
 
+# Each page's file and icon; its title is the catalogue's "page_<file>" in the language on show.
 PAGES = [
-    st.Page(PAGES_DIR / "playground.py", title="Playground", icon=":material/play_circle:", default=True),
-    st.Page(PAGES_DIR / "inspector.py", title="Step inspector", icon=":material/biotech:"),
-    st.Page(PAGES_DIR / "timeline.py", title="Timeline", icon=":material/timeline:"),
-    st.Page(PAGES_DIR / "acceptance.py", title="Acceptance", icon=":material/bar_chart:"),
-    st.Page(PAGES_DIR / "traces.py", title="Traces", icon=":material/folder_open:"),
-    st.Page(PAGES_DIR / "theory.py", title="Theory", icon=":material/functions:"),
-    st.Page(PAGES_DIR / "sweep.py", title="Sweep", icon=":material/grid_on:"),
-    st.Page(PAGES_DIR / "drafts.py", title="Drafters", icon=":material/sports_score:"),
-    st.Page(PAGES_DIR / "workloads.py", title="Workloads", icon=":material/work:"),
-    st.Page(PAGES_DIR / "serving.py", title="Serving", icon=":material/dns:"),
-    st.Page(PAGES_DIR / "lab.py", title="Distribution lab", icon=":material/science:"),
-    st.Page(PAGES_DIR / "lesson.py", title="Lesson", icon=":material/school:"),
+    ("playground", ":material/play_circle:"),
+    ("inspector", ":material/biotech:"),
+    ("timeline", ":material/timeline:"),
+    ("acceptance", ":material/bar_chart:"),
+    ("traces", ":material/folder_open:"),
+    ("theory", ":material/functions:"),
+    ("sweep", ":material/grid_on:"),
+    ("drafts", ":material/sports_score:"),
+    ("workloads", ":material/work:"),
+    ("serving", ":material/dns:"),
+    ("lab", ":material/science:"),
+    ("lesson", ":material/school:"),
 ]
 # A script run in progress: the speedup's timing pairs wait for it and time again a pair it met
 # (specviz_app/background.py), since it stalls the decode being timed.
 with background.PAGE_ACTIVITY.drawing():
-    page = st.navigation(PAGES)
+    w = language.words("app")  # the language as it stands before the sidebar's control is drawn
+    pages = [
+        st.Page(PAGES_DIR / f"{name}.py", title=w[f"page_{name}"], icon=icon, default=name == "playground")
+        for name, icon in PAGES
+    ]
+    page = st.navigation(pages)
     background.preload(running.preload_defaults)  # the first Run should find the default models loaded
 
     settings = sidebar.render()
@@ -37,6 +44,6 @@ with background.PAGE_ACTIVITY.drawing():
     if st.session_state.pop(keys.RUN_REQUESTED, False):
         running.run(settings)
     if error := st.session_state.pop(keys.RUN_ERROR, None):
-        st.error(f"{error}\n\nNothing was lost: the pages still show the previous trace, if there was one.")
+        st.error(language.words("app")["run_failed"].format(error=error))
 
     page.run()

@@ -36,7 +36,7 @@ def health_state() -> tuple[int, dict]:
     if background.preload_running():
         state, status = "loading", 503
     elif loaded:
-        state, status = "loaded", 200
+        state, status = "ready", 200
     else:
         state, status = "not loaded: they load as the first page opens", 200
     return status, {"status": "ok" if status == 200 else "loading", "default_models": state, "pages": page_paths()}

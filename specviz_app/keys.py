@@ -27,6 +27,10 @@ URL_GIVEN = "_url_given"
 # warns of it on every run, on every page.
 URL_MESSAGES = "_url_messages"
 EXAMPLE_PROMPT = "example_prompt"  # the example-prompt picker of the sidebar
+# The app's language ("en", "zh"): read from ?lang= on the first visit, then set by a language control
+# (specviz_app/language.py); every page reads it. The controls are views of it under their own keys.
+LANG = "app_lang"
+LANG_SIDEBAR = "lang_sidebar"  # the sidebar's language control
 SETTING_PREFIX = "s_"  # + a Settings field name: the sidebar widget holding that setting (setting())
 
 
@@ -57,7 +61,7 @@ WORKLOADS_RUNNING = "workloads_running"  # Workloads, one-shot: a run to start o
 WORKLOADS_STOP = "workloads_stop"  # Workloads: Stop was clicked
 WORKLOADS_ERROR = "workloads_error"  # Workloads, one-shot: the message of a run that failed
 LESSON_STEP = "lesson_step"  # Lesson: the step on show
-LESSON_LANG = "lesson_lang"  # Lesson: en or zh
+LESSON_LANG = "lesson_lang"  # Lesson: its language control (a view of LANG, specviz_app/language.py)
 LESSON_PRESENTER = "lesson_presenter"  # Lesson: large type
 LESSON_MESSAGE = "_lesson_message"  # Lesson, one-shot: what the link asked for that was invalid, said once
 

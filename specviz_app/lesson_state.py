@@ -1,12 +1,11 @@
-"""The Lesson page's state: the step on show, the language and the presenter view, read from the
-link that opened the app on the page's first visit, then from the page's own controls, and written
-back to the URL so a copied link opens the same step."""
+"""The Lesson page's state: the step on show and the presenter view, read from the link that
+opened the app on the page's first visit, then from the page's own controls, and written back to
+the URL (with the app's language, specviz_app/language.py) so a copied link opens the same step."""
 
 import streamlit as st
 
 from specviz.teaching import lesson as lesson_content
-from specviz.teaching.lesson import LANGUAGES
-from specviz_app import keys, params
+from specviz_app import keys, language, params
 
 
 def _url_value(key: str) -> str | None:
@@ -20,17 +19,6 @@ def _tell(message: str | None) -> None:
     if message:
         earlier = st.session_state.get(keys.LESSON_MESSAGE)
         st.session_state[keys.LESSON_MESSAGE] = f"{earlier} {message}" if earlier else message
-
-
-def language_from_link() -> None:
-    """The language: from the link on the first visit of this page (one it is not written in shows
-    English, and the page says so), then from the widget."""
-    if keys.LESSON_LANG not in st.session_state:
-        language, message = lesson_content.parse_language(_url_value("lang"))
-        st.session_state[keys.LESSON_LANG] = language
-        _tell(message)
-    if st.session_state.get(keys.LESSON_LANG) not in LANGUAGES:  # a bad link, or a cleared control
-        st.session_state[keys.LESSON_LANG] = "en"
 
 
 def step_and_view_from_link(count: int) -> tuple[int, bool]:
@@ -81,11 +69,11 @@ def picked(key: str, count: int) -> None:
 
 def link(step: int, presenter: bool) -> str:
     """The query string that opens this step, in this language and view."""
-    return f"?step={step}&lang={st.session_state[keys.LESSON_LANG]}&presenter={int(presenter)}"
+    return f"?step={step}&lang={language.current()}&presenter={int(presenter)}"
 
 
 def write_link(step: int, presenter: bool) -> None:
     """The URL opens this step (the sidebar writes the run settings beside it)."""
     st.query_params["step"] = str(step)
-    st.query_params["lang"] = st.session_state[keys.LESSON_LANG]
+    st.query_params["lang"] = language.current()
     st.query_params["presenter"] = "1" if presenter else "0"

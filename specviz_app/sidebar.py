@@ -12,7 +12,7 @@ import os
 import streamlit as st
 
 from specviz.traces import trace_store
-from specviz_app import background, keys, params
+from specviz_app import background, keys, language, params
 from specviz_app.params import Settings
 
 
@@ -43,18 +43,19 @@ def _check_pair(where, target: str, draft: str) -> None:
     from specviz.errors import SpecvizError
     from specviz_app import loading
 
+    w = language.words("sidebar")
     target, draft = target.strip(), draft.strip() or models.NGRAM_DRAFT
     if not target:
-        where.error("Type a target model name first.")
+        where.error(w["type_target_first"])
         return
     try:
-        with where.spinner("Loading the models…"):
+        with where.spinner(w["loading_models"]):
             loaded = loading.get_model(target)
             if needs_no_model(draft):  # a strategy or a head: it drafts in the target's own vocabulary
-                where.success(f"The {draft} draft uses the target's own vocabulary ({loaded.vocab_size} tokens).")
+                where.success(w["own_vocabulary"].format(draft=draft, n=loaded.vocab_size))
                 return
             models.check_vocabulary(loaded, loading.get_model(draft))
-        where.success(f"Same vocabulary: {loaded.vocab_size} tokens. This pair can decode.")
+        where.success(w["same_vocabulary"].format(n=loaded.vocab_size))
     except SpecvizError as exc:
         where.error(str(exc))
 
@@ -64,11 +65,12 @@ def _algorithm(sb, pair: params.Pair) -> None:
     from specviz.config import ALGORITHMS
     from specviz.teaching import glossary
 
-    names = {"fastest": glossary.ALGORITHM_FASTEST, "paper": glossary.ALGORITHM_PAPER}
+    lang = language.current()
+    names = {"fastest": glossary.term("algorithm_fastest", lang), "paper": glossary.term("algorithm_paper", lang)}
     if st.session_state[keys.setting("algorithm")] not in ALGORITHMS:
         st.session_state[keys.setting("algorithm")] = ALGORITHMS[0]
     sb.radio(
-        "Algorithm",
+        language.words("sidebar")["algorithm"],
         ALGORITHMS,
         format_func=lambda a: names[a].label,
         key=keys.setting("algorithm"),
@@ -81,9 +83,11 @@ def _algorithm(sb, pair: params.Pair) -> None:
         target = st.session_state[keys.setting("target")].strip() or None
         draft = st.session_state[keys.setting("draft")].strip() or None
     if params.paper_applies(target, draft):
-        sb.caption(f"{chosen.definition[0].upper()}{chosen.definition[1:]}.")
+        sb.caption(
+            language.words("sidebar")["sentence"].format(text=chosen.definition[0].upper() + chosen.definition[1:])
+        )
     else:
-        sb.caption("This draft already drafts one chain (no tree, no early stop), whichever algorithm is chosen.")
+        sb.caption(language.words("sidebar")["algorithm_one_chain"])
 
 
 def init_from_url() -> None:
@@ -94,6 +98,8 @@ def init_from_url() -> None:
     query = {k: st.query_params.get_all(k) for k in st.query_params.keys()}
     st.session_state[keys.URL_QUERY] = query  # the link as opened: pages with their own parameters read it (lesson)
     settings, messages = params.from_query(query)
+    if message := language.from_link(query.get("lang")):  # the app's language, for every page
+        messages.append(message)
     # Only run settings make a link "a demo to reproduce"; a page's own parameters (the lesson's
     # ?step=) must not start a decode on the first visit.
     st.session_state[keys.URL_GIVEN] = bool(set(query) & set(params.field_names()))
@@ -105,14 +111,17 @@ def render() -> Settings:
     """Draw the settings; return them. Clicking Run sets st.session_state[keys.RUN_REQUESTED]."""
     _restore_widget_state()
     sb = st.sidebar
+    w = language.words("sidebar")
     for msg in st.session_state.get(keys.URL_MESSAGES, []):
-        sb.warning(f"From the link: {msg}")
-    sb.header("Run settings")
+        sb.warning(w["from_link"].format(message=msg))
+    language.control(sb, keys.LANG_SIDEBAR)  # first: a class that reads Chinese finds it at once
+    sb.header(w["header"])
     # At the top, so it is in sight without scrolling on every page (the prompt sits at the bottom).
     sb.button(
-        "Run", icon=":material/play_arrow:", type="primary", on_click=_request_run, width="stretch", key=keys.RUN_BUTTON
-    )
-    sb.caption("Decodes the prompt below with these settings, then the target alone for the speedup.")
+        w["run"], icon=":material/play_arrow:", type="primary", on_click=_request_run, width="stretch",
+        key=keys.RUN_BUTTON,
+    )  # fmt: skip
+    sb.caption(w["run_help"])
     _algorithm(sb, _pair(sb))
     _decoding(sb)
     _prompt(sb)
@@ -133,68 +142,73 @@ def _restore_widget_state() -> None:
 def _pair(sb) -> params.Pair:
     """The model pair picker, with the custom pair's names and check, or where the pair runs."""
     options = params.pairs()
+    w = language.words("sidebar")
     if st.session_state[keys.setting("pair")] not in options:
         st.session_state[keys.setting("pair")] = "offline"
-    sb.selectbox(
-        "Model pair (target / draft)", list(options), format_func=lambda k: options[k].label, key=keys.setting("pair")
-    )
+    # The pairs' keys are the options (a label changes with the language, a key never does).
+    sb.selectbox(w["pair"], list(options), format_func=lambda k: pair_label(options[k], w), key=keys.setting("pair"))
     pair = options[st.session_state[keys.setting("pair")]]
     if pair.key == "custom":
-        sb.text_input("Target model (Hugging Face name)", key=keys.setting("target"), placeholder="owner/name")
-        sb.text_input(
-            "Draft model, or ngram / self", key=keys.setting("draft"), placeholder="owner/name, ngram or self"
-        )
-        sb.caption("Both must share one tokenizer; Run checks the vocabularies first.")
-        if sb.button("Check the pair", icon=":material/fact_check:", key=keys.CHECK_PAIR):
+        sb.text_input(w["target_name"], key=keys.setting("target"), placeholder="owner/name")
+        sb.text_input(w["draft_name"], key=keys.setting("draft"), placeholder=w["draft_placeholder"])
+        sb.caption(w["same_tokenizer"])
+        if sb.button(w["check_pair_button"], icon=":material/fact_check:", key=keys.CHECK_PAIR):
             _check_pair(sb, st.session_state[keys.setting("target")], st.session_state[keys.setting("draft")])
     elif pair.online:
-        sb.caption(f"Needs internet: downloads {pair.target} and {pair.draft} on first use.")
+        sb.caption(w["needs_internet"].format(target=pair.target, draft=pair.draft))
     else:
-        sb.caption("Target SmolLM2-135M-Instruct, run on this machine: no internet needed.")
+        sb.caption(w["offline_target"])
         if pair.key == "offline-self":
-            sb.caption("The target drafts for itself: q = p, so every draft passes, yet nothing is saved.")
+            sb.caption(w["self_draft"])
     return pair
+
+
+def pair_label(pair: params.Pair, w: dict[str, str]) -> str:
+    """A pair's name in the language on show (params.pairs names it in English)."""
+    if pair.online:
+        return w["pair_online"].format(label=pair.label.removeprefix("Online: "))
+    if pair.key == "offline":
+        return w["pair_offline"].format(draft=pair.label.removeprefix("135M + ").removesuffix(" (default)"))
+    return w.get(f"pair_{pair.key}", pair.label)
 
 
 def _decoding(sb) -> None:
     """γ, the sampling settings, the length, the seed, the precision and the baseline, each explained."""
-    sb.slider("γ (draft tokens per iteration)", params.GAMMA_MIN, params.GAMMA_MAX, key=keys.setting("gamma"))
-    sb.caption("More drafts win more when the draft is good and waste more when it is not.")
-    sb.slider("Temperature", *params.TEMPERATURE_RANGE, step=0.05, key=keys.setting("temperature"))
-    sb.caption("0 is greedy (always the most likely token); higher is more random. Applied to p and q alike.")
-    sb.number_input("Top-k", *params.TOP_K_RANGE, step=1, key=keys.setting("top_k"))
-    sb.caption(f"Keep only the k most likely tokens before sampling ({params.TOP_K_OFF} = off).")
-    sb.slider("Top-p", *params.TOP_P_RANGE, step=0.05, key=keys.setting("top_p"))
-    sb.caption(f"Keep the fewest tokens whose probability adds up to top-p ({params.TOP_P_OFF} = off).")
-    sb.slider("Max new tokens", *params.MAX_NEW_RANGE, key=keys.setting("max_new"))
-    sb.caption("Length of the answer; the offline target needs about 0.05 s per token on a 2-core CPU.")
-    sb.number_input("Seed", *params.SEED_RANGE, step=1, key=keys.setting("seed"))
-    sb.caption("The same seed and settings give the same trace, token for token.")
-    sb.selectbox("Precision", params.DTYPE_CHOICES, key=keys.setting("dtype"))
-    sb.caption(
-        "float32: greedy output identical to the target alone, token for token. bfloat16: the target's weights in "
-        "half the bytes, so a slightly different target: faster on some CPUs (not always than float32), and where "
-        "the two best tokens nearly tie it may pick the other one (the run says where)."
-    )
-    sb.checkbox("Also run the target alone (baseline)", key=keys.setting("baseline"))
-    sb.caption("Needed for the speedup and the timeline comparison; doubles the run time.")
+    w = language.words("sidebar")
+    sb.slider(w["gamma"], params.GAMMA_MIN, params.GAMMA_MAX, key=keys.setting("gamma"))
+    sb.caption(w["gamma_help"])
+    sb.slider(w["temperature"], *params.TEMPERATURE_RANGE, step=0.05, key=keys.setting("temperature"))
+    sb.caption(w["temperature_help"])
+    sb.number_input(w["top_k"], *params.TOP_K_RANGE, step=1, key=keys.setting("top_k"))
+    sb.caption(w["top_k_help"].format(off=params.TOP_K_OFF))
+    sb.slider(w["top_p"], *params.TOP_P_RANGE, step=0.05, key=keys.setting("top_p"))
+    sb.caption(w["top_p_help"].format(off=params.TOP_P_OFF))
+    sb.slider(w["max_new"], *params.MAX_NEW_RANGE, key=keys.setting("max_new"))
+    sb.caption(w["max_new_help"])
+    sb.number_input(w["seed"], *params.SEED_RANGE, step=1, key=keys.setting("seed"))
+    sb.caption(w["seed_help"])
+    sb.selectbox(w["precision"], params.DTYPE_CHOICES, key=keys.setting("dtype"))
+    sb.caption(w["precision_help"])
+    sb.checkbox(w["baseline"], key=keys.setting("baseline"))
+    sb.caption(w["baseline_help"])
 
 
 def _prompt(sb) -> None:
     """The example prompts, the prompt, and Run again under it."""
+    w = language.words("sidebar")
     sb.selectbox(
-        "Example prompts",
-        params.EXAMPLE_PROMPTS,
+        w["example_prompts"],
+        params.EXAMPLE_PROMPTS,  # prompts are the user's text: never translated
         index=None,
-        placeholder="Pick one to fill the prompt",  # short enough for the sidebar at 1280 px
+        placeholder=w["example_placeholder"],  # short enough for the sidebar at 1280 px
         key=keys.EXAMPLE_PROMPT,
         on_change=_use_example_prompt,
     )
-    sb.text_area("Prompt", key=keys.setting("prompt"), max_chars=params.PROMPT_MAX_CHARS, height=100)
-    sb.caption("Sent to the target as a chat message; shown everywhere as plain text.")
+    sb.text_area(w["prompt"], key=keys.setting("prompt"), max_chars=params.PROMPT_MAX_CHARS, height=100)
+    sb.caption(w["prompt_help"])
     # The same Run again, where the prompt was just edited: the one at the top is out of sight by then.
     sb.button(
-        "Run with this prompt", icon=":material/play_arrow:", on_click=_request_run, width="stretch",
+        w["run_with_prompt"], icon=":material/play_arrow:", on_click=_request_run, width="stretch",
         key=keys.RUN_BUTTON_UNDER_PROMPT,
     )  # fmt: skip
 
@@ -203,6 +217,8 @@ def _write_url(sb, settings: Settings) -> None:
     """The URL becomes these settings (and the stored trace on show) on every run: a copied link
     reproduces the demo. The link as opened stays in keys.URL_QUERY for the pages that read it."""
     query = settings.to_query()
+    if language.current() != "en":  # a copied link opens in the language on show
+        query["lang"] = language.current()
     loaded = st.session_state.get(keys.LOADED)
     if loaded is not None and loaded.trace_id:  # a run in the replicas' trace store: a reconnect reopens it
         query["trace"] = loaded.trace_id

@@ -60,7 +60,7 @@ def charts(at: AppTest, prefix: str = "") -> list:
 def test_app_routes_the_four_pages():
     source = (ROOT / "specviz_app" / "app.py").read_text(encoding="utf-8")
     for page in (THEORY, SWEEP, LAB, LESSON, DRAFTS):
-        assert f'st.Page(PAGES_DIR / "{page.removeprefix("app_pages/")}"' in source
+        assert f'("{page.removeprefix("app_pages/").removesuffix(".py")}", ":material/' in source
 
 
 # ----- theory ------------------------------------------------------------------------------------

@@ -126,10 +126,10 @@ def test_a_switch_value_not_understood_is_named_and_the_default_kept():
     )
 
 
-def test_a_lesson_language_not_offered_is_named_and_english_shown():
-    from specviz.teaching.lesson import parse_language
+def test_a_language_not_offered_is_named_and_english_shown():
+    from specviz.teaching.catalogue import parse_language
 
     assert parse_language("zh") == ("zh", None) and parse_language(None) == ("en", None)
     language, message = parse_language("fr")
     assert language == "en"
-    assert message == "lang=fr is not a language of this lesson: English (en) or 中文 (zh); showing English."
+    assert message.startswith("lang=fr is not a language of this app: English (en) or 中文 Chinese (zh); showing English.")

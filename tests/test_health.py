@@ -41,7 +41,7 @@ def _client() -> TestClient:
     ("preloading", "loaded", "status", "state"),
     [
         (True, set(), 503, "loading"),
-        (False, {models.DEFAULT_TARGET}, 200, "loaded"),
+        (False, {models.DEFAULT_TARGET}, 200, "ready"),
         (False, set(), 200, "not loaded: they load as the first page opens"),
     ],
 )

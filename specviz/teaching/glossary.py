@@ -1,7 +1,9 @@
 """The names and one-line definitions of the acceptance quantities, the same on every page.
 
 Pages, charts, the CLI and docs/design.md use these words; a test checks that no page spells
-them on its own. Where two are shown together, `WHY_RATE_AND_ALPHA_DIFFER` says why they differ.
+them on its own. Their texts, in each language, are the catalogue's section "glossary"
+(specviz.teaching.catalogue); a page asks `term(name, lang)`. Where two are shown together,
+`why_rate_and_alpha_differ(lang)` says why they differ.
 (Definitions in code: specviz.traces.trace.summarize and specviz.traces.trace.acceptance_by_position.)
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specviz.config import TREE_BRANCHES
+from specviz.teaching import catalogue
 
 
 def count_word(n: int) -> str:
@@ -23,76 +26,31 @@ class Term:
     definition: str  # one line, for hover help and captions
 
 
-ACCEPTANCE_RATE = Term(
-    "Acceptance rate",
-    "accepted drafts ÷ drafts actually made, measured (a draft tree counts only the branch it kept; drafts "
-    "after a rejection count as made, never checked)",
-)
-ACCEPTANCE_AT_POSITION = Term(
-    "Acceptance at draft position k",
-    "of the iterations that drafted a k-th token and reached it (the k − 1 before it passed), the share where "
-    "draft k passed",
-)
-ALPHA = Term(
-    "α (expected acceptance)",
-    "the mean of β = Σ min(p, q) over the drafts the text reached: the chance each one's own test passes, "
-    "predicted (a tree's kept first draft: its test against what the branches tried before it left of p)",
-)
-BETA = Term("β", "Σ_x min(p(x), q(x)) at one position: the exact probability that its draft token passes")
-MEAN_ACCEPTED_LENGTH = Term(
-    "Tokens per iteration",
-    "new tokens ÷ iterations (target passes), the correction token included; every iteration counts, also "
-    "those that drafted fewer than γ (an early stop, the first iteration's no draft)",
-)
-DRAFTS_MADE = Term(
-    "Drafts made",
-    "how many of γ an iteration actually drafted: γ is the most; the engine drafts fewer when the draft head "
-    "stops early, the n-gram match runs out, or a draft ends the text, and none in the first iteration",
-)
-EARLY_STOP = Term(
-    "Early stop",
-    "the draft head stops drafting deeper once its confidence in every branch's latest draft is below a "
-    "threshold; it reads only q, never p, so the output stays exact, but γ is then only the most it drafts "
-    "(not in the paper's Algorithm 1)",
-)
-DRAFT_TREE = Term(
-    "Draft tree",
-    f"the draft head drafts {count_word(TREE_BRANCHES)} branches with different first tokens, checked in one "
-    "target pass; the target keeps one (recursive rejection sampling over the first tokens), so a first "
-    "position gets one test per branch (not in the paper's Algorithm 1)",
-)
-HISTOGRAM_PREDICTION = Term(
-    "Predicted tokens per iteration",
-    "the truncated geometric from α for the drafts each iteration actually made: with g drafts, k ≤ g "
-    "tokens with probability α^(k−1)(1 − α), g + 1 with α^g, averaged over the iterations counted",
-)
-ALGORITHM_FASTEST = Term(
-    "Fastest (default)",
-    "the engine as measured fastest: the hybrid draft (n-gram when the text repeats itself, else the draft "
-    f"head), the head's {count_word(TREE_BRANCHES)}-branch draft tree and its early stop; γ is the most it drafts",
-)
-ALGORITHM_PAPER = Term(
-    "The paper's algorithm",
-    "Algorithm 1 as Leviathan et al. state it: the draft head drafts one chain of γ tokens, no tree, no early "
-    "stop, so γ does what the formula says; it drafts fewer only where it cannot do otherwise: none in the first "
-    "iteration (the head has no target features yet), fewer when max new tokens leaves room for fewer than γ, "
-    "and a chain ends early at a draft that ends the text",
-)
-C = Term(
-    "c (draft cost)",
-    "the draft's time per drafted token ÷ the target's time per single-token step when it runs alone, measured on "
-    "this machine (specviz.traces.speedup)",
-)
-VERIFY_COST = Term(
-    "Verify cost (target steps)",
-    "v: the target's time per verification pass ÷ its time per single-token step when it runs alone, measured on "
-    "this machine (specviz.traces.speedup); the paper's formula assumes 1",
-)
+def term(name: str, lang: str = "en") -> Term:
+    """The term `name` (a constant's name in lower case: "alpha", "verify_cost") in `lang`, from the
+    catalogue's section "glossary" (specviz/assets/words/<lang>/glossary.json)."""
+    said = catalogue.words("glossary", lang)
+    branches = count_word(TREE_BRANCHES) if catalogue.language_or_default(lang) == "en" else str(TREE_BRANCHES)
+    return Term(said[f"{name}_label"], said[f"{name}_definition"].format(branches=branches))
 
-WHY_RATE_AND_ALPHA_DIFFER = (
-    "The acceptance rate counts every draft made, even those never checked because an earlier draft failed; "
-    "α only averages where the text arrived, so drafts left unchecked pull the rate below α (most with a weak "
-    "draft and many drafts per iteration). The engine's speed-ups pull the other way: an early stop leaves "
-    "fewer drafts unchecked, and a draft tree gives the first position one test per branch while the rate "
-    "counts only the kept branch, so with a tree the rate can sit above α."
-)
+
+def why_rate_and_alpha_differ(lang: str = "en") -> str:
+    """Why the acceptance rate and α differ, where a page shows both."""
+    return catalogue.words("glossary", lang)["why_rate_and_alpha_differ"]
+
+
+# The English terms, for the library, the CLI and the notebook (pages ask term(name, lang)).
+ACCEPTANCE_RATE = term("acceptance_rate")
+ACCEPTANCE_AT_POSITION = term("acceptance_at_position")
+ALPHA = term("alpha")
+BETA = term("beta")
+MEAN_ACCEPTED_LENGTH = term("mean_accepted_length")
+DRAFTS_MADE = term("drafts_made")
+EARLY_STOP = term("early_stop")
+DRAFT_TREE = term("draft_tree")
+HISTOGRAM_PREDICTION = term("histogram_prediction")
+ALGORITHM_FASTEST = term("algorithm_fastest")
+ALGORITHM_PAPER = term("algorithm_paper")
+C = term("c")
+VERIFY_COST = term("verify_cost")
+WHY_RATE_AND_ALPHA_DIFFER = why_rate_and_alpha_differ()

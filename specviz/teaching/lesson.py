@@ -39,6 +39,7 @@ from specviz.engine.models import HYBRID_DRAFT, TRAINED_DRAFT
 from specviz.errors import SpecvizError, TraceError
 from specviz.labs import kv_cache, race, serving, theory, workloads
 from specviz.shipped import ASSETS
+from specviz.teaching.catalogue import LANGUAGES  # noqa: F401 (the lesson is written in the app's languages)
 from specviz.teaching.charts import bonus_figure, draft_figure, residual_figure, timeline_figure
 from specviz.teaching.charts import kv_cache as kv_charts
 from specviz.teaching.charts import lesson as lesson_charts
@@ -49,7 +50,6 @@ from specviz.traces.speedup import speedup_spread
 from specviz.traces.trace import Trace
 
 LESSON_DIR = ASSETS / "lesson"
-LANGUAGES = {"en": "English", "zh": "中文 Chinese"}
 MAIN_TRACE = ASSETS / "lesson_trace.json"
 CONTRAST_TRACE = ASSETS / "lesson_contrast.json"
 GOOD_DRAFT = (0.8, 0.05)  # (α, c) of the "good draft on predictable text" that step 9 describes
@@ -147,20 +147,6 @@ def parse_step(raw, count: int) -> tuple[int, str | None]:
         clamped = min(max(value, 1), count)
         return clamped, f"step: the lesson has steps 1 to {count}; showing step {clamped}."
     return value, None
-
-
-def parse_language(raw) -> tuple[str, str | None]:
-    """A ?lang= value -> (language, message). A language the lesson is not written in shows English,
-    and the message names the ones it is (any case and spaces around are understood)."""
-    if raw is None:
-        return "en", None
-    if isinstance(raw, list):
-        raw = raw[-1] if raw else ""
-    code = str(raw).strip().lower()
-    if code in LANGUAGES:
-        return code, None
-    offered = " or ".join(f"{name.split(' ')[0]} ({key})" for key, name in LANGUAGES.items())
-    return "en", f"lang={str(raw)[:20]} is not a language of this lesson: {offered}; showing English."
 
 
 def notes_text(language: str) -> dict[str, str]:

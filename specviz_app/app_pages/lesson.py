@@ -15,8 +15,8 @@ import streamlit as st
 from specviz.errors import SpecvizError
 from specviz.teaching import lesson as lesson_content
 from specviz.teaching.charts.tokens import label_token
-from specviz.teaching.lesson import LANGUAGES
 from specviz_app import keys, lesson_state, render
+from specviz_app import language as app_language
 
 # Presenter view fits a 1280x720 projector: Streamlit's own paddings (6rem above, 10rem below the
 # page) and header go, the body text folds into an expander, and every text a room must read (the
@@ -93,7 +93,7 @@ def _contents(box, steps: list[dict], i: int, big: bool, rec: lesson_content.Rec
     # Next and Back in presenter view: a popover's content is not mounted while it is closed, so the
     # browser kept sending the value the picker last showed, and Streamlit took it for a new choice
     # made before Next's callback ran (step 2 for ever after Next from step 1, issue 35).
-    picker = lesson_state.picker_key(i, st.session_state[keys.LESSON_LANG])
+    picker = lesson_state.picker_key(i, app_language.current())
     with box:
         st.selectbox(
             ui.get("contents", "Steps"), list(range(1, count + 1)), index=i - 1, key=picker,
@@ -140,9 +140,8 @@ def _projector(
 
 
 def lesson_page() -> None:
-    lesson_state.language_from_link()
     try:
-        language = st.session_state[keys.LESSON_LANG]
+        language = app_language.current()  # the app's one language (the sidebar's control, or this page's)
         lesson = _lesson(language, (lesson_content.LESSON_DIR / f"lesson.{language}.json").stat().st_mtime)
         rec = _recordings(lesson_content.MAIN_TRACE.stat().st_mtime if lesson_content.MAIN_TRACE.is_file() else 0.0)
     except (SpecvizError, OSError) as exc:
@@ -165,10 +164,9 @@ def lesson_page() -> None:
         top[0].caption(render.md_escape(lesson["title"]))
         language_slot, toggle_slot = top[1], top[2]
         contents = None  # an expander at the bottom, made after the step
-    language_slot.segmented_control(
-        ui.get("language", "Language"), list(LANGUAGES), format_func=LANGUAGES.get, key=keys.LESSON_LANG,
-        label_visibility="collapsed",
-    )  # fmt: skip
+    # The lesson's own language control, a view of the app's one language: in presenter view the
+    # sidebar (and its control) is hidden, and a bilingual class switches beside the step buttons.
+    app_language.control(language_slot, keys.LESSON_LANG, label_visibility="collapsed")
     toggle_slot.toggle(ui.get("presenter", "Presenter view (large type)"), key=keys.LESSON_PRESENTER)
     if message := st.session_state.pop(keys.LESSON_MESSAGE, None):
         st.warning(f"From the link: {message}")

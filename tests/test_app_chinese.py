@@ -1,0 +1,145 @@
+"""With Chinese chosen, every page's own words are Chinese (issue 48): each page is opened in
+Streamlit's AppTest with ?lang=zh on the first visit's example, and every text it shows is read:
+titles, markdown, captions, alerts, metrics, widget labels, help, placeholders and options, and its
+charts' titles, axes, legends, annotations and hover text. The model's output and the prompt are
+data, not words of the app: every string of the trace on show is taken out before reading. What
+is left may keep only the Latin words a Chinese text on the subject keeps (test_catalogue's list).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from specviz.engine import toy
+from specviz.teaching import lesson
+from specviz.teaching.catalogue import LATIN_KEPT
+from specviz_app import params
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "specviz_app" / "app.py")
+# The pages whose words are all in the catalogue; each page joins when it is converted.
+PAGES = ["lesson"]
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    with toy.one_thread():
+        yield
+
+
+def _strings(value, out: set[str]) -> None:
+    """Every string inside a trace's dict (tokens, prompt, texts, top alternatives)."""
+    if isinstance(value, str):
+        if len(value.strip()) >= 2:
+            out.add(value.strip())
+    elif isinstance(value, dict):
+        for v in value.values():
+            _strings(v, out)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            _strings(v, out)
+
+
+def data_strings(at: AppTest) -> tuple[list[str], set[str]]:
+    """The trace on show's own strings (and its baseline's) and the example prompts: -> (the texts of
+    eight characters or more, longest first, taken out wherever they stand; every string as a word,
+    lower case, so a token counts as data only where a whole word is that token)."""
+    out: set[str] = set(params.EXAMPLE_PROMPTS)
+    loaded = at.session_state["loaded"] if "loaded" in at.session_state else None
+    recordings = lesson.load_recordings()  # the lesson's own example
+    shown = (loaded.trace, loaded.baseline) if loaded else ()
+    for trace in (*shown, recordings.trace, recordings.contrast):
+        if trace is not None:
+            _strings(trace.to_dict(), out)
+            out.add(trace.prompt.strip())
+    long = sorted((s for s in out if len(s) >= 8), key=len, reverse=True)
+    return long, {s.strip().lower() for s in out}
+
+
+def _figure_texts(spec: dict) -> list[str]:
+    found: list[str] = []
+
+    def walk(value, key: str = "") -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, k)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v, key)
+        elif isinstance(value, str) and key in ("text", "name", "hovertemplate", "title", "tickvals_text"):
+            found.append(value)
+
+    walk(spec.get("layout", {}))
+    walk(spec.get("data", []))
+    return found
+
+
+def shown_texts(at: AppTest) -> list[str]:
+    """Every text the page shows, as read from its element tree."""
+    texts: list[str] = []
+
+    def walk(node) -> None:
+        kind = getattr(node, "type", "")
+        # A widget's value is the user's choice (a key, a number, the prompt); a text element's value is its text.
+        names = ("value", "label", "body") if kind in TEXT_ELEMENTS else ("label", "help", "placeholder")
+        for name in names:
+            value = getattr(node, name, None)
+            if isinstance(value, str):
+                texts.append(value)
+        options = getattr(node, "options", None)  # as shown (format_func applied)
+        if isinstance(options, list | tuple):
+            texts.extend(o for o in options if isinstance(o, str))
+        proto = getattr(node, "proto", None)
+        if getattr(node, "type", "") == "plotly_chart" and proto is not None:
+            texts.extend(_figure_texts(json.loads(proto.spec)))
+        for child in (
+            getattr(node, "children", {}).values() if isinstance(getattr(node, "children", None), dict) else []
+        ):
+            walk(child)
+
+    walk(at.main)
+    walk(at.sidebar)
+    return texts
+
+
+TEXT_ELEMENTS = {"title", "header", "subheader", "markdown", "caption", "text", "alert", "metric", "expandable", "tab"}
+# Left out before reading: code, links, formulas, markup, file names, and an English gloss in
+# full-width brackets after a Chinese term (推测解码（Speculative Decoding）), as Chinese textbooks write.
+NOT_WORDS = r"`[^`]*`|https?://\S+|\$[^$]*\$|<[^>]+>|&[a-z]+;|\{[^}]*\}|[\w\\.-]+\.(json|csv|pt|gguf)|（[A-Za-z ,-]+）"
+
+
+def english_left(text: str, data: tuple[list[str], set[str]]) -> list[str]:
+    long, tokens = data
+    for s in long:
+        text = text.replace(s, " ")
+    text = re.sub(NOT_WORDS, " ", text)
+    words = re.findall(r"[A-Za-z][A-Za-z0-9.\-/']*[A-Za-z0-9]|[A-Za-z]", text)
+    kept = LATIN_KEPT | tokens
+    return [w for w in words if len(w) > 1 and w.lower().strip(".-/'") not in kept]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_word_a_page_shows_in_chinese_is_chinese(page):
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params.update({"lang": "zh"})
+    at.run()
+    at.switch_page(f"app_pages/{page}.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    data = data_strings(at)
+    left = {}
+    for text in shown_texts(at):
+        if words := english_left(text, data):
+            left[text[:120]] = words
+    assert left == {}, f"{page}: English left on the Chinese page:\n" + "\n".join(
+        f"{t!r}: {w}" for t, w in left.items()
+    )
