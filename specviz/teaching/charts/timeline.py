@@ -13,7 +13,7 @@ import textwrap
 
 import plotly.graph_objects as go
 
-from specviz.teaching.charts.drafting import drafted_line, plural, reads_features, tree_line
+from specviz.teaching.charts.drafting import drafted_line, reads_features, tree_line
 from specviz.teaching.charts.style import P_COLOR, Q_COLOR, house_figure, titled
 from specviz.teaching.charts.words import words
 from specviz.traces.trace import Trace
@@ -62,18 +62,17 @@ def timeline_figure(trace: Trace, baseline: Trace | None = None, lang: str = "en
     spec = trace.mode == "speculative"
     row = spec_row if spec else base_row
     if spec:
-        _draft_phases(fig, row, its, trace.config, w["draft_bar"])
+        _draft_phases(fig, row, its, trace.config, w["draft_bar"], lang)
     # A bar's x is where it ends on the axis (base + length), never its length: hover cards read
     # the durations and start times from customdata, each labelled as what it is.
     _target_passes(
         fig, row, its, w["verify_bar"] if spec else w["target_step"], 1.0,
         text=[_emitted_label(it) for it in its] if spec else None,
         customdata=[
-            [it["index"] + 1, it["verify_ms"], it["start_ms"] + it["draft_ms"], _verdict_words(it, trace.config)]
+            [it["index"] + 1, it["verify_ms"], it["start_ms"] + it["draft_ms"], _verdict_words(it, trace.config, lang)]
             for it in its
         ],
-        hovertemplate="iteration %{customdata[0]}, verify phase (one target pass)<br>lasted %{customdata[1]:.1f} ms, "
-        "started at %{customdata[2]:,.1f} ms<br>%{customdata[3]}<extra></extra>",
+        hovertemplate=w["hover_verify"],
     )  # fmt: skip
     rows = [row]
     if baseline is not None and baseline.iterations and baseline is not trace:
@@ -81,8 +80,7 @@ def timeline_figure(trace: Trace, baseline: Trace | None = None, lang: str = "en
         _target_passes(
             fig, base_row, b, w["base_step"], 0.55,
             customdata=[[it["index"] + 1, it["verify_ms"], it["start_ms"] + it["draft_ms"]] for it in b],
-            hovertemplate="target alone, token %{customdata[0]}<br>lasted %{customdata[1]:.1f} ms, started at "
-            "%{customdata[2]:,.1f} ms<extra></extra>",
+            hovertemplate=w["hover_base_step"],
         )  # fmt: skip
         rows.append(base_row)
     _finish_lines(fig, trace, baseline, common, row, w)
@@ -100,9 +98,9 @@ def timeline_figure(trace: Trace, baseline: Trace | None = None, lang: str = "en
     return fig
 
 
-def _draft_phases(fig: go.Figure, row: str, its: list[dict], config: dict, name: str) -> None:
+def _draft_phases(fig: go.Figure, row: str, its: list[dict], config: dict, name: str, lang: str) -> None:
     """One horizontal bar per draft phase of `its` on `row`, from the iteration's start."""
-    notes = [_iteration_words(it, config) for it in its]
+    notes = [_iteration_words(it, config, lang) for it in its]
     fig.add_bar(
         y=[row] * len(its),
         x=[it["draft_ms"] for it in its],
@@ -113,8 +111,7 @@ def _draft_phases(fig: go.Figure, row: str, its: list[dict], config: dict, name:
         customdata=[
             [it["index"] + 1, it["draft_ms"], it["start_ms"], note] for it, note in zip(its, notes, strict=True)
         ],
-        hovertemplate="iteration %{customdata[0]}, draft phase<br>lasted %{customdata[1]:.1f} ms, started at "
-        "%{customdata[2]:,.1f} ms<br>%{customdata[3]}<extra></extra>",
+        hovertemplate=words(lang)["hover_draft"],
     )
 
 
@@ -159,23 +156,24 @@ def _target_passes(fig: go.Figure, row: str, its: list[dict], name: str, opacity
 HOVER_WIDTH = 64  # characters per line of a hover label
 
 
-def _iteration_words(it: dict, config: dict) -> str:
+def _iteration_words(it: dict, config: dict, lang: str = "en") -> str:
     """What the iteration drafted, for a hover card: how many of γ and why it stopped, and its tree."""
-    lines = [drafted_line(it, config.get("gamma") or None, reads_features(config))]
-    if (tree := tree_line(it)) is not None:
+    lines = [drafted_line(it, config.get("gamma") or None, reads_features(config), lang=lang)]
+    if (tree := tree_line(it, lang=lang)) is not None:
         lines.append(tree)
     # Wrapped: Plotly draws a hover label on one line per <br>, and a long one ran off the chart.
     return "<br>".join(html.escape(part) for line in lines for part in textwrap.wrap(line, HOVER_WIDTH))
 
 
-def _verdict_words(it: dict, config: dict) -> str:
+def _verdict_words(it: dict, config: dict, lang: str = "en") -> str:
     """The verify bar's hover: how many drafts passed, of the drafts made (a target-only step: none)."""
-    g = len(it["drafts"])
+    w, g = words(lang), len(it["drafts"])
     if not config.get("gamma"):
-        return "the target alone: one token, no draft"
+        return w["verdict_alone"]
     if g == 0:
-        return "no draft to check: the target made one token alone"
-    return f"accepted {it['accepted_count']} of the {plural(g, 'draft')} made<br>" + _iteration_words(it, config)
+        return w["verdict_no_draft"]
+    verdict = w["verdict_accepted_one" if g == 1 else "verdict_accepted"].format(accepted=it["accepted_count"], made=g)
+    return verdict + "<br>" + _iteration_words(it, config, lang)
 
 
 def _emitted_label(it: dict) -> str:
