@@ -42,7 +42,7 @@ def show(loaded: Loaded) -> None:
     if previous is not None and previous.timing is not None and not previous.shared:
         previous.timing.stop()  # its pairs would time a trace no page shows any more
     st.session_state[keys.LOADED] = loaded
-    st.session_state.pop(keys.INSPECT_ITER, None)  # a new trace starts the inspector at iteration 1
+    st.session_state.pop(keys.INSPECT_ITER, None)  # a new trace starts the inspector at its first draft
 
 
 # ----- the one error guard of every run a page starts ------------------------------------------

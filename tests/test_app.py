@@ -77,7 +77,7 @@ def test_first_visit_opens_the_default_example_on_every_page():
     assert "sv-accepted" in html_bodies(at) and "sv-legend" in html_bodies(at)
     assert at.query_params["pair"] == ["offline"] or at.query_params["pair"] == "offline"
     goto(at, "app_pages/inspector.py")
-    assert at.slider(key="inspect_iter").value == 1
+    assert at.slider(key="inspect_iter").value == 2  # past the prefill, which drafts nothing (issue 48, S1)
     goto(at, "app_pages/timeline.py")
     assert at.get("plotly_chart")
     goto(at, "app_pages/acceptance.py")

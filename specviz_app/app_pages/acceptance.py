@@ -5,7 +5,7 @@ import streamlit as st
 from specviz.labs import theory
 from specviz.teaching import charts, glossary
 from specviz.teaching.charts.acceptance import counted_iterations, predicted_mean_length
-from specviz.teaching.charts.drafting import run_summary, tree_effect
+from specviz.teaching.charts.drafting import iteration_counts, run_summary, tree_effect
 from specviz_app import keys, render
 
 
@@ -52,7 +52,10 @@ def acceptance() -> None:
 
 
 def _captions(trace) -> None:
-    """What the charts rest on, and where the engine's draft tree parts them from the prediction."""
+    """What the charts rest on (which iterations each counts), and where the engine's draft tree parts
+    them from the prediction."""
+    if (counts := iteration_counts(trace)) is not None:
+        st.caption(":material/functions: " + counts)
     if (effect := tree_effect(trace)) is not None:
         st.caption(effect)
     st.caption(
@@ -74,11 +77,18 @@ def _means(trace) -> None:
     measured = sum(it["accepted_count"] + 1 for it in its) / len(its)
     paper = theory.expected_tokens_per_iteration(alpha, gamma)
     text = (
-        f"Over the {len(its)} iterations that drafted (they drafted {sum(made) / len(made):.2f} of γ = {gamma} "
+        f"Over the {len(its)} whole iterations that drafted (they drafted {sum(made) / len(made):.2f} of γ = {gamma} "
         f"on average): predicted mean tokens per iteration **{predicted_mean_length(alpha, made):.2f}**, "
         f"measured **{measured:.2f}**. The paper's (1 − α^(γ+1)) / (1 − α) assumes γ drafts every time: "
         f"**{paper:.2f}** at α = {alpha:.2f}."
     )
+    s = trace.summary
+    if len(its) != s["iterations"]:  # the headline's and Theory's tokens per iteration count them all
+        text += (
+            f" The headline's {glossary.MEAN_ACCEPTED_LENGTH.label.lower()}, {s['mean_accepted_length']:.2f}, "
+            f"is over all {s['iterations']} iterations ({s['new_tokens']} tokens ÷ {s['iterations']}), the ones "
+            "without a draft or without a correction included."
+        )
     if min(made) < gamma:
         text += f" {glossary.DRAFTS_MADE.label}: {glossary.DRAFTS_MADE.definition}."
     st.markdown(text)

@@ -5,7 +5,7 @@ import time
 import streamlit as st
 
 from specviz.labs.kv_cache import ComparisonError, load_comparison
-from specviz.teaching.charts.drafting import run_summary
+from specviz.teaching.charts.drafting import first_drafted, iteration_counts, run_summary
 from specviz.teaching.charts.kv_cache import cache_caption, cache_figure, comparison_figure
 from specviz.teaching.charts.step import step_view
 from specviz.teaching.charts.tokens import draft_facts
@@ -111,7 +111,12 @@ def inspector() -> None:
         return
     if keys.INSPECT_NEXT in st.session_state:  # set by play at the end of the previous run
         st.session_state[keys.INSPECT_ITER] = st.session_state.pop(keys.INSPECT_NEXT)
-    st.session_state[keys.INSPECT_ITER] = min(max(1, st.session_state.get(keys.INSPECT_ITER, 1)), n)
+    first = first_drafted(trace)  # a new trace opens past the prefill, which drafts nothing to inspect
+    st.session_state[keys.INSPECT_ITER] = min(max(1, st.session_state.get(keys.INSPECT_ITER, first)), n)
+    if (counts := iteration_counts(trace)) is not None:
+        if first > 1:
+            counts += f" It opens on iteration {first}, the first that drafted; Previous goes back to iteration 1."
+        st.caption(render.md_escape(counts))
     if (summary := run_summary(trace)) is not None:
         st.caption(render.md_escape(summary))
     playing = _controls(n)

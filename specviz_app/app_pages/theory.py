@@ -85,8 +85,10 @@ def _measured_section(m: dict | None) -> theory.Explanation | None:
         return None
     st.caption(
         f"Current trace ({m['source']}): α = {m['alpha']:.3f}, c = {m['c']:.3f}, v = {m['v']:.2f}, γ = {m['gamma']}, "
-        f"{m['tokens']:.2f} tokens per iteration. {glossary.C.label}: {glossary.C.definition}. "
-        f"{glossary.VERIFY_COST.label}: {glossary.VERIFY_COST.definition}."
+        f"{m['tokens']:.2f} tokens per iteration (the headline's, over all its iterations). "
+        f"{glossary.C.label}: {glossary.C.definition}. "
+        f"{glossary.VERIFY_COST.label}: {glossary.VERIFY_COST.definition}. "
+        + theory_charts.measured_where(session.current().trace, m["source"].startswith(("run here", "stored run")))
     )
     explained = theory.explain_measurement(m)
     if explained is None:
@@ -157,6 +159,8 @@ def theory_page() -> None:
     )
     m = theory_controls.measured()
     alpha, gamma, c, v = theory_controls.sliders(m)
+    if words := theory_charts.sliders_against_run(m, alpha, gamma, c, v):
+        st.caption(":material/tune: " + words)
     theory_controls.drafting_note(session.current())
     _metrics(alpha, gamma, c, v)
     explained = _measured_section(m)

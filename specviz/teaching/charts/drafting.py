@@ -62,6 +62,8 @@ def stop_reason(it: dict[str, Any], gamma: int | None = None, first_is_prefill: 
         return stop
     if "gamma" in drafting and drafting["gamma"] < gam and g == drafting["gamma"]:
         return "room"
+    if "drafting" not in it and g and it.get("correction") is None:
+        return "eos"  # only a run's last iteration, its text ended by an accepted draft, has no correction
     return "unrecorded" if "drafting" not in it else None
 
 
@@ -170,6 +172,28 @@ STOP_WORDS = {
 }
 
 
+REASON_WORDS = {
+    **STOP_WORDS,
+    "room": "no room left before max new tokens",
+    "unrecorded": "a reason this older trace does not keep",
+}
+# Traces made before the iterations' `drafting` field (the shipped examples of 2026-12-01) keep no reason.
+UNRECORDED = (
+    "This trace was recorded before specviz wrote down why an iteration drafted fewer than γ, so where its "
+    "drafts do not show the reason, it is not known."
+)
+
+
+def _reasons(trace, its: list[dict[str, Any]]) -> str:
+    """'2 by …, 1 by …': why each of `its` drafted fewer than the run's γ, most common first."""
+    gamma = trace.config.get("gamma") or None
+    reasons: dict[str, int] = {}
+    for it in its:
+        stop = stop_reason(it, gamma, reads_features(trace.config)) or "unrecorded"
+        reasons[stop] = reasons.get(stop, 0) + 1
+    return ", ".join(f"{n} by {REASON_WORDS[r]}" for r, n in sorted(reasons.items(), key=lambda kv: -kv[1]))
+
+
 def run_summary(trace) -> str | None:
     """One sentence for a whole run: how many iterations drafted fewer than γ, and why (None when every
     iteration drafted all γ). Says, for instance, why γ 1, 3 and 6 can give the same trace."""
@@ -178,19 +202,51 @@ def run_summary(trace) -> str | None:
     short = [it for it in its if len(it["drafts"]) < gamma]
     if not gamma or not short:
         return None
-    reasons: dict[str, int] = {}
-    for it in short:
-        stop = stop_reason(it, gamma, reads_features(trace.config)) or "unrecorded"
-        reasons[stop] = reasons.get(stop, 0) + 1
-    words = {
-        **STOP_WORDS,
-        "room": "no room left before max new tokens",
-        "unrecorded": "a reason the trace does not record",
-    }
-    parts = [f"{n} by {words[r]}" for r, n in sorted(reasons.items(), key=lambda kv: -kv[1])]
     made = sum(len(it["drafts"]) for it in its) / len(its)
+    reasons = _reasons(trace, short)
     return (
-        f"{len(short)} of {plural(len(its), 'iteration')} drafted fewer than γ = {gamma} ({', '.join(parts)}); "
+        f"{len(short)} of {plural(len(its), 'iteration')} drafted fewer than γ = {gamma} ({reasons}); "
         f"the run drafted {made:.2f} of γ per iteration on average. So γ is the most it drafted, not what it "
         "drafted, and a larger γ changes nothing where the drafting stopped before it."
+        + (" " + UNRECORDED if REASON_WORDS["unrecorded"] in reasons else "")
     )
+
+
+def first_drafted(trace) -> int:
+    """The 1-based number of the run's first iteration that drafted (1 when none did): where the step
+    inspector opens, past the prefill."""
+    return next((i for i, it in enumerate(trace.iterations, 1) if it["drafts"]), 1)
+
+
+def iteration_counts(trace) -> str | None:
+    """Why the pages count a run's iterations differently, in one sentence: all of them (the inspector's
+    iterations, the timeline's and the headline's target passes), those that drafted (acceptance at
+    position 1 rests on them) and those the histogram of tokens per iteration and its mean count
+    (counted_iterations: they drafted and ended with a correction). None for a trace with no drafts."""
+    its = trace.iterations
+    if trace.mode != "speculative" or not its:
+        return None
+    gamma, prefill = trace.config.get("gamma") or None, reads_features(trace.config)
+    idle = [it for it in its if not it["drafts"]]
+    first = [it for it in idle if it["index"] == 0 and stop_reason(it, gamma, prefill) == "no_features"]
+    parts = [f"{plural(len(its), 'iteration')}, one target pass each"]
+    if first:
+        parts.append(
+            "the first is the prefill, which drafts nothing (the draft head reads the target's features, and "
+            "there are none before the target's first pass)"
+        )
+    if others := [it for it in idle if it not in first]:
+        parts.append(f"{len(others)}{' more' if first else ''} drafted nothing ({_reasons(trace, others)})")
+    drafted = len(its) - len(idle)
+    rows = position_table(trace)
+    reached = rows[0]["reached"] if rows else drafted
+    parts.append(f"{drafted} drafted, and acceptance at position 1 rests on those {reached}")
+    counted = len(counted_iterations(trace))
+    if counted < drafted:
+        ended = (
+            "the last ended the text on an accepted draft, so it has no correction and is not a whole iteration"
+            if drafted - counted == 1
+            else f"{drafted - counted} ended without a correction, so they are not whole iterations"
+        )
+        parts.append(f"the histogram of tokens per iteration counts {counted}: {ended}")
+    return "; ".join(parts) + "."

@@ -86,9 +86,8 @@ def headline_metrics(trace: Trace, baseline: Trace | None, spread: Spread | None
             Metric(
                 "Target passes",
                 f"{s['target_calls']} vs {s['new_tokens']}",
-                f"speculative decoding needed {s['target_calls']} target passes for {s['new_tokens']} tokens; the "
-                f"target alone needs one per token, {s['new_tokens']}. Fewer passes are a gain only if each one, "
-                "with its drafting, costs little more than a single step: the speedup says whether it did",
+                passes_help(trace),
+                f"speculative vs alone ({s['new_tokens']} tokens)",
             ),
         ]
     else:
@@ -96,7 +95,7 @@ def headline_metrics(trace: Trace, baseline: Trace | None, spread: Spread | None
         speed = [
             Metric("Speedup", "n/a", why_no_speedup(trace, baseline) or NO_BASELINE, pairs_to_come(trace)),
             Metric(f"{'Speculative' if spec else 'Target-only'} tok/s", f"{s['tokens_per_s']:.1f}"),
-            Metric("Target calls", f"{s['target_calls']}", f"for {s['new_tokens']} tokens"),
+            Metric("Target passes", f"{s['target_calls']}", f"for {s['new_tokens']} tokens"),
             Metric("Wall time (ms)", f"{s['wall_ms']:.0f}"),
         ]
     rate, alpha = s.get("acceptance_rate"), s.get("alpha")
@@ -120,6 +119,20 @@ def headline_metrics(trace: Trace, baseline: Trace | None, spread: Spread | None
         Metric("Iterations", f"{s['iterations']}", "one target pass each"),
     ]
     return [speed, acceptance]
+
+
+def passes_help(trace: Trace) -> str:
+    """What "Target passes 6 vs 14" means, said where it shows: whose 6 (speculative decoding's target
+    passes, one per iteration), whose 14 (the target alone's, one per token, for the same tokens), and
+    why fewer passes can still lose time."""
+    s = trace.summary
+    return (
+        f"{s['target_calls']}: the target passes speculative decoding ran, one per iteration (each verifies "
+        f"its drafts), for its {s['new_tokens']} tokens. {s['new_tokens']}: the passes the target alone needs "
+        "for the same tokens, one per token. Fewer passes can still lose time: a pass that checks several "
+        "tokens costs more than a one-token step, the drafting costs time too, and drafts the target refuses "
+        "buy nothing. The speedup says which won"
+    )
 
 
 def range_note(spread) -> str:

@@ -474,3 +474,41 @@ def _paper_sentence(its: list[dict[str, Any]], short: list[dict[str, Any]], gamm
         )
         reasons.append(f"{plural(len(other), 'iteration')} stopped for another reason ({words})")
     return text + ("; " + "; ".join(reasons) if reasons else "") + "."
+
+
+def measured_where(trace: Trace, here: bool) -> str:
+    """Where a trace's c and v were measured, in one sentence: on this machine (`here`: the app made the
+    run), else where the trace was recorded, as it records it (a shipped example's `recorded_with`,
+    else its device), which need not be this machine."""
+    example = (trace.extra.get("example") or {}).get("recorded_with")
+    device = trace.config.get("device") or "a device the trace does not name"
+    if here:
+        return f"c and v were measured on this machine ({device}), where this run was made."
+    if example:
+        return (
+            f"c and v were measured where this example was recorded ({example}), not on this machine: "
+            "a run made here measures its own."
+        )
+    return f"c and v were measured where this trace was recorded ({device}), not necessarily on this machine."
+
+
+def sliders_against_run(m: dict[str, Any] | None, alpha: float, gamma: int, c: float, v: float) -> str | None:
+    """The sliders' values that are not the run's on show (m: theory.measured_point), as shown, in one
+    sentence: the sliders start from their own defaults, so their γ = 7 must not read as the run's γ.
+    None when there is no run or every slider shows the run's value."""
+    if m is None:
+        return None
+    pairs = [("γ", gamma, m.get("gamma"), "{}"), ("α", alpha, m.get("alpha"), "{:.2f}")]
+    pairs += [("c", c, m.get("c"), "{:.2f}"), ("v", v, m.get("v"), "{:.2f}")]
+    differ = [
+        f"{name} = {fmt.format(mine)} (the run's {fmt.format(run)})"
+        for name, mine, run, fmt in pairs
+        if run is not None and fmt.format(mine) != fmt.format(run)
+    ]
+    if not differ:
+        return None
+    return (
+        f"The sliders hold their own values, not the run's on show: {', '.join(differ)}. The numbers and curves "
+        "under them are for the sliders; the run's own prediction is under “Current trace”, and “Use the current "
+        "trace's α, γ, c, v” sets the sliders to it."
+    )
