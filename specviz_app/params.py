@@ -3,6 +3,10 @@
 Pure Python (no streamlit): every value read from a URL is checked here. A value out of range is
 clamped with a message; a value that is not a number, or an unknown model pair, is refused with
 a message and the default is kept. Nothing raises.
+
+The messages are the catalogue's section "params" (specviz.teaching.catalogue) in the language asked
+for: from_query's is the link's own ?lang= unless one is given. A model name's problem is the
+library's own sentence (models.name_problem, English), framed in that language.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 
 from specviz.config import ALGORITHMS, DEFAULT_ALGORITHM, DEFAULT_GAMMA, GAMMA_MAX, GAMMA_MIN, PAPER_DRAFT, slug
 from specviz.engine import models
+from specviz.teaching import catalogue
 
 # Limits of the widgets. Tighter than specviz.config where a CPU demo needs it (max new tokens,
 # temperature); the library still validates everything again.
@@ -151,31 +156,32 @@ class Settings:
 
 
 DEFAULTS = Settings()
+# The numeric settings: their type and range (a message names each as the catalogue's "name_<field>").
 _NUMERIC = {
-    "gamma": (int, (GAMMA_MIN, GAMMA_MAX), "γ"),
-    "temperature": (float, TEMPERATURE_RANGE, "temperature"),
-    "top_k": (int, TOP_K_RANGE, "top-k"),
-    "top_p": (float, TOP_P_RANGE, "top-p"),
-    "max_new": (int, MAX_NEW_RANGE, "max new tokens"),
-    "seed": (int, SEED_RANGE, "seed"),
+    "gamma": (int, (GAMMA_MIN, GAMMA_MAX)),
+    "temperature": (float, TEMPERATURE_RANGE),
+    "top_k": (int, TOP_K_RANGE),
+    "top_p": (float, TOP_P_RANGE),
+    "max_new": (int, MAX_NEW_RANGE),
+    "seed": (int, SEED_RANGE),
 }
 
 
-def _parse_number(raw: str, kind: type, lo: float, hi: float, name: str) -> tuple[Any, str | None]:
-    """Returns (value or None, message or None)."""
-    text = raw.strip()
+def _parse_number(raw: str, kind: type, lo: float, hi: float, name: str, w: dict[str, str]) -> tuple[Any, str | None]:
+    """Returns (value or None, message or None); `w`: the catalogue's "params" in the language asked for."""
+    text, shown = raw.strip(), repr(raw[:40])
     try:
         value = float(text)
     except ValueError:
-        return None, f"{name}: {raw[:40]!r} is not a number; using the default."
+        return None, w["not_number"].format(name=name, raw=shown)
     if not math.isfinite(value):
-        return None, f"{name}: {raw[:40]!r} is not a finite number; using the default."
+        return None, w["not_finite"].format(name=name, raw=shown)
     if kind is int and value != int(value):
-        return None, f"{name}: {raw[:40]!r} is not a whole number; using the default."
+        return None, w["not_whole"].format(name=name, raw=shown)
     value = kind(value)
     if not lo <= value <= hi:
         clamped = kind(min(max(value, lo), hi))
-        return clamped, f"{name}: {value} is outside {kind(lo)}..{kind(hi)}; using {clamped}."
+        return clamped, w["outside"].format(name=name, value=value, lo=kind(lo), hi=kind(hi), clamped=clamped)
     return value, None
 
 
@@ -187,7 +193,9 @@ def link_value(params: dict[str, str | list[str]], key: str) -> str | None:
     return v
 
 
-def _custom_names(params: dict[str, str | list[str]], values: dict[str, Any], base: Settings) -> list[str]:
+def _custom_names(
+    params: dict[str, str | list[str]], values: dict[str, Any], base: Settings, w: dict[str, str]
+) -> list[str]:
     """The link's target= and draft= into `values`, each only when it is a model name
     (models.name_problem: a Hugging Face id, an offline name, a draft strategy); the messages about
     those refused or left unused. A link naming models without pair= means the custom pair; with
@@ -196,21 +204,17 @@ def _custom_names(params: dict[str, str | list[str]], values: dict[str, Any], ba
     names = {key: v.strip()[:200] for key in ("target", "draft") if (v := link_value(params, key)) and v.strip()}
     for key, name in list(names.items()):
         if problem := models.name_problem(name, key):
-            messages.append(f"{key}: {problem} The link's {key} was not used; type one in the sidebar (custom pair).")
+            messages.append(w["name_refused"].format(key=key, problem=problem))
             del names[key]
     values.update(names)
     if not names or values.get("pair", base.pair) == "custom":
         return messages
-    given = " and ".join(f"{key}={name}" for key, name in names.items())
+    given = w["and"].join(f"{key}={name}" for key, name in names.items())
     if link_value(params, "pair") is None and "target" in names:
         values["pair"] = "custom"  # the models the link names are the pair it asks for
         return messages
     pair = values.get("pair", base.pair)
-    messages.append(
-        f"{given}: a link's target= and draft= only apply with pair=custom (and a target=); showing the pair "
-        f"{pair!r}. To run these models, add pair=custom to the link, or pick the custom pair in the sidebar "
-        "(it holds them)."
-    )
+    messages.append(w["names_unused"].format(given=given, pair=repr(pair)))
     return messages
 
 
@@ -218,22 +222,26 @@ def _custom_names(params: dict[str, str | list[str]], values: dict[str, Any], ba
 SWITCH_ON, SWITCH_OFF = ("1", "yes", "true", "on"), ("0", "no", "false", "off")
 
 
-def link_switch(raw: str | None, name: str, default: bool) -> tuple[bool, str | None]:
-    """A link's on/off value -> (on, message): 1, yes, true, on mean on and 0, no, false, off mean off
-    (any case); anything else keeps `default` and the message says what was not understood."""
+def link_switch(raw: str | None, name: str, default: bool, lang: str = "en") -> tuple[bool, str | None]:
+    """A link's on/off value -> (on, message in `lang`): 1, yes, true, on mean on and 0, no, false, off
+    mean off (any case); anything else keeps `default` and the message says what was not understood."""
     if raw is None:
         return default, None
     word = raw.strip().lower()
     if word in SWITCH_ON or word in SWITCH_OFF:
         return word in SWITCH_ON, None
-    state = "on" if default else "off"
-    return default, (
-        f"{name}={raw[:20]} is not understood: use 1, yes, true or on (or 0, no, false, off); {name} stays {state}."
-    )
+    w = catalogue.words("params", lang)
+    state = w["state_on"] if default else w["state_off"]
+    return default, w["switch_not_understood"].format(name=name, raw=raw[:20], state=state)
 
 
-def from_query(params: dict[str, str | list[str]], base: Settings = DEFAULTS) -> tuple[Settings, list[str]]:
-    """URL parameters -> validated Settings and the messages to show about refused or clamped values."""
+def from_query(
+    params: dict[str, str | list[str]], base: Settings = DEFAULTS, lang: str | None = None
+) -> tuple[Settings, list[str]]:
+    """URL parameters -> validated Settings and the messages to show about refused or clamped values,
+    in `lang` (None: the language the link's ?lang= asks for, English without one)."""
+    lang = catalogue.parse_language(params.get("lang"))[0] if lang is None else lang
+    w = catalogue.words("params", lang)
     messages: list[str] = []
     values: dict[str, Any] = {}
 
@@ -244,41 +252,43 @@ def from_query(params: dict[str, str | list[str]], base: Settings = DEFAULTS) ->
         if pair in pairs():
             values["pair"] = pair
         else:
-            messages.append(f"model pair: {pair[:40]!r} is not one of {', '.join(pairs())}; using the default.")
-    messages += _custom_names(params, values, base)
-    for key, (kind, (lo, hi), name) in _NUMERIC.items():
+            messages.append(w["bad_pair"].format(pair=repr(pair[:40]), pairs=", ".join(pairs())))
+    messages += _custom_names(params, values, base, w)
+    for key, (kind, (lo, hi)) in _NUMERIC.items():
         if (raw := get(key)) is not None:
-            value, msg = _parse_number(raw, kind, lo, hi, name)
+            value, msg = _parse_number(raw, kind, lo, hi, w[f"name_{key}"], w)
             if msg:
                 messages.append(msg)
             if value is not None:
                 values[key] = value
     if (prompt := get("prompt")) is not None:
         if len(prompt) > PROMPT_MAX_CHARS:
-            messages.append(f"prompt: longer than {PROMPT_MAX_CHARS} characters; cut to that length.")
+            messages.append(w["prompt_too_long"].format(n=PROMPT_MAX_CHARS))
             prompt = prompt[:PROMPT_MAX_CHARS]
         values["prompt"] = prompt
     if (raw := get("dtype")) is not None:
         if raw in DTYPE_CHOICES:
             values["dtype"] = raw
         else:
-            messages.append(f"precision: {raw[:20]!r} should be one of {', '.join(DTYPE_CHOICES)}; using float32.")
+            messages.append(w["bad_dtype"].format(raw=repr(raw[:20]), choices=", ".join(DTYPE_CHOICES)))
     if (raw := get("algorithm")) is not None:
         if raw in ALGORITHMS:
             values["algorithm"] = raw
         else:
-            messages.append(f"algorithm: {raw[:20]!r} should be one of {', '.join(ALGORITHMS)}; using the default.")
+            messages.append(w["bad_algorithm"].format(raw=repr(raw[:20]), choices=", ".join(ALGORITHMS)))
     if (raw := get("baseline")) is not None:
-        values["baseline"], msg = link_switch(raw, "baseline", base.baseline)
+        values["baseline"], msg = link_switch(raw, "baseline", base.baseline, lang)
         messages += [msg] if msg else []
     settings = replace(base, **values)
     if settings.pair == "custom" and not settings.target:
-        messages.append("custom pair: no target model named in the link; type one in the sidebar.")
+        messages.append(w["no_custom_target"])
     return settings, messages
 
 
-def from_trace_config(config: dict[str, Any], prompt: str, baseline: bool) -> tuple[Settings, list[str]]:
-    """The sidebar settings that re-run a trace's config (clamped to the widget ranges)."""
+def from_trace_config(
+    config: dict[str, Any], prompt: str, baseline: bool, lang: str = "en"
+) -> tuple[Settings, list[str]]:
+    """The sidebar settings that re-run a trace's config (clamped to the widget ranges); messages in `lang`."""
     target, draft = config.get("target"), config.get("draft")
     algorithm = "paper" if draft == PAPER_DRAFT else DEFAULT_ALGORITHM
     if algorithm == "paper":  # the paper's preset of the default pair
@@ -307,7 +317,7 @@ def from_trace_config(config: dict[str, Any], prompt: str, baseline: bool) -> tu
     }
     if config.get("dtype") in DTYPE_CHOICES:
         query["dtype"] = config["dtype"]
-    return from_query(query)
+    return from_query(query, lang=lang)
 
 
 def field_names() -> list[str]:
