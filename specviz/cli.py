@@ -4,6 +4,7 @@
                                                 --top-p --seed --max-new-tokens] [--out trace.json]
     python -m specviz validate trace.json
     python -m specviz bench ...          (specviz.labs.bench)
+    python -m specviz draft-report ...   (specviz.labs.draft_report)
     python -m specviz train-draft ...    (specviz.training.train_draft)
     python -m specviz train-head ...     (specviz.training.train_head)
 
@@ -24,6 +25,7 @@ from specviz.teaching.charts.tokens import iteration_tokens
 # Subcommands that own their arguments live in their own modules, each with main(argv) -> int.
 DELEGATED = {
     "bench": "specviz.labs.bench",
+    "draft-report": "specviz.labs.draft_report",
     "train-draft": "specviz.training.train_draft",
     "train-head": "specviz.training.train_head",
 }

@@ -1,0 +1,216 @@
+"""How well each offline draft guesses the target on free text: `python -m specviz draft-report`.
+
+The draft is what bounds speculation once the engine is fast: an iteration costs at least one
+target pass, so the speedup over the target alone is at most τ, the tokens an iteration emits. This
+report measures, on the bench's held-out free-text prompts (specviz.labs.bench.HELD_OUT_PROMPTS: no
+default was tuned on them, no recipe trains on them), for each drafter at T=0 and T=1 with its
+default settings:
+
+    τ               tokens per target pass (new tokens ÷ iterations, the correction included)
+    drafts          drafts made per iteration (γ is the most: early stops, lookups that run out)
+    accept@k        acceptance at draft position k (specviz.traces.trace.acceptance_by_position);
+                    at T=0 a draft passes only when it is the target's own choice: greedy agreement
+    alpha@k         the mean of β = Σ min(p, q) over the drafts that reached position k: the chance
+                    its test passes at this temperature (what a sampled run's acceptance estimates)
+    top-k coverage  at draft position 1, how often the target's choice (argmax p) is among the
+                    draft's top 1, 2, 4 and 8 (the trace's top-10 lists of q): what a wider tree can buy.
+                    Read from the runs at T > 0 only: at T = 0 q is one-hot, its top list one token
+    lookups         the share of iterations a lookup drafted (the hybrid's n-gram or suffix match),
+                    and the share of its drafts accepted
+    v(rows)         one target pass of `rows` new tokens ÷ a one-row step, rows 1..16 (how flat
+                    verification is on this machine)
+    speedup         measured: the drafter's decode against the target alone on the same prompt,
+                    interleaved (alternating which runs first), total tokens ÷ total seconds;
+                    predicted: τ ÷ (drafts·c + v), the iteration's cost in target steps from the
+                    run's measured c and v (specviz.traces.speedup's definitions)
+
+Writes JSON and a markdown table (docs/benchmarks.md, "The draft report").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+from specviz.engine.machine import cpu_name
+from specviz.traces.trace import acceptance_by_position
+
+DRAFTERS = ("hybrid", "head", "ngram")  # the default, the head alone, the lookup alone
+COVERAGE_K = (1, 2, 4, 8)
+ROWS = (1, 2, 4, 7, 8, 12, 16)
+
+
+def draft_stats(traces: list, gamma: int) -> dict:
+    """What a drafter's traces (one per prompt, one temperature) say of its drafts."""
+    its = [it for t in traces for it in t.iterations]
+    made = [len(it["drafts"]) for it in its]
+    new_tokens = sum(t.summary["new_tokens"] for t in traces)
+    by_pos = acceptance_by_position(its, gamma)
+    return {
+        "iterations": len(its),
+        "tau": new_tokens / len(its) if its else None,
+        "drafts_per_iteration": statistics.fmean(made) if made else None,
+        "accept_at": [row["acceptance"] for row in by_pos],
+        "reached_at": [row["reached"] for row in by_pos],
+        "alpha_at": [row["mean_beta"] for row in by_pos],
+        "coverage": top_k_coverage(its) if traces and traces[0].config.get("temperature") else None,
+        "lookups": lookup_share(its),
+    }
+
+
+def top_k_coverage(iterations: list[dict]) -> dict[str, float | None]:
+    """At draft position 1: the share of drafts whose q's top-k held the target's choice (argmax p)."""
+    firsts = [it["drafts"][0] for it in iterations if it["drafts"]]
+    out: dict[str, float | None] = {}
+    for k in COVERAGE_K:
+        hits = [int(d["p_top"][0][0]) in {int(tok) for tok, _ in d["q_top"][:k]} for d in firsts if d["p_top"]]
+        out[f"top{k}"] = sum(hits) / len(hits) if hits else None
+    return out
+
+
+def lookup_share(iterations: list[dict]) -> dict[str, float | None]:
+    """How often a lookup (n-gram or suffix match) drafted, and how many of its drafts passed."""
+    drafted = [it for it in iterations if it["drafts"]]
+    looked = [it for it in drafted if (it.get("drafting") or {}).get("source") in ("ngram", "suffix")]
+    made = sum(len(it["drafts"]) for it in looked)
+    return {
+        "fired": len(looked) / len(drafted) if drafted else None,
+        "accepted": sum(it["accepted_count"] for it in looked) / made if made else None,
+    }
+
+
+def verify_rows(target, reps: int = 9) -> dict[str, float]:
+    """v(rows): the median of `reps` passes of `rows` new tokens ÷ the median one-row step, same context."""
+    from specviz.engine.kernels import context_passes
+
+    prepare, run = context_passes(target.model, target.lean)
+    prepare()
+    times: dict[int, list[float]] = {r: [] for r in ROWS}
+    for _ in range(reps):  # interleaved: a drift of the machine falls on every row count alike
+        for r in ROWS:
+            t0 = time.perf_counter()
+            run(r)
+            times[r].append(time.perf_counter() - t0)
+    one = statistics.median(times[1])
+    return {str(r): statistics.median(times[r]) / one for r in ROWS}
+
+
+def measured_speedup(spec: list, alone: list) -> float:
+    """Tokens per second of the drafter's runs over the target alone's, every prompt counted."""
+    spec_rate = sum(t.summary["new_tokens"] for t in spec) / sum(t.summary["wall_ms"] for t in spec)
+    alone_rate = sum(t.summary["new_tokens"] for t in alone) / sum(t.summary["wall_ms"] for t in alone)
+    return spec_rate / alone_rate
+
+
+def predicted_speedup(spec: list, alone: list) -> float | None:
+    """τ ÷ (drafts·c + v) with c and v measured on these runs (per drafted token, per pass)."""
+    step = sum(t.summary["wall_ms"] for t in alone) / sum(t.summary["new_tokens"] for t in alone)
+    its = sum(t.summary["iterations"] for t in spec)
+    drafted = sum(t.summary["drafted"] for t in spec)
+    if not its or not step:
+        return None
+    c = sum(t.summary["draft_ms"] for t in spec) / drafted / step if drafted else 0.0
+    v = sum(t.summary["verify_ms"] for t in spec) / its / step
+    tau = sum(t.summary["new_tokens"] for t in spec) / its
+    return tau / (drafted / its * c + v)
+
+
+def decode_pairs(target, drafter: str, prompts: list[str], temperature: float, max_new: int, log) -> tuple[list, list]:
+    """Each prompt decoded by the drafter and by the target alone, alternating which goes first."""
+    from specviz.decoding.decoder import autoregressive_generate, speculative_generate
+
+    spec, alone = [], []
+    settings = {"target": target, "temperature": temperature, "max_new_tokens": max_new, "seed": 0}
+    for i, prompt in enumerate(prompts):
+        runs = [
+            lambda p=prompt: spec.append(speculative_generate(p, draft=drafter, **settings)),
+            lambda p=prompt: alone.append(autoregressive_generate(p, **settings)),
+        ]
+        for run in runs if i % 2 == 0 else reversed(runs):
+            run()
+        log(f"{drafter} T={temperature:g}: prompt {i + 1}/{len(prompts)}")
+    return spec, alone
+
+
+def report(prompts: list[str], drafters: tuple[str, ...], temperatures, max_new: int, log=print) -> dict:
+    from specviz.config import DEFAULT_GAMMA
+    from specviz.engine.models import load_model
+
+    target = load_model(None, dtype="float32")
+    for prompt in prompts[:1]:  # a warm-up, so the first timed run pays no first-call costs
+        decode_pairs(target, drafters[0], [prompt], 0.0, 8, lambda _m: None)
+    rows = []
+    for drafter in drafters:
+        for temperature in temperatures:
+            spec, alone = decode_pairs(target, drafter, prompts, temperature, max_new, log)
+            row = {"drafter": drafter, "temperature": temperature, **draft_stats(spec, DEFAULT_GAMMA)}
+            row["speedup_measured"] = measured_speedup(spec, alone)
+            row["speedup_predicted"] = predicted_speedup(spec, alone)
+            rows.append(row)
+    return {
+        "cpu": cpu_name(),
+        "date": time.strftime("%Y-%m-%d"),
+        "gamma": DEFAULT_GAMMA,
+        "max_new_tokens": max_new,
+        "prompts": prompts,
+        "v_rows": verify_rows(target),
+        "rows": rows,
+    }
+
+
+def _cell(value, spec: str = ".2f") -> str:
+    return "–" if value is None else format(value, spec)
+
+
+def markdown(rep: dict) -> str:
+    """The report as the tables docs/benchmarks.md shows."""
+    lines = [
+        f"{rep['cpu']}, {rep['date']}, γ = {rep['gamma']}, {rep['max_new_tokens']} new tokens, "
+        f"{len(rep['prompts'])} held-out free-text prompts",
+        "",
+        "| drafter | T | τ | drafts/it | accept@1..γ | α@1..γ | top-1/2/4/8 at position 1 | lookups fired, accepted "
+        "| speedup measured | predicted |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rep["rows"]:
+        cov = " / ".join(_cell(r["coverage"][f"top{k}"]) for k in COVERAGE_K) if r["coverage"] else "– (T = 0)"
+        look = f"{_cell(r['lookups']['fired'])}, {_cell(r['lookups']['accepted'])}"
+        lines.append(
+            f"| {r['drafter']} | {r['temperature']:g} | {_cell(r['tau'])} | {_cell(r['drafts_per_iteration'])} "
+            f"| {' '.join(_cell(a) for a in r['accept_at'])} | {' '.join(_cell(a) for a in r['alpha_at'])} "
+            f"| {cov} | {look} | {_cell(r['speedup_measured'])}× | {_cell(r['speedup_predicted'])}× |"
+        )
+    rows = rep["v_rows"]
+    lines += ["", "| rows | " + " | ".join(rows) + " |", "| --- |" + " --- |" * len(rows)]
+    lines.append("| v(rows) | " + " | ".join(_cell(v) for v in rows.values()) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    import sys
+
+    from specviz.labs.bench import HELD_OUT_PROMPTS
+
+    parser = argparse.ArgumentParser(prog="python -m specviz draft-report", description=__doc__.splitlines()[0])
+    parser.add_argument("--drafters", default=",".join(DRAFTERS), help="comma-separated offline drafters")
+    parser.add_argument("--temperatures", default="0,1", help="comma-separated temperatures")
+    parser.add_argument("--prompts", type=int, default=len(HELD_OUT_PROMPTS), help="how many held-out prompts")
+    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    parser.add_argument("--out", type=Path, default=Path("draft-report.json"), help="JSON; the table goes beside it")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    temperatures = [float(t) for t in args.temperatures.split(",") if t.strip()]
+    drafters = tuple(d.strip() for d in args.drafters.split(",") if d.strip())
+    rep = report(HELD_OUT_PROMPTS[: args.prompts], drafters, temperatures, args.max_new_tokens)
+    args.out.write_text(json.dumps(rep, indent=1) + "\n", encoding="utf-8")
+    table = markdown(rep)
+    args.out.with_suffix(".md").write_text(table, encoding="utf-8")
+    print(table)
+    return 0
