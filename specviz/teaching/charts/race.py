@@ -1,5 +1,6 @@
 """The race of drafters (specviz.labs.race): measured speedup beside the paper's prediction per
-drafter, and acceptance by draft position, one line per drafter."""
+drafter, and acceptance by draft position, one line per drafter. Words: the catalogue's "charts",
+keys "race_..." (a drafter's name: "race_drafter_<its draft name>", English: the recorded label)."""
 
 from __future__ import annotations
 
@@ -9,46 +10,54 @@ import plotly.graph_objects as go
 
 from specviz.teaching import glossary
 from specviz.teaching.charts.style import P_COLOR, PREDICTION_COLOR, house_figure, titled
+from specviz.teaching.charts.words import words
 
 
-def race_speed_figure(result: dict[str, Any]) -> go.Figure:
+def drafter_label(row: dict[str, Any], lang: str = "en") -> str:
+    """A race row's drafter as `lang` names it: the recorded label in English (or for a drafter the
+    catalogue does not know)."""
+    draft = str(row.get("draft", "")).rsplit(":", 1)[-1]
+    return row["label"] if lang == "en" else words(lang).get(f"race_drafter_{draft}", row["label"])
+
+
+def race_speed_figure(result: dict[str, Any], lang: str = "en") -> go.Figure:
+    w = words(lang)
     rows = result["rows"]
-    labels = [r["label"] for r in rows]
+    labels = [drafter_label(r, lang) for r in rows]
     cfg = result["config"]
     fig = house_figure()
     fig.add_bar(
         x=labels,
         y=[r["speedup"] for r in rows],
-        name="measured speedup (tokens/s ÷ target alone)",
+        name=w["race_measured_name"],
         marker_color=P_COLOR,
         text=[f"{r['speedup']:.2f}×" for r in rows],
         textposition="outside",
         customdata=[[r["tokens_per_iteration"], r["c"], r["verify_cost"]] for r in rows],
-        hovertemplate="%{x}<br>measured %{y:.2f}×<br>tokens per iteration %{customdata[0]:.2f}"
-        "<br>c %{customdata[1]:.3f}, verify %{customdata[2]:.2f} target steps<extra></extra>",
+        hovertemplate=w["race_measured_hover"],
     )
     fig.add_bar(
         x=labels,
         y=[r["predicted_speedup"] for r in rows],
-        name="predicted from α, γ, c and v: τ / (γc + v)",
+        name=w["race_predicted_name"],
         marker_color=PREDICTION_COLOR,
         opacity=0.55,
-        hovertemplate="%{x}<br>predicted %{y:.2f}×<extra></extra>",
+        hovertemplate=w["race_predicted_hover"],
     )
     fig.add_hline(
         y=1.0,
         line_dash="dash",
         line_color="#757575",
-        annotation_text="1× = no gain",
+        annotation_text=w["race_no_gain"],
         annotation_position="top right",  # the target-as-draft bar, last, is always below 1×: room there
     )
     fig.update_layout(
         barmode="group",
         height=430,
-        title=titled(f"Which draft wins? γ {cfg['gamma']}, temperature {cfg['temperature']:g}"),
+        title=titled(w["race_speed_title"].format(gamma=cfg["gamma"], temperature=f"{cfg['temperature']:g}")),
     )
-    fig.update_yaxes(title="speedup over the target alone (×; dashed: 1× = no gain)", rangemode="tozero")
-    fig.update_xaxes(title="drafter")
+    fig.update_yaxes(title=w["race_speed_y"], rangemode="tozero")
+    fig.update_xaxes(title=w["race_drafter_axis"])
     return fig
 
 
@@ -65,33 +74,38 @@ def _offsets(n: int) -> list[float]:
     return [0.0] * n if n < 2 else [_SPREAD * (i / (n - 1) - 0.5) for i in range(n)]
 
 
-def race_position_figure(result: dict[str, Any]) -> go.Figure:
+def race_position_figure(result: dict[str, Any], lang: str = "en") -> go.Figure:
+    w = words(lang)
     fig = house_figure()
     rows = result["rows"]
-    for k, (r, shift) in enumerate(zip(rows, _offsets(len(rows)), strict=True)):
+    names = [drafter_label(r, lang) for r in rows]
+    for k, (r, name, shift) in enumerate(zip(rows, names, _offsets(len(rows)), strict=True)):
         by_position = r["acceptance_by_position"]
         positions = list(range(1, len(by_position) + 1))
         same = [
-            ", ".join(o["label"] for o in rows if o is not r and _same_at(o["acceptance_by_position"], j, a))
+            w["race_list_sep"].join(
+                n
+                for o, n in zip(rows, names, strict=True)
+                if o is not r and _same_at(o["acceptance_by_position"], j, a)
+            )
             for j, a in enumerate(by_position)
         ]
         fig.add_scatter(
             x=[x + shift for x in positions],
             y=by_position,
             mode="lines+markers",
-            name=r["label"],
+            name=name,
             line={"dash": _DASHES[k % len(_DASHES)], "width": 2.5},
             marker={"symbol": _SYMBOLS[k % len(_SYMBOLS)], "size": 9},
-            customdata=[[x, f"<br>the same as {o}" if o else ""] for x, o in zip(positions, same, strict=True)],
-            hovertemplate=f"{r['label']}<br>draft position %{{customdata[0]}}: %{{y:.2f}}%{{customdata[1]}}"
-            "<extra></extra>",
+            customdata=[
+                [x, w["race_same_as"].format(names=o) if o else ""] for x, o in zip(positions, same, strict=True)
+            ],
+            hovertemplate=name + w["race_position_hover"],
         )
-    fig.update_layout(height=400, title=titled("How deep do the drafts hold? Acceptance by draft position"))
-    fig.update_yaxes(title=f"{glossary.ACCEPTANCE_AT_POSITION.label.lower()} (fraction)", range=[0, 1.05])
-    fig.update_xaxes(
-        title="draft position within an iteration (1..γ); each drafter's points a little to the side, so none hides",
-        dtick=1,
-    )
+    fig.update_layout(height=400, title=titled(w["race_position_title"]))
+    label = glossary.term("acceptance_at_position", lang).label
+    fig.update_yaxes(title=w["race_position_y"].format(label=label.lower()), range=[0, 1.05])
+    fig.update_xaxes(title=w["race_position_x"], dtick=1)
     return fig
 
 
