@@ -87,7 +87,7 @@ def headline_metrics(trace: Trace, baseline: Trace | None, spread: Spread | None
                 "Target passes",
                 f"{s['target_calls']} vs {s['new_tokens']}",
                 passes_help(trace),
-                f"speculative vs alone ({s['new_tokens']} tokens)",
+                "spec. vs alone",  # under the number: whose each is (cut to "speculative vs alo…" at 1024 px)
             ),
         ]
     else:
