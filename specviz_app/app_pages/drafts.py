@@ -1,5 +1,5 @@
 """Drafters: what makes a draft good. The race of every offline drafter on one prompt, and the
-learned drafts' acceptance along their training."""
+learned drafts' acceptance along their training. Words: the catalogue's section "drafts"."""
 
 import json
 
@@ -11,28 +11,26 @@ from specviz.teaching import glossary
 from specviz.teaching.charts import race as race_charts
 from specviz.teaching.charts import theory as theory_charts
 from specviz.training.training_record import read_training_record
-from specviz_app import gallery, keys, loading, params, render, session
+from specviz_app import gallery, keys, language, loading, params, render, session
 
 
 def _number(short: str, help: str, width: int = 96) -> st.column_config.NumberColumn:
     return st.column_config.NumberColumn(short, help=help, format="%.2f", width=width)
 
 
-# The race table's columns: short headers, each with its full name and definition on hover, so all of
-# them fit the page at 1400 px (the long headers pushed c, verify cost and both speedups off the right).
-RACE_COLUMNS = {
-    "drafter": st.column_config.TextColumn("drafter", width=150),
-    glossary.MEAN_ACCEPTED_LENGTH.label: _number(
-        glossary.MEAN_ACCEPTED_LENGTH.label, glossary.MEAN_ACCEPTED_LENGTH.definition, 150
-    ),
-    glossary.ALPHA.label: _number("α", f"{glossary.ALPHA.label}: {glossary.ALPHA.definition}", 72),
-    glossary.C.label: _number("c", f"{glossary.C.label}: {glossary.C.definition}", 72),
-    glossary.VERIFY_COST.label: _number(
-        "verify cost", f"{glossary.VERIFY_COST.label}: {glossary.VERIFY_COST.definition}"
-    ),
-    "measured speedup": _number("speedup", "measured speedup: tokens/s over the target alone's, on the same prompt"),
-    "predicted speedup": _number("predicted", "predicted speedup: τ / (γc + v) from the row's α, c and v"),
-}
+def _race_columns(w: dict[str, str], lang: str) -> dict:
+    """The race table's columns: short headers, each with its full name and definition on hover, so all
+    of them fit the page at 1400 px (the long headers pushed c, verify cost and both speedups off the right)."""
+    length, alpha, c, verify = (glossary.term(n, lang) for n in ("mean_accepted_length", "alpha", "c", "verify_cost"))
+    return {
+        "drafter": st.column_config.TextColumn(w["col_drafter"], width=150),
+        "length": _number(length.label, length.definition, 150),
+        "alpha": _number("α", w["term_help"].format(label=alpha.label, definition=alpha.definition), 72),
+        "c": _number("c", w["term_help"].format(label=c.label, definition=c.definition), 72),
+        "verify": _number(w["col_verify"], w["term_help"].format(label=verify.label, definition=verify.definition)),
+        "speedup": _number(w["col_speedup"], w["col_speedup_help"]),
+        "predicted": _number(w["col_predicted"], w["col_predicted_help"]),
+    }
 
 
 def _start_race() -> None:
@@ -40,15 +38,17 @@ def _start_race() -> None:
 
 
 def _run_race() -> None:
-    settings = st.session_state[keys.SETTINGS]
+    settings, w, lang = st.session_state[keys.SETTINGS], language.words("drafts"), language.current()
     area = st.empty()
     box = area.container(border=True)
-    bar = box.progress(0.0, text="Loading the target…")
+    bar = box.progress(0.0, text=w["loading_target"])
     with session.ErrorGuard(keys.RACE_ERROR, area) as guard:
         target = loading.get_model(params.DEFAULTS.model_names()[0], settings.dtype)
 
         def progress(done: int, total: int, name: str) -> None:
-            bar.progress(done / total, text=f"Drafter {done + 1} of {total}: {race.LABELS.get(name, name)}")
+            row = {"draft": name, "label": race.LABELS.get(name, name)}
+            name = race_charts.drafter_label(row, lang)
+            bar.progress(done / total, text=w["drafter_progress"].format(n=done + 1, total=total, name=name))
 
         result = race.run_race(
             settings.prompt, target=target, gamma=settings.gamma, temperature=float(settings.temperature),
@@ -61,109 +61,112 @@ def _run_race() -> None:
 
 
 def _show_race(result: dict, source: str) -> None:
-    cfg = result["config"]
-    st.caption(
-        render.md_escape(
-            f"{source} · prompt: {result['prompt'][:90]} · γ {cfg['gamma']} · temperature {cfg['temperature']:g} · "
-            f"{cfg['max_new_tokens']} new tokens · {cfg['dtype']} ({cfg['kernels']}) · target alone "
-            f"{result['baseline']['tokens_per_s']:.1f} tokens/s"
-        )
-    )
-    st.plotly_chart(race_charts.race_speed_figure(result), key=keys.RACE_SPEED_CHART)
-    st.plotly_chart(race_charts.race_position_figure(result), key=keys.RACE_POSITIONS_CHART)
+    cfg, w, lang = result["config"], language.words("drafts"), language.current()
+    prompt, esc = result["prompt"][:90], render.md_escape
+    # The prompt is data: a language may quote it as code (`...`), where only a backtick needs care.
+    prompt = prompt.replace("`", "'") if "`{prompt}`" in w["race_line"] else esc(prompt)
+    said = w["race_line"].format(
+        source=esc(source), prompt=prompt, gamma=cfg["gamma"], temperature=f"{cfg['temperature']:g}",
+        new=cfg["max_new_tokens"], dtype=esc(cfg["dtype"]), speed=f"{result['baseline']['tokens_per_s']:.1f}",
+        kernels=esc(w.get(f"kernels_{cfg['kernels']}", cfg["kernels"])),
+    )  # fmt: skip
+    st.caption(said)
+    st.plotly_chart(race_charts.race_speed_figure(result, lang), key=keys.RACE_SPEED_CHART)
+    st.plotly_chart(race_charts.race_position_figure(result, lang), key=keys.RACE_POSITIONS_CHART)
     rows = [
         {
-            "drafter": r["label"],
-            glossary.MEAN_ACCEPTED_LENGTH.label: r["tokens_per_iteration"],
-            glossary.ALPHA.label: r["alpha"],
-            glossary.C.label: r["c"],
-            glossary.VERIFY_COST.label: r["verify_cost"],
-            "measured speedup": r["speedup"],
-            "predicted speedup": r["predicted_speedup"],
-        }
+            "drafter": race_charts.drafter_label(r, lang),
+            "length": r["tokens_per_iteration"],
+            "alpha": r["alpha"],
+            "c": r["c"],
+            "verify": r["verify_cost"],
+            "speedup": r["speedup"],
+            "predicted": r["predicted_speedup"],
+        }  # fmt: skip
         for r in result["rows"]
     ]
-    st.dataframe(rows, hide_index=True, column_config=RACE_COLUMNS, width="content")
-    with st.expander("What each drafter is"):
+    st.dataframe(rows, hide_index=True, column_config=_race_columns(w, lang), width="content")
+    with st.expander(w["what_each_is"]):
         st.markdown(
             "\n".join(
-                f"- **{render.md_escape(r['label'])}**: {render.md_escape(race.EXPLAINED.get(r['draft'], ''))}"
+                f"- **{render.md_escape(race_charts.drafter_label(r, lang))}**: {render.md_escape(_explained(r, w))}"
                 for r in result["rows"]
             )
         )
+    c, verify = glossary.term("c", lang), glossary.term("verify_cost", lang)
     st.caption(
-        f"{glossary.C.label}: {glossary.C.definition}. "
-        f"{glossary.VERIFY_COST.label}: {glossary.VERIFY_COST.definition}. "
-        "A draft pays when it is right often (high α, deep acceptance) and cheap (small c). The prediction "
-        "τ / (γc + v) charges each row its measured verify cost v (the paper assumes 1). The head and the hybrid "
-        "draft a tree (two first guesses, one checked after the other) and stop early when unsure, which the "
-        "formula for γ guesses in a row does not model, so their prediction can miss either way; the Theory page "
-        "names where a run parts from it."
+        w["race_explained"].format(
+            c_label=c.label, c_definition=c.definition, v_label=verify.label, v_definition=verify.definition
+        )
     )
     cols = st.columns(2)
-    cols[0].download_button("Download JSON", json.dumps(result, indent=1), "race.json", key=keys.RACE_JSON)
-    cols[1].download_button("Download CSV", race.race_to_csv(result), "race.csv", key=keys.RACE_CSV)
+    cols[0].download_button(w["download_json"], json.dumps(result, indent=1), "race.json", key=keys.RACE_JSON)
+    cols[1].download_button(w["download_csv"], race.race_to_csv(result), "race.csv", key=keys.RACE_CSV)
+
+
+def _explained(row: dict, w: dict[str, str]) -> str:
+    """What a drafter is: the catalogue's words for its draft, else the library's (English)."""
+    return w.get(f"explain_{str(row['draft']).rsplit(':', 1)[-1]}") or race.EXPLAINED.get(row["draft"], "")
 
 
 def _race_tab() -> None:
-    st.caption(
-        "One prompt, every offline drafter, the same target: how many tokens each iteration yields, how deep "
-        "the drafts hold, what drafting costs, and the speedup measured beside the one the formula predicts."
-    )
-    st.button("Race them on the sidebar's prompt", type="primary", on_click=_start_race, key=keys.RACE_RUN)
-    st.caption("Uses the sidebar's prompt, γ, temperature, seed and max new tokens; about a minute on a CPU.")
+    w = language.words("drafts")
+    st.caption(w["race_caption"])
+    st.button(w["race_button"], type="primary", on_click=_start_race, key=keys.RACE_RUN)
+    st.caption(w["race_button_help"])
     if st.session_state.pop(keys.RACE_REQUEST, False):
         _run_race()
     if error := st.session_state.pop(keys.RACE_ERROR, None):
-        st.error(f"{error}\n\nThe previous race, if any, is still shown.")
-    result, source = st.session_state.get(keys.RACE_RESULT), "raced here"
+        st.error(w["race_failed"].format(error=error))
+    result, source = st.session_state.get(keys.RACE_RESULT), w["source_here"]
     if result is None:
-        result, source = gallery.shipped_race(), "recorded race (shipped with specviz)"
+        result, source = gallery.shipped_race(), w["source_shipped"]
     if result is None:
-        st.info("No race yet: press the button above.")
+        st.info(w["no_race"])
         return
     _show_race(result, source)
 
 
 def _training_tab() -> None:
-    st.caption(
-        "The learned drafts measured along their training on held-out text: α at temperature 1 and greedy "
-        "agreement at temperature 0, and the speedup the paper's formula predicts from them."
-    )
-    c = st.slider(
-        "c (draft step ÷ target step) for the prediction", 0.0, 1.0, 0.1, step=0.01, key=keys.DRAFTS_C,
-        help="the draft's cost on your hardware; the race above measures it",
-    )  # fmt: skip
+    w = language.words("drafts")
+    st.caption(w["training_caption"])
+    c = st.slider(w["c_slider"], 0.0, 1.0, 0.1, step=0.01, key=keys.DRAFTS_C, help=w["c_slider_help"])
     for kind, path in gallery.TRAINING_RECORDS.items():
-        st.subheader(kind)
+        st.subheader(w.get(f"training_{path.stem}", kind))
         if not path.is_file():
-            st.info(f"No training record yet: `{path.name}` is not in this copy of specviz.")
+            st.info(w["no_record"].format(name=path.name))
             continue
         try:
             data = read_training_record(path)
         except SpecvizError as exc:
-            st.error(f"{exc} Re-run the recipe to write it again.")
+            st.error(w["record_failed"].format(error=exc))
             continue
         history = data["history"]
-        st.plotly_chart(theory_charts.draft_training_figure(history, c), key=f"{keys.DRAFT_QUALITY_PREFIX}{path.stem}")
+        figure = theory_charts.draft_training_figure(history, c)
+        st.plotly_chart(figure, key=f"{keys.DRAFT_QUALITY_PREFIX}{path.stem}")
         if all(p.get("alpha_bench_prompts") is not None for p in history):
-            st.caption("The dashed line: α on the benchmark's free-text prompts, never trained on.")
-        last = history[-1]
-        cols = st.columns(3)
-        cols[0].metric("α after training (T = 1)", f"{last['alpha']:.3f}", help=f"at step {last['step']}")
-        g1 = theory.best_gamma(last["alpha"], c)
-        cols[1].metric("Predicted speedup at T = 1", f"{theory.walltime_improvement(last['alpha'], g1, c):.2f}×")
-        if last.get("greedy_agreement") is not None:
-            cols[2].metric("Greedy agreement (T = 0)", f"{last['greedy_agreement']:.3f}")
-        if last.get("alpha_by_position"):  # four numbers: a row of their own (a quarter row cut them short)
-            depth = " · ".join(f"{a:.2f}" for a in last["alpha_by_position"])
-            st.metric("α at draft positions 1..4", depth, help="the head feeding on its own predicted features")
+            st.caption(w["dashed_line"])
+        _last_metrics(history[-1], c, w)
+
+
+def _last_metrics(last: dict, c: float, w: dict[str, str]) -> None:
+    """The record's last point: α, the speedup predicted from it, greedy agreement and α by position."""
+    cols = st.columns(3)
+    cols[0].metric(w["alpha_after"], f"{last['alpha']:.3f}", help=w["at_step"].format(step=last["step"]))
+    g1 = theory.best_gamma(last["alpha"], c)
+    cols[1].metric(w["predicted_t1"], f"{theory.walltime_improvement(last['alpha'], g1, c):.2f}×")
+    if last.get("greedy_agreement") is not None:
+        cols[2].metric(w["greedy_agreement"], f"{last['greedy_agreement']:.3f}")
+    if last.get("alpha_by_position"):  # four numbers: a row of their own (a quarter row cut them short)
+        depth = " · ".join(f"{a:.2f}" for a in last["alpha_by_position"])
+        st.metric(w["alpha_by_position"], depth, help=w["alpha_by_position_help"])
 
 
 def drafts_page() -> None:
-    st.title("Drafters")
-    st.caption("What makes a draft good: right often, right for several tokens in a row, and cheap.")
-    race_tab, training_tab = st.tabs(["Race of drafters", "Learned drafts along training"])
+    w = language.words("drafts")
+    st.title(language.words("app")["page_drafts"])
+    st.caption(w["page_caption"])
+    race_tab, training_tab = st.tabs([w["tab_race"], w["tab_training"]])
     with race_tab:
         _race_tab()
     with training_tab:
