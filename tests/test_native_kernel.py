@@ -4,6 +4,8 @@ decodes greedily exactly as its own target alone does."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 from torch import nn
@@ -14,8 +16,16 @@ from specviz.engine.packing import EAGER, NATIVE, PACKED, PACKED_ONE_ROW, Kernel
 
 @pytest.fixture(scope="module")
 def built():
+    """The kernel, built here. A machine with no C++ compiler or no ninja skips these tests with the
+    reason (specviz runs there with torch's own kernels: tests/test_kernels.py); where both exist,
+    a kernel that does not build or check is a failure."""
+    missing = [
+        tool for tool in ("c++", "ninja") if shutil.which(tool) is None and shutil.which(f"{tool}-build") is None
+    ]
+    if missing and native.unavailable() is not None:
+        pytest.skip(f"no {' and no '.join(missing)} on this machine: the native kernel cannot be built here")
     reason = native.unavailable()
-    assert reason is None, reason  # this project's machines have g++ and ninja-build (specviz/engine/native.py)
+    assert reason is None, reason
 
 
 @pytest.mark.parametrize(
