@@ -1,10 +1,14 @@
 """What ships with specviz to be shown without a model: the example traces of the gallery, the
 recorded race of drafters and the learned drafts' training records.
+
+An example's title and note are written into its file in English (scripts/record_examples.py);
+`said` gives them in a language from the catalogue's section "traces" (keys "example_<name>_...").
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +16,7 @@ import streamlit as st
 
 from specviz.labs import race
 from specviz.shipped import ASSETS
+from specviz.teaching import catalogue
 from specviz.traces.trace import Trace
 
 EXAMPLES_DIR = ASSETS / "examples"
@@ -64,6 +69,36 @@ def _example_meta(path: Path, mtime: float) -> dict:  # mtime: a re-recorded fil
         return json.loads(path.read_text(encoding="utf-8")).get("extra", {}).get("example", {})
     except (OSError, ValueError):
         return {}
+
+
+# The figures record_examples.py writes after an example's note, and where it was recorded.
+_STATS = re.compile(
+    r"\s*Acceptance (?P<rate>\S+), α (?P<alpha>\S+), (?P<tokens>\S+) tokens per iteration, draft (?P<draft>\S+)\.$"
+)
+_RECORDED = re.compile(r"(?P<device>\S+), (?P<n>\d+) torch thread\(s\)")
+
+
+def said(example: Example, lang: str) -> tuple[str, str, str]:
+    """(title, note, where it was recorded) of an example in `lang`: the file's own words in English,
+    or for an example the catalogue has no words for."""
+    w = catalogue.words("traces", lang)
+    if catalogue.language_or_default(lang) == catalogue.DEFAULT or f"example_{example.name}_title" not in w:
+        return example.title, example.note, example.recorded_with
+    note = w[f"example_{example.name}_note"]
+    if stats := _STATS.search(example.note):
+        fields = stats.groupdict()
+        fields["draft"] = w.get(f"example_draft_{fields['draft']}", fields["draft"])
+        note += w["example_stats"].format(**fields)
+    recorded = example.recorded_with
+    if found := _RECORDED.fullmatch(recorded):
+        recorded = w["example_recorded_with"].format(**found.groupdict())
+    return w[f"example_{example.name}_title"], note, recorded
+
+
+def title_in(title: str, lang: str) -> str:
+    """An example's English title (as a trace's source names it) in `lang`."""
+    found = next((ex for ex in examples() if ex.title == title), None)
+    return title if found is None else said(found, lang)[0]
 
 
 def example_dict(path: Path) -> dict:

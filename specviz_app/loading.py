@@ -14,7 +14,7 @@ import streamlit as st
 
 from specviz.engine import models
 from specviz.errors import SpecvizError
-from specviz_app import background
+from specviz_app import background, language
 from specviz_app.params import Settings
 
 # SPECVIZ_THREADS=n sets torch's CPU threads for the app's runs. On a shared CPU, one thread avoids
@@ -79,9 +79,9 @@ def sidebar_pair(settings: Settings) -> tuple[models.LoadedModel, object]:
 
 def load_pair(target_name: str | None, draft_name: str | None, dtype: str) -> tuple[models.LoadedModel, object]:
     """(target, draft) loaded from Settings.model_names(): the one rule for a custom pair left
-    without a target, and its message."""
+    without a target, and its message (in the language on show)."""
     if not target_name:
-        raise SpecvizError("Name a target model in the sidebar (custom pair), or pick another pair.")
+        raise SpecvizError(language.words("running")["no_target"])
     target = get_model(target_name, dtype)
     return target, resolve_draft(target, draft_name)
 

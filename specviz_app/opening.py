@@ -1,60 +1,68 @@
 """Opening a trace instead of running one: from uploaded files, from the gallery, from a
 `?trace=<id>` link (the replicas' trace store), and what a session shows on its first visit.
 
-Each sets the sidebar to the settings that re-run what it opened.
+Each sets the sidebar to the settings that re-run what it opened. Its words: the catalogue's section
+"opening", in the language given (the trace reader's own errors stay the library's English, framed).
+A trace's source (Loaded.source) stays English, as the pages test it; source_words says it in a language.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import re
 import time
 
 import streamlit as st
 
 from specviz.errors import TraceError
+from specviz.teaching import catalogue
 from specviz.traces import trace_store
 from specviz.traces.trace import CSV_COLUMNS, Trace, parse_json
-from specviz_app import gallery, keys, params
+from specviz_app import gallery, keys, language, params
 from specviz_app.params import Settings
 from specviz_app.session import Loaded, apply_settings, current, show
 
 
-def open_trace(trace: Trace, baseline: Trace | None, source: str) -> list[str]:
-    """Show a trace from a file or the gallery and set the sidebar to the settings that re-run it."""
-    settings, messages = params.from_trace_config(trace.config, trace.prompt, baseline is not None)
+def open_trace(trace: Trace, baseline: Trace | None, source: str, lang: str = "en") -> list[str]:
+    """Show a trace from a file or the gallery and set the sidebar to the settings that re-run it;
+    -> what does not fit the sidebar, in `lang`."""
+    settings, messages = params.from_trace_config(trace.config, trace.prompt, baseline is not None, lang)
     show(Loaded(trace, baseline, source, settings.run_key() if not messages else None))
     apply_settings(settings)
     return messages
 
 
-# The Traces page's download buttons: the labels the page shows, named here because the upload's
-# messages send the user back to them.
+# The Traces page's download buttons: the labels the page shows (in English here; `downloads(lang)`
+# in a language), named here because the upload's messages send the user back to them.
 TRACE_DOWNLOAD = "Trace (JSON)"
 CSV_DOWNLOAD = "Per-token CSV"
 LENGTHS_DOWNLOAD = "accept_lengths"
 BASELINE_DOWNLOAD = "Baseline (JSON)"
+
+
+def downloads(lang: str = "en") -> dict[str, str]:
+    """The download buttons' labels in `lang`: "trace", "csv", "lengths", "baseline"."""
+    w = catalogue.words("opening", lang)
+    return {name: w[f"download_{name}"] for name in ("trace", "csv", "lengths", "baseline")}
+
+
 # What the uploader takes: a trace is JSON, but the page's own CSV is taken too, so that a user
 # who uploads it hears what it is instead of the browser's bare "text/csv files are not allowed".
 UPLOAD_TYPES = ["json", "csv"]
 
 
-def _reopen(name: str) -> str:
+def _reopen(name: str, w: dict[str, str]) -> str:
     """What to upload instead of `name`, one of the page's other downloads: the trace it came with."""
     stem = name
     for ending in (f".{LENGTHS_DOWNLOAD}.json", ".csv", ".json"):
         if stem.lower().endswith(ending.lower()):
             stem = stem[: -len(ending)]
             break
+    labels = {"trace": w["download_trace"], "baseline": w["download_baseline"]}
     if not stem.startswith("specviz-"):  # not named as the page names its downloads: name no file
-        return (
-            f'upload the file the "{TRACE_DOWNLOAD}" button saved for that run, and, if the run had a baseline, '
-            f'the "{BASELINE_DOWNLOAD}" file with it for the speedup'
-        )
-    return (
-        f'upload the file the "{TRACE_DOWNLOAD}" button saves ({stem}.json, if it was downloaded with this one), '
-        f'and, if the run had a baseline, the "{BASELINE_DOWNLOAD}" file ({stem}.baseline.json) for the speedup'
-    )
+        return w["reopen_unnamed"].format(**labels)
+    return w["reopen_named"].format(stem=stem, **labels)
 
 
 def _latest_of_each_name(files: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
@@ -72,78 +80,91 @@ def _csv_header(data: bytes) -> tuple[str, ...] | None:
     return tuple(cell.strip() for cell in next(csv.reader(io.StringIO(first)), []))
 
 
-def _other_export(name: str, data: bytes) -> str | None:
+def _other_export(name: str, data: bytes, w: dict[str, str]) -> str | None:
     """What a file that is not a trace is, when it is one of the page's other downloads (or any CSV),
     said with what to upload instead; None when it is none of them (the trace reader's error stands)."""
     if _csv_header(data) == CSV_COLUMNS:
-        return (
-            f'{name} is the "{CSV_DOWNLOAD}" download: one row per token, for a spreadsheet. It holds no prompt, '
-            "settings, timings or alternatives, so no page can be drawn from it. "
-            f"To open this run again, {_reopen(name)}."
-        )
+        return w["is_csv_download"].format(name=name, csv=w["download_csv"], reopen=_reopen(name, w))
     if name.lower().endswith(".csv"):
-        return f"{name} is a CSV file, and a trace is JSON: {_reopen(name)}."
+        return w["is_csv"].format(name=name, reopen=_reopen(name, w))
     try:
         value = parse_json(data)
     except TraceError:
         return None
     if isinstance(value, list) and all(isinstance(n, int) and not isinstance(n, bool) for n in value):
-        return (
-            f'{name} is a list of {len(value)} numbers, like the "{LENGTHS_DOWNLOAD}" download (tokens per '
-            f"iteration, for Spec-Bench): it holds no tokens, so no page can be drawn from it. To open a run "
-            f"again, {_reopen(name)}."
-        )
+        return w["is_lengths"].format(name=name, n=len(value), lengths=w["download_lengths"], reopen=_reopen(name, w))
     return None
 
 
-def _read_one(name: str, data: bytes) -> Trace:
-    if name.lower().endswith(".csv") and (what := _other_export(name, data)):
+def _read_one(name: str, data: bytes, w: dict[str, str]) -> Trace:
+    if name.lower().endswith(".csv") and (what := _other_export(name, data, w)):
         raise TraceError(what)  # a CSV is never a trace: say what it is before the JSON reader fails on it
     try:
         return Trace.from_json(data)
-    except TraceError as exc:
-        raise TraceError(_other_export(name, data) or f"{name}: {exc}") from None
+    except TraceError as exc:  # the reader's own words (English), after the file's name
+        raise TraceError(_other_export(name, data, w) or f"{name}: {exc}") from None
 
 
-def read_uploads(files: list[tuple[str, bytes]]) -> tuple[Trace, Trace | None]:
-    """One or two uploaded files -> (trace, baseline). Raises TraceError with a clear message."""
+def read_uploads(files: list[tuple[str, bytes]], lang: str = "en") -> tuple[Trace, Trace | None]:
+    """One or two uploaded files -> (trace, baseline). Raises TraceError with a clear message in `lang`."""
+    w = catalogue.words("opening", lang)
     files = _latest_of_each_name(files)
     if not files:
-        raise TraceError("No file was uploaded.")
+        raise TraceError(w["no_file"])
     if len(files) > 2:
         names = ", ".join(name for name, _ in files)
-        raise TraceError(
-            f"The uploader holds {len(files)} files ({names}): keep one trace, or a speculative trace and its "
-            "baseline, and remove the others with their ×."
-        )
-    traces = [_read_one(name, data) for name, data in files]
+        raise TraceError(w["too_many"].format(n=len(files), names=names))
+    traces = [_read_one(name, data, w) for name, data in files]
     spec = [t for t in traces if t.mode == "speculative"]
     base = [t for t in traces if t.mode == "autoregressive"]
     if len(traces) == 2 and (len(spec) != 1 or len(base) != 1):
-        raise TraceError("With two files, one must be a speculative trace and the other its target-only baseline.")
+        raise TraceError(w["two_files"])
     if spec:
         return spec[0], base[0] if base else None
     return base[0], base[0]  # a baseline alone: show it as the trace and as its own baseline
 
 
-def open_example(example: gallery.Example) -> list[str]:
+def open_example(example: gallery.Example, lang: str = "en") -> list[str]:
     trace, baseline = gallery.example_traces(example)
-    return open_trace(trace, baseline, f"example: {example.title}")
+    return open_trace(trace, baseline, f"example: {example.title}", lang)
+
+
+# The forms of Loaded.source (English: the pages test them, e.g. "run here"), each with its words'
+# key in the catalogue's "opening": the sources opening and running give.
+_SOURCES = (
+    (re.compile(r"run here, shared recording made at (?P<time>.+)"), "source_shared"),
+    (re.compile(r"run here"), "source_run_here"),
+    (re.compile(r"example: (?P<title>.+)"), "source_example"),
+    (re.compile(r"file: (?P<name>.+)"), "source_file"),
+    (re.compile(r"stored run (?P<id>\S+), recorded at (?P<time>.+)"), "source_stored"),
+)
+
+
+def source_words(source: str, lang: str) -> str:
+    """A trace's source (Loaded.source) as `lang` says it, for a page's "Showing:" line; a source of
+    another form is shown as it is."""
+    if catalogue.language_or_default(lang) == catalogue.DEFAULT:
+        return source
+    for pattern, key in _SOURCES:
+        if found := pattern.fullmatch(source):
+            fields = found.groupdict()
+            if "title" in fields:
+                fields["title"] = gallery.title_in(fields["title"], lang)
+            return catalogue.words("opening", lang)[key].format(**fields)
+    return source
 
 
 def _open_stored(trace_id: str) -> bool:
     """Open the run a `?trace=<id>` link names from the replicas' trace store (a reconnecting
     student's link carries it). False, with the reason said once above the page, when it cannot."""
     store = trace_store.from_environment()
+    w = language.words("opening")
     try:
         if store is None:
-            raise TraceError(
-                "This link names a stored trace, but this server keeps no trace store (it runs as one "
-                "replica, without SPECVIZ_TRACE_STORE). Press Run to decode the link's settings."
-            )
+            raise TraceError(w["no_store"])
         trace, baseline, written = store.get(trace_store.check_id(trace_id))
-    except TraceError as exc:
-        st.session_state[keys.RUN_ERROR] = f"From the link: {exc}"
+    except TraceError as exc:  # the store's own words (English) inside
+        st.session_state[keys.RUN_ERROR] = w["from_link"].format(error=exc)
         return False
     made = time.strftime("%H:%M:%S UTC", time.gmtime(written))
     open_trace(trace, baseline, f"stored run {trace_id}, recorded at {made}")

@@ -10,6 +10,10 @@ A run waits for the device in specviz.engine.gate's queue (its place and estimat
 failed or cancelled run stores nothing, so the previous trace stays on show. The run and its
 baseline decode batched (specviz.engine.batching): sessions running at once share their target passes.
 The timing pairs decode solo, so the speedup a page shows never comes from a batched timing.
+
+Its words (status lines, progress, the queue's place, Cancel): the catalogue's section "running", in
+the language on show. A run's source stays English ("run here": the pages test it; opening.source_words
+says it in a language).
 """
 
 from __future__ import annotations
@@ -23,10 +27,10 @@ from typing import Any
 import streamlit as st
 
 from specviz import config
-from specviz.engine.gate import device_gate, place_words
+from specviz.engine.gate import device_gate, ordinal
 from specviz.engine.models import LoadedModel
 from specviz.traces import metrics, speedup, trace_store
-from specviz_app import background, keys, params, render, shared_runs
+from specviz_app import background, keys, language, params, render, shared_runs
 from specviz_app.loading import float32_of, load_pair
 from specviz_app.params import Settings
 from specviz_app.session import ErrorGuard, Loaded, show
@@ -92,14 +96,14 @@ def preload_defaults() -> None:
 def run(settings: Settings) -> None:
     """Decode with the settings, streaming tokens into the page; keep the old trace on failure."""
     timer = metrics.RunTimer()  # the server's /metrics (specviz_app/server.py)
-    area = st.empty()
+    area, w = st.empty(), language.words("running")
     with area.container(border=True):
         # First, so the click is answered at once, even while the preload still holds the models.
-        status = st.status("Loading the models…", expanded=True)
+        status = st.status(w["loading_models"], expanded=True)
         # Clicking it reruns the script, which interrupts this run at its next status update (every
         # poll while it queues, every redraw while it decodes): specviz.engine.gate frees its place and
         # nothing is stored, so the previous trace stays on show.
-        st.button("Cancel this run", key=keys.CANCEL_RUN, on_click=_cancelled, icon=":material/close:")
+        st.button(w["cancel"], key=keys.CANCEL_RUN, on_click=_cancelled, icon=":material/close:")
         lead = shared_runs.SOLO
         try:
             with ErrorGuard(keys.RUN_ERROR, area) as guard:
@@ -151,9 +155,10 @@ def _shared_recording(request: RunRequest, status):
     """(recording, lead) from shared_runs: a recording of these exact settings and models (made
     earlier, or by another session decoding them now, which this waits for), or (None, lead): decode."""
     key = shared_runs.run_key(request.key, request.baseline, request.target, request.draft)
+    waiting = language.words("running")["waiting_for_recording"]
 
     def on_wait() -> None:  # every poll: a closed tab or Cancel raises out of status.update here
-        status.update(label="Another session is decoding these same settings: waiting for its recording…")
+        status.update(label=waiting)
 
     recording, lead = shared_runs.RUNS.claim(key, on_wait)
     if lead is None:
@@ -167,19 +172,28 @@ def _shared_recording(request: RunRequest, status):
     return None, lead
 
 
-CANCELLED = "Run cancelled: it left the queue (or stopped decoding) and its place went to the next session."
-
-
 def _cancelled() -> None:
-    st.session_state[keys.RUN_ERROR] = CANCELLED  # app.py says it once, with "nothing was lost"
+    st.session_state[keys.RUN_ERROR] = language.words("running")[
+        "cancelled"
+    ]  # app.py says it once, with "nothing was lost"
+
+
+def _place(ahead: int, estimate_s: float | None, w: dict[str, str]) -> str:
+    """A waiting run's place in the queue: "3rd in line, about 8 s" (as specviz.engine.gate.place_words
+    says it in English), in the language on show."""
+    nth = ordinal(ahead) if language.current() == "en" else str(ahead)
+    if estimate_s is None:
+        return w["place_no_estimate"].format(nth=nth)
+    return w["place_estimate"].format(nth=nth, s=max(1, round(estimate_s)))
 
 
 def _decode_with_progress(request: RunRequest, status, timer: metrics.RunTimer | None = None):
     """The run itself (and its baseline), streaming into the page: (trace, baseline or None)."""
     gate = device_gate(str(request.target.device))
     gate.check_room(config.MAX_QUEUED_RUNS)  # a full queue refuses at once, never a long wait
-    status.update(label="Decoding speculatively…")
-    bar = st.progress(0.0, text="speculative decoding: starting")
+    w = language.words("running")
+    status.update(label=w["decoding"])
+    bar = st.progress(0.0, text=w["decoding_starting"])
     stream = st.empty()
     records: list[dict] = []
     redraw = _Redraw()
@@ -190,7 +204,7 @@ def _decode_with_progress(request: RunRequest, status, timer: metrics.RunTimer |
             return
         bar.progress(
             pr.new_tokens / pr.max_new_tokens,
-            text=f"speculative decoding: {pr.new_tokens}/{pr.max_new_tokens} tokens, iteration {pr.iteration}",
+            text=w["decoding_progress"].format(new=pr.new_tokens, most=pr.max_new_tokens, iteration=pr.iteration),
         )
         stream.html(render.token_stream_html(records, {"token_text": pr.token_text}, gamma=request.gamma))
         if timer is not None:
@@ -198,15 +212,14 @@ def _decode_with_progress(request: RunRequest, status, timer: metrics.RunTimer |
 
     def on_wait(ahead: int) -> None:  # one decode per device at a time (specviz.engine.gate)
         # Called every poll while queued; a closed tab or Cancel raises out of status.update here.
-        words = place_words(ahead, gate.estimate_s(ahead))
-        status.update(label=f"Waiting for the model: {words} behind other sessions' runs. Cancel frees your place.")
+        status.update(label=w["waiting"].format(place=_place(ahead, gate.estimate_s(ahead), w)))
 
     # Batched: when other sessions decode this target too, their target passes run as one forward
     # (specviz.engine.batching), the tokens unchanged; a target that cannot batch decodes alone. Its timing
     # is then no solo run's, so the speedup comes from the solo pairs timed after (_time_more_pairs).
     trace = request.speculative(on_iteration=on_spec, on_wait=on_wait, batched=True)
     baseline = _baseline_with_progress(request, trace, status, bar, on_wait) if request.baseline else None
-    status.update(label="Done", state="complete")
+    status.update(label=w["done"], state="complete")
     return trace, baseline
 
 
@@ -215,7 +228,8 @@ def _baseline_with_progress(request: RunRequest, trace, status, bar, on_wait):
     run's bar; the run's trace records whether its tokens are the float32 target's (sameness)."""
     from specviz.traces.sameness import compare_runs
 
-    status.update(label="Decoding with the target alone (baseline)…")
+    w = language.words("running")
+    status.update(label=w["baseline"])
     redraw = _Redraw()
 
     def on_base(pr) -> None:
@@ -223,7 +237,7 @@ def _baseline_with_progress(request: RunRequest, trace, status, bar, on_wait):
             return
         bar.progress(
             pr.new_tokens / pr.max_new_tokens,
-            text=f"target alone (baseline): {pr.new_tokens}/{pr.max_new_tokens} tokens",
+            text=w["baseline_progress"].format(new=pr.new_tokens, most=pr.max_new_tokens),
         )
 
     # Behind: other sessions' runs pass the baseline at the gate, so their first tokens never wait for it.

@@ -15,7 +15,7 @@ import streamlit as st
 
 from specviz.errors import SpecvizError
 from specviz.traces.trace import Trace
-from specviz_app import background, keys
+from specviz_app import background, keys, language
 from specviz_app.params import Settings
 
 
@@ -74,10 +74,8 @@ class ErrorGuard:
         if isinstance(exc, SpecvizError):
             st.session_state[self.key] = str(exc)
         else:
-            st.session_state[self.key] = (
-                f"Something unexpected went wrong ({type(exc).__name__}: {exc}). Try other settings; please report "
-                "this if it repeats."
-            )
+            said = language.words("session")["unexpected"]  # the exception's own text stays as it is
+            st.session_state[self.key] = said.format(kind=type(exc).__name__, error=exc)
         return True
 
 
@@ -93,7 +91,7 @@ def progress_box(error_key: str, stop: Callable[[], None], stop_key: str, first_
     `first_text`), gone when the measurement ends; an error inside is ErrorGuard's (under `error_key`)."""
     area = st.empty()
     box = area.container(border=True)
-    box.button("Stop", icon=":material/stop:", on_click=stop, key=stop_key)
+    box.button(language.words("session")["stop"], icon=":material/stop:", on_click=stop, key=stop_key)
     bar = box.progress(0.0, text=first_text)
     with ErrorGuard(error_key, area) as guard:
         yield bar, guard

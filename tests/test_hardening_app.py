@@ -128,10 +128,11 @@ def test_runs_are_told_when_they_wait_for_another_sessions_decode(monkeypatch):
     ok(at)
     assert seen and callable(seen[0])
     assert "stop here" in errors(at)[0]
-    source = (ROOT / "specviz_app" / "running.py").read_text(encoding="utf-8")
-    assert (
-        'f"Waiting for the model: {words}' in source
-    )  # words: specviz.engine.gate.place_words ("3rd in line, about 8 s")
+    from specviz.teaching import catalogue
+
+    said = catalogue.words("running", "en")  # running.py's status line while queued (the catalogue's "running")
+    assert said["waiting"].startswith("Waiting for the model: {place}")
+    assert said["place_estimate"].format(nth="3rd", s=8) == "3rd in line, about 8 s"  # as gate.place_words says it
 
 
 def test_a_custom_pair_without_a_target_is_refused_in_words_and_the_trace_kept():

@@ -1,4 +1,5 @@
-"""Traces: download the current trace, upload one to explore without a model, or open an example."""
+"""Traces: download the current trace, upload one to explore without a model, or open an example.
+Words: the catalogue's section "traces" (the download labels and upload messages: "opening")."""
 
 import json
 
@@ -6,7 +7,7 @@ import streamlit as st
 
 from specviz.config import slug
 from specviz.errors import TraceError
-from specviz_app import gallery, keys, opening, session
+from specviz_app import gallery, keys, language, opening, session
 
 
 def _file_stem(trace) -> str:
@@ -19,116 +20,96 @@ def _opened(messages: list[str], what: str) -> None:
     st.rerun()  # redraw the sidebar with the trace's settings
 
 
-def _notice() -> None:
+def _notice(w: dict[str, str]) -> None:
     """What the last upload or example opening did, said once."""
     if notice := st.session_state.pop(keys.TRACES_NOTICE, None):
         what, messages = notice
-        st.success(f"Opened {what}. The sidebar now holds its settings; every page shows it.")
+        st.success(w["opened"].format(what=what))
         for msg in messages:
-            st.warning(f"Its settings do not fit the sidebar exactly: {msg}")
+            st.warning(w["not_fit"].format(message=msg))
 
 
-def _downloads(loaded) -> None:
-    st.subheader("Download the current trace")
+def _downloads(loaded, w: dict[str, str]) -> None:
+    st.subheader(w["download_header"])
     if loaded is None:
-        st.info("No trace yet: run one or open an example below.")
+        st.info(w["no_trace"])
         return
-    trace, stem = loaded.trace, _file_stem(loaded.trace)
-    st.caption(f"Showing: {loaded.source}")
+    trace, stem, label = loaded.trace, _file_stem(loaded.trace), opening.downloads(language.current())
+    st.caption(w["showing"].format(source=opening.source_words(loaded.source, language.current())))
     cols = st.columns(4)
     cols[0].download_button(
-        opening.TRACE_DOWNLOAD,
-        trace.to_json(indent=1),
-        f"{stem}.json",
-        "application/json",
-        help="the full trace, its timed pairs included; upload it here later to explore it again",
+        label["trace"], trace.to_json(indent=1), f"{stem}.json", "application/json", help=w["help_trace"]
     )
-    cols[1].download_button(
-        opening.CSV_DOWNLOAD,
-        trace.to_csv(),
-        f"{stem}.csv",
-        "text/csv",
-        help=(
-            "one row per token, as the pages show them: iteration (from 1), status (accepted, rejected, "
-            "discarded, resampled, bonus, target), q, p, accept prob, r, β; empty where a token was never checked"
-        ),
-    )
+    cols[1].download_button(label["csv"], trace.to_csv(), f"{stem}.csv", "text/csv", help=w["help_csv"])
     cols[2].download_button(
-        opening.LENGTHS_DOWNLOAD,
-        json.dumps(trace.accept_lengths()),
-        f"{stem}.accept_lengths.json",
-        "application/json",
-        help="tokens per iteration, as Spec-Bench reports them",
-    )
+        label["lengths"], json.dumps(trace.accept_lengths()), f"{stem}.accept_lengths.json", "application/json",
+        help=w["help_lengths"],
+    )  # fmt: skip
     if loaded.baseline is not None and loaded.baseline is not trace:
         cols[3].download_button(
-            opening.BASELINE_DOWNLOAD,
-            loaded.baseline.to_json(indent=1),
-            f"{stem}.baseline.json",
-            "application/json",
-            help="the target-only run on the same settings",
-        )
+            label["baseline"], loaded.baseline.to_json(indent=1), f"{stem}.baseline.json", "application/json",
+            help=w["help_baseline"],
+        )  # fmt: skip
 
 
-def _upload() -> None:
-    st.subheader("Upload a trace")
+def _upload(w: dict[str, str]) -> None:
+    st.subheader(w["upload_header"])
     # The uploader keeps every file it is given until each is removed by hand; a fresh key (one per
     # opening) empties it once its files were opened or refused, so a file added again replaces the
     # earlier one instead of joining it (opening.read_uploads also keeps one file per name).
-    round_ = st.session_state.get(keys.TRACES_UPLOAD_ROUND, 0)
+    round_, lang = st.session_state.get(keys.TRACES_UPLOAD_ROUND, 0), language.current()
+    label = opening.downloads(lang)
     files = st.file_uploader(
-        f'A trace JSON, optionally with its baseline (the "{opening.TRACE_DOWNLOAD}" and '
-        f'"{opening.BASELINE_DOWNLOAD}" downloads above, or `python -m specviz generate --out`)',
+        w["uploader"].format(trace=label["trace"], baseline=label["baseline"]),
         type=opening.UPLOAD_TYPES,
         accept_multiple_files=True,
         max_upload_size=20,  # MB: the trace reader refuses anything larger anyway
         key=f"{keys.TRACES_UPLOAD}-{round_}" if round_ else keys.TRACES_UPLOAD,
-        help=f'The "{opening.CSV_DOWNLOAD}" and "{opening.LENGTHS_DOWNLOAD}" downloads are summaries for '
-        "other tools: they hold too little to draw the pages from.",
+        help=w["uploader_help"].format(csv=label["csv"], lengths=label["lengths"]),
     )
     if error := st.session_state.pop(keys.TRACES_UPLOAD_ERROR, None):  # said once, under the emptied uploader
-        st.error(f"Could not open the upload: {error}\n\nThe trace on show is unchanged.")
-    if files and st.button("Open the uploaded trace", type="primary"):
+        st.error(w["upload_failed"].format(error=error))
+    if files and st.button(w["open_upload"], type="primary"):
         st.session_state[keys.TRACES_UPLOAD_ROUND] = round_ + 1
         try:
-            trace, baseline = opening.read_uploads([(f.name, f.getvalue()) for f in files])
+            trace, baseline = opening.read_uploads([(f.name, f.getvalue()) for f in files], lang)
         except TraceError as exc:
             st.session_state[keys.TRACES_UPLOAD_ERROR] = str(exc)
             st.rerun()  # draw the emptied uploader, the reason under it
-        _opened(opening.open_trace(trace, baseline, f"file: {files[0].name}"), f"the uploaded {files[0].name}")
+        messages = opening.open_trace(trace, baseline, f"file: {files[0].name}", lang)
+        _opened(messages, w["what_upload"].format(name=files[0].name))
 
 
-def _examples() -> None:
-    st.subheader("Examples")
-    st.caption("Recorded with the offline pair by scripts/record_examples.py; they open instantly.")
-    examples = gallery.examples()
+def _examples(w: dict[str, str]) -> None:
+    st.subheader(w["examples_header"])
+    st.caption(w["examples_caption"])
+    examples, lang = gallery.examples(), language.current()
     if not examples:
-        st.info("No example traces found in assets/examples/.")
+        st.info(w["no_examples"])
     for ex in examples:
+        title, note, recorded_with = gallery.said(ex, lang)
         with st.container(border=True):
             left, right = st.columns([5, 1], vertical_alignment="center")
-            left.markdown(f"**{ex.title}**  \n{ex.note}")
-            if ex.recorded_with:
-                left.caption(f"Recorded on {ex.recorded_with}.")
-            if right.button("Open", key=f"{keys.EXAMPLE_OPEN_PREFIX}{ex.name}", width="stretch"):
+            left.markdown(f"**{title}**  \n{note}")
+            if recorded_with:
+                left.caption(w["recorded_on"].format(where=recorded_with))
+            if right.button(w["open"], key=f"{keys.EXAMPLE_OPEN_PREFIX}{ex.name}", width="stretch"):
                 try:
-                    messages = opening.open_example(ex)
+                    messages = opening.open_example(ex, lang)
                 except TraceError as exc:
-                    st.error(f"The example {ex.name} is damaged: {exc}")
+                    st.error(w["example_damaged"].format(name=ex.name, error=exc))
                 else:
-                    _opened(messages, f"the example '{ex.title}'")
+                    _opened(messages, w["what_example"].format(title=title))
 
 
 def traces() -> None:
-    st.title("Traces")
-    st.caption(
-        "A trace is the whole run as plain JSON: every draft, p, q, r and decision. "
-        "Every page works from a trace alone, so an uploaded file needs no model."
-    )
-    _notice()
-    _downloads(session.current())
-    _upload()
-    _examples()
+    w = language.words("traces")
+    st.title(language.words("app")["page_traces"])
+    st.caption(w["page_caption"])
+    _notice(w)
+    _downloads(session.current(), w)
+    _upload(w)
+    _examples(w)
 
 
 traces()
