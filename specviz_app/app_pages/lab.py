@@ -1,24 +1,23 @@
 """Distribution lab: sample the first few tokens many times with speculative decoding (under the
 correct rule or a wrong variant) and with the target alone, against the target's exact
-probabilities, with a goodness-of-fit test. (The learned drafts' training lives on Drafters.)"""
+probabilities, with a goodness-of-fit test. (The learned drafts' training lives on Drafters.)
+Its words: the catalogue's section "lab", its charts' the section "charts" (keys "lab_...")."""
 
 import contextlib
 
 import streamlit as st
 
 from specviz.decoding.prompting import prompt_token_ids
-from specviz.decoding.verify import RULE_LABELS, RULE_NAMES, RULES, WRONG_RULES
+from specviz.decoding.verify import RULE_LABELS, RULES, WRONG_RULES
 from specviz.engine import toy
 from specviz.errors import SpecvizError
 from specviz.labs import lab_time
 from specviz.teaching.charts import lab as lab_charts
 from specviz.teaching.charts.tokens import display_token
-from specviz_app import keys, loading, params, render, session
+from specviz_app import keys, language, loading, params, render, session
+from specviz_app.sidebar import pair_label
 
-MODELS = {
-    "toy": "Toy pair: two tiny random models (seconds; tokens shown as #id)",
-    "sidebar": "The sidebar's target and draft (real text; minutes on a CPU)",
-}
+MODELS = ("toy", "sidebar")  # the choices of models; their words: the catalogue's "models_<choice>"
 
 
 @st.cache_resource(max_entries=1, show_spinner=False)
@@ -33,7 +32,7 @@ def _models(choice: str):
     settings = st.session_state[keys.SETTINGS]
     target, draft = loading.sidebar_pair(settings)
     if not settings.prompt.strip():
-        raise SpecvizError("The sidebar prompt is empty: type a prompt for the model to continue.")
+        raise SpecvizError(language.words("lab")["prompt_empty"])
     return prompt_token_ids(target.tokenizer, settings.prompt), target, draft
 
 
@@ -59,18 +58,20 @@ def _stop() -> None:
 def _run(rules: list[str], choice: str, k: int, n: int, gamma: int, temperature: float, seed: int) -> None:
     from specviz.labs.lab import compare_rules
 
+    w, lang = language.words("lab"), language.current()
+    names = None if lang == "en" else {r: lab_charts.rule_title(r, lang) for r in rules}  # English: code names
     area = st.empty()  # the progress box disappears when the run ends
     box = area.container(border=True)
-    box.button("Stop", icon=":material/stop:", on_click=_stop, key=keys.LAB_STOP_BUTTON)
-    bar = box.progress(0.0, text="Loading the models…")
+    box.button(w["stop"], icon=":material/stop:", on_click=_stop, key=keys.LAB_STOP_BUTTON)
+    bar = box.progress(0.0, text=w["loading"])
     with session.ErrorGuard(keys.LAB_ERROR, area) as guard:
         prompt_ids, target, draft = _models(choice)
-        bar.progress(0.0, text="Computing the target's exact distribution…")
+        bar.progress(0.0, text=w["computing"])
         with toy.one_thread() if choice == "toy" else contextlib.nullcontext():
             results, costs = compare_rules(
                 prompt_ids, target=target, draft=draft, rules=rules, k=k, n=n, gamma=gamma, temperature=temperature,
                 seed=seed, cost_runs=lab_time.COST_RUNS[choice], cost_tokens=lab_time.COST_TOKENS[choice],
-                on_progress=lab_time.reporter(n, len(rules), bar.progress),
+                on_progress=lab_time.reporter(n, len(rules), bar.progress, w, names),
                 should_stop=lambda: bool(st.session_state.get(keys.LAB_STOP)),
             )  # fmt: skip
     if guard.failed:
@@ -82,59 +83,54 @@ def _run(rules: list[str], choice: str, k: int, n: int, gamma: int, temperature:
 
 def _show_results(stored: dict) -> None:
     results, costs, labels = stored["results"], stored["costs"], stored["labels"]
+    w, lang = language.words("lab"), language.current()
     if not results:
-        st.info("The run stopped before any sample was drawn.")
+        st.info(w["stopped_early"])
         return
     names = list(results)
     if len(names) > 1:
-        st.subheader("Every rule, side by side")
-        st.plotly_chart(lab_charts.rules_figure(results, WRONG_RULES), key=keys.LAB_RULES_CHART)
+        st.subheader(w["side_by_side"])
+        st.plotly_chart(lab_charts.rules_figure(results, WRONG_RULES, lang), key=keys.LAB_RULES_CHART)
         # A static table wraps its text: a data grid cut "what it does" to "…then resample fro".
-        st.table(lab_charts.rules_rows(results, costs, as_text=True))
+        st.table(lab_charts.rules_rows(results, costs, as_text=True, lang=lang))
         if "exact" in costs and "no_bonus" in costs:
-            st.caption(
-                f"Skipping the bonus keeps the distribution (its p-value is not small) but emits fewer tokens per "
-                f"iteration: {costs['no_bonus']:.2f} against {costs['exact']:.2f} with the bonus, so it needs more "
-                "iterations (target passes) for the same text."
-            )
-        shown = st.selectbox("Show the distribution of", names, format_func=RULE_NAMES.get, key=keys.LAB_SHOW)
+            st.caption(w["bonus_caption"].format(no_bonus=f"{costs['no_bonus']:.2f}", exact=f"{costs['exact']:.2f}"))
+        shown = st.selectbox(
+            w["show_distribution"], names, format_func=lambda r: lab_charts.rule_title(r, lang), key=keys.LAB_SHOW
+        )
     else:
         shown = names[0]
     result = results[shown]
-    st.subheader(RULE_NAMES[shown])
-    st.caption(render.md_escape(RULE_LABELS[shown]))
-    for level, text in lab_charts.verdict_messages(shown, result, WRONG_RULES):
+    st.subheader(lab_charts.rule_title(shown, lang))
+    st.caption(render.md_escape(lab_charts.rule_label(shown, lang, RULE_LABELS[shown])))
+    for level, text in lab_charts.verdict_messages(shown, result, WRONG_RULES, lang):
         getattr(st, level)(text)  # st.warning / st.info / st.error / st.success
-    st.plotly_chart(lab_charts.distribution_figure(result, labels), key=f"{keys.LAB_DISTRIBUTION_PREFIX}{shown}")
-    from specviz.labs.lab import control_verdict  # torch is loaded already: a result exists
-
-    control = control_verdict(result.get("target_test"), result["n_target"], lab_charts.SIGNIFICANCE)
+    figure = lab_charts.distribution_figure(result, labels, lang=lang)
+    st.plotly_chart(figure, key=f"{keys.LAB_DISTRIBUTION_PREFIX}{shown}")
+    control = lab_charts.control_verdict(result.get("target_test"), result["n_target"], lang=lang)
     if control is not None:
         level, text = control
         getattr(st, level)(text)  # st.caption, or st.warning for a false alarm
-    st.caption(lab_charts.significance_note((result.get("spec_test") or {}).get("simulated", 0)))
+    st.caption(lab_charts.significance_note((result.get("spec_test") or {}).get("simulated", 0), lang))
     if shown in costs:
-        st.caption(f"Tokens per iteration under this rule: {costs[shown]:.2f} (γ = {result['gamma']}).")
-    with st.expander("The numbers behind the chart"):
-        st.dataframe(lab_charts.distribution_rows(result, labels, top=30), hide_index=True)
+        st.caption(w["tokens_per_iteration"].format(tokens=f"{costs[shown]:.2f}", gamma=result["gamma"]))
+    with st.expander(w["numbers_behind"]):
+        st.dataframe(lab_charts.distribution_rows(result, labels, top=30, lang=lang), hide_index=True)
 
 
 def _inputs(choice: str) -> tuple[int, int, int, float, int]:
     """The run's k, n, γ, temperature and seed, starting at lab_charts.DEFAULTS for these models."""
-    start = lab_charts.DEFAULTS[choice]
+    start, w = lab_charts.DEFAULTS[choice], language.words("lab")
     cols = st.columns(5)
-    k = cols[0].number_input("k (tokens per sample)", 1, 3, start["k"], key=keys.LAB_K)
+    k = cols[0].number_input(w["k"], 1, 3, start["k"], key=keys.LAB_K)
     n = cols[1].number_input(
-        "n (samples)", 20, 5000, start["n"], step=20, key=f"{keys.LAB_SAMPLES_PREFIX}{choice}",
-        help="more samples: a sharper test, a longer run",
-    )  # fmt: skip
-    gamma = cols[2].number_input(
-        "γ", 1, 4, start["gamma"], key=keys.LAB_GAMMA, help="k > γ puts the bonus among the counted tokens"
+        w["n"], 20, 5000, start["n"], step=20, key=f"{keys.LAB_SAMPLES_PREFIX}{choice}", help=w["n_help"]
     )
+    gamma = cols[2].number_input("γ", 1, 4, start["gamma"], key=keys.LAB_GAMMA, help=w["gamma_help"])
     temperature = cols[3].number_input(
-        "Temperature", 0.1, 2.0, start["temperature"], step=0.1, key=keys.LAB_TEMPERATURE
+        w["temperature"], 0.1, 2.0, start["temperature"], step=0.1, key=keys.LAB_TEMPERATURE
     )
-    seed = cols[4].number_input("Seed", 0, 2**31 - 1, 0, key=keys.LAB_SEED)
+    seed = cols[4].number_input(w["seed"], 0, 2**31 - 1, 0, key=keys.LAB_SEED)
     return k, n, gamma, temperature, seed
 
 
@@ -142,51 +138,38 @@ def _inputs(choice: str) -> tuple[int, int, int, float, int]:
 
 
 def lab_page() -> None:
-    st.title("Distribution lab")
-    st.caption(
-        "Speculative decoding claims to sample exactly from the target p, whatever the draft. Test it: draw the "
-        "first k tokens many times with speculative decoding and with the target alone, and compare both with "
-        "the target's exact probabilities. Then try the rules a student might invent instead."
-    )
-    choice = st.radio("Models", list(MODELS), format_func=MODELS.get, key=keys.LAB_MODELS, horizontal=True)
+    w, lang = language.words("lab"), language.current()
+    st.title(language.words("app")["page_lab"])
+    st.caption(w["intro"])
+    choice = st.radio(w["models"], MODELS, format_func=lambda m: w[f"models_{m}"], key=keys.LAB_MODELS, horizontal=True)
     rule = st.selectbox(
-        "Verification rule", RULES, format_func=RULE_NAMES.get, key=keys.LAB_RULE,
-        help="the correct rule, or a variant a student might invent",
+        w["rule"], RULES, format_func=lambda r: lab_charts.rule_title(r, lang), key=keys.LAB_RULE,
+        help=w["rule_help"],
     )  # fmt: skip
-    st.caption(render.md_escape(RULE_LABELS[rule]))
+    st.caption(render.md_escape(lab_charts.rule_label(rule, lang, RULE_LABELS[rule])))
     real = choice == "sidebar"
     k, n, gamma, temperature, seed = _inputs(choice)
     if real:
         settings = st.session_state[keys.SETTINGS]
-        st.caption(
-            render.md_escape(
-                f"Pair: {params.pairs()[settings.pair].label} · prompt: {settings.prompt[:80]} (from the sidebar). "
-                "Each sample is a short decode of the real target: keep n small on a CPU."
-            )
-        )
+        pair = pair_label(params.pairs()[settings.pair], language.words("sidebar"))
+        st.caption(render.md_escape(w["pair_caption"].format(pair=pair, prompt=settings.prompt[:80])))
     # The buttons as wide as their labels, side by side: in a fifth of the page at 1280 px, columns
     # cut the second to "Compare all four ru…".
     buttons = st.container(horizontal=True, vertical_alignment="center")
-    buttons.button("Run this rule", type="primary", on_click=_start, args=("one",), key=keys.LAB_RUN_ONE)
-    buttons.button("Compare all four rules", on_click=_start, args=("all",), key=keys.LAB_RUN_ALL)
+    buttons.button(w["run_one"], type="primary", on_click=_start, args=("one",), key=keys.LAB_RUN_ONE)
+    buttons.button(w["run_all"], on_click=_start, args=("all",), key=keys.LAB_RUN_ALL)
     if not real:
         one, four = lab_time.toy_seconds(int(n), 1), lab_time.toy_seconds(int(n), len(RULES))
-        buttons.caption(
-            f"Toy pair at n = {int(n)}: about {one:.0f} s for one rule, {four:.0f} s for all four on a busy "
-            f"2-core CPU (the first run also loads the models, about {lab_time.TOY_LOAD_S} s more)."
-        )
+        buttons.caption(w["toy_time"].format(n=int(n), one=f"{one:.0f}", four=f"{four:.0f}", load=lab_time.TOY_LOAD_S))
     request = st.session_state.pop(keys.LAB_REQUEST, None)
     if request:
         rules = [rule] if request == "one" else list(RULES)
         _run(rules, choice, int(k), int(n), int(gamma), float(temperature), int(seed))
     if error := st.session_state.pop(keys.LAB_ERROR, None):
-        st.error(f"{error}\n\nThe previous result, if any, is still shown.")
+        st.error(w["error"].format(error=error))
     stored = st.session_state.get(keys.LAB_RESULTS)
     if stored is None:
-        st.info(
-            "Press **Run this rule** (or compare all four). The bar shows how far the run is and about how long "
-            "is left; the toy pair takes seconds, the sidebar's pair minutes."
-        )
+        st.info(w["start_info"])
     else:
         _show_results(stored)
 

@@ -3,7 +3,8 @@ distributions against the target's exact probabilities, and the verdict of every
 
 Pure functions: no torch, no streamlit. Labels for the outcomes come from the caller (the page
 decodes token ids with the tokenizer, or writes #id for the toy pair); they are HTML-escaped here
-because Plotly reads tags in labels.
+because Plotly reads tags in labels. Every word comes from the catalogue's "charts" section (keys
+"lab_..."), in the language `lang` (English by default).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from specviz.teaching.charts.style import P_COLOR, STATUS_COLORS, house_figure, titled
+from specviz.teaching.charts.words import words
 
 SPEC_COLOR = "#ef6c00"  # samples of speculative decoding (under the chosen rule)
 TARGET_SAMPLE_COLOR = "#b39ddb"  # samples of the target alone: a light shade of p's purple
@@ -41,59 +43,69 @@ def _test(result: dict[str, Any], which: str) -> dict[str, Any] | None:
     return vars(test)
 
 
-def distribution_rows(result: dict[str, Any], labels: Sequence[str], top: int = 12) -> list[dict[str, Any]]:
-    """The `top` most likely outcomes and one 'everything else' row: exact probability, both frequencies."""
+# The columns of distribution_rows: its key for the code, its catalogue key for the reader.
+DISTRIBUTION_COLUMNS = {
+    "outcome": "lab_col_outcome", "exact p": "lab_col_exact", "speculative frequency": "lab_col_spec_freq",
+    "target-alone frequency": "lab_col_target_freq", "speculative count": "lab_col_spec_count",
+    "target-alone count": "lab_col_target_count",
+}  # fmt: skip
+
+
+def _distribution(result: dict[str, Any], labels: Sequence[str], top: int, lang: str) -> list[dict[str, Any]]:
+    """distribution_rows under the code's column names (DISTRIBUTION_COLUMNS' keys)."""
     n_spec, n_target = max(result["n_spec"], 1), max(result["n_target"], 1)
     cells = len(result["outcomes"])
-    rows = []
-    for i in range(min(top, cells)):
-        rows.append(
-            {
-                "outcome": labels[i],
-                "exact p": result["exact"][i],
-                "speculative frequency": result["spec_counts"][i] / n_spec,
-                "target-alone frequency": result["target_counts"][i] / n_target,
-                "speculative count": result["spec_counts"][i],
-                "target-alone count": result["target_counts"][i],
-            }
-        )
+
+    def row(outcome: str, exact: float, spec: int, targ: int) -> dict[str, Any]:
+        return {
+            "outcome": outcome, "exact p": exact, "speculative frequency": spec / n_spec,
+            "target-alone frequency": targ / n_target, "speculative count": spec, "target-alone count": targ,
+        }  # fmt: skip
+
+    rows = [
+        row(labels[i], result["exact"][i], result["spec_counts"][i], result["target_counts"][i])
+        for i in range(min(top, cells))
+    ]
     rest = range(min(top, cells), cells + 1)  # the unlisted outcomes and the pooled "other" cell
     if any(result["exact"][i] > 0 or result["spec_counts"][i] or result["target_counts"][i] for i in rest):
         spec = sum(result["spec_counts"][i] for i in rest)
         targ = sum(result["target_counts"][i] for i in rest)
-        rows.append(
-            {
-                "outcome": "everything else",
-                "exact p": math.fsum(result["exact"][i] for i in rest),
-                "speculative frequency": spec / n_spec,
-                "target-alone frequency": targ / n_target,
-                "speculative count": spec,
-                "target-alone count": targ,
-            }
-        )
+        exact = math.fsum(result["exact"][i] for i in rest)
+        rows.append(row(words(lang)["lab_everything_else"], exact, spec, targ))
     return rows
 
 
-def distribution_figure(result: dict[str, Any], labels: Sequence[str], top: int = 12) -> go.Figure:
+def distribution_rows(
+    result: dict[str, Any], labels: Sequence[str], top: int = 12, lang: str = "en"
+) -> list[dict[str, Any]]:
+    """The `top` most likely outcomes and one 'everything else' row: exact probability, both frequencies;
+    the columns named in `lang`."""
+    w = words(lang)
+    return [{w[DISTRIBUTION_COLUMNS[k]]: v for k, v in r.items()} for r in _distribution(result, labels, top, lang)]
+
+
+def distribution_figure(result: dict[str, Any], labels: Sequence[str], top: int = 12, lang: str = "en") -> go.Figure:
     """Bars: how often each k-token outcome came out, speculative (orange) and target alone (lilac);
     purple diamonds: the target's exact probability, with whiskers at ±2 standard errors (where 95 %
     of frequencies from n true samples land)."""
-    rows = distribution_rows(result, labels, top)
+    w = words(lang)
+    rows = _distribution(result, labels, top, lang)
     x = [html.escape(r["outcome"]) for r in rows]
     n = max(result["n_spec"], 1)
     fig = house_figure()
-    samplers = [("target-alone", "target alone", result["n_target"], TARGET_SAMPLE_COLOR)]
-    samplers.append(("speculative", f"speculative, {rule_name(result)}", result["n_spec"], SPEC_COLOR))
+    samplers = [("target-alone", w["lab_target_alone"], result["n_target"], TARGET_SAMPLE_COLOR)]
+    speculative = w["lab_speculative"].format(rule=rule_name(result, lang))
+    samplers.append(("speculative", speculative, result["n_spec"], SPEC_COLOR))
     for key, name, count, color in samplers:
         if not count:
             continue  # the target alone was not sampled in this run
         fig.add_bar(
             x=x,
             y=[r[f"{key} frequency"] for r in rows],
-            name=f"{name} ({count} samples)",
+            name=w["lab_sampler_name"].format(name=name, count=count),
             marker_color=color,
             customdata=[r[f"{key} count"] for r in rows],
-            hovertemplate=f"%{{x}}<br>{name}: %{{y:.3f}} (%{{customdata}} samples)<extra></extra>",
+            hovertemplate=w["lab_hover_sampled"].format(name=name),
         )
     errors = [2 * math.sqrt(max(r["exact p"] * (1 - r["exact p"]), 0.0) / n) for r in rows]
     fig.add_scatter(
@@ -102,14 +114,15 @@ def distribution_figure(result: dict[str, Any], labels: Sequence[str], top: int 
         mode="markers",
         marker={"color": P_COLOR, "size": 11, "symbol": "diamond"},
         error_y={"type": "data", "array": errors, "color": P_COLOR, "thickness": 1.5, "width": 6},
-        name="exact p (target) ± 2 standard errors",
-        hovertemplate="%{x}<br>exact p %{y:.3g}<extra></extra>",
+        name=w["lab_exact_name"],
+        hovertemplate=w["lab_hover_exact"],
     )
     k = result["k"]
+    one = "_one" if k == 1 else ""
     fig.update_layout(
-        title=titled(f"The first {k} generated token{'s' if k > 1 else ''}: sampled frequency against exact p"),
-        xaxis_title=f"outcome (the first {k} token{'s' if k > 1 else ''}, most likely first)",
-        yaxis_title="probability / frequency (fraction of samples)",
+        title=titled(w[f"lab_dist_title{one}"].format(k=k)),
+        xaxis_title=w[f"lab_dist_x{one}"].format(k=k),
+        yaxis_title=w["lab_dist_y"],
         barmode="group",
         height=440,
     )
@@ -117,82 +130,115 @@ def distribution_figure(result: dict[str, Any], labels: Sequence[str], top: int 
     return fig
 
 
-def rule_name(result: dict[str, Any]) -> str:
-    """The rule's name as the page's dropdown shows it (specviz.decoding.verify.RULE_NAMES, stored in the
-    result by specviz.labs.lab.run_lab), never its code name."""
-    return result.get("rule_name") or result["rule"]
+def rule_title(rule: str, lang: str = "en", fallback: str = "") -> str:
+    """A rule in a few words, as the page's dropdown names it (specviz.decoding.verify.RULE_NAMES in English)."""
+    return words(lang).get(f"lab_rule_{rule}") or fallback or rule
 
 
-def significance_note(simulated: int = 0) -> str:
+def rule_name(result: dict[str, Any], lang: str = "en") -> str:
+    """The rule's name as the page's dropdown shows it (rule_title; the result keeps the English one,
+    stored by specviz.labs.lab.run_lab), never its code name."""
+    return rule_title(result["rule"], lang, result.get("rule_name", ""))
+
+
+def rule_label(rule: str, lang: str = "en", fallback: str = "") -> str:
+    """What the rule does, in a sentence (specviz.decoding.verify.RULE_LABELS in English)."""
+    return words(lang).get(f"lab_does_{rule}") or fallback or rule
+
+
+def significance_note(simulated: int = 0, lang: str = "en") -> str:
     """The page's words on its significance level and on what a p-value is here (markdown);
     `simulated`: the null samples behind the p-values (FitResult.simulated), 0 for the χ² curve's."""
-    runs = round(1 / SIGNIFICANCE)
-    how = (
-        f"the share of {simulated:,} samples drawn from p itself whose χ² is at least as large"
-        if simulated
-        else "from the χ² distribution"
-    )
-    return (
-        f"**Significance level {SIGNIFICANCE:g}**: a test rejects when its p-value is below {SIGNIFICANCE:g}, so a "
-        f"correct sampler is rejected about 1 run in {runs} by chance, while the wrong rules land near p-value "
-        f"1e-17 at the default n = 500, far below it. Each p-value is {how}."
-    )
+    w = words(lang)
+    how = w["lab_how_simulated"].format(simulated=f"{simulated:,}") if simulated else w["lab_how_curve"]
+    return w["lab_significance"].format(level=f"{SIGNIFICANCE:g}", runs=round(1 / SIGNIFICANCE), how=how)
 
 
 def verdict(result: dict[str, Any], which: str = "spec_test") -> str:
-    """'rejected', 'not rejected' or 'not enough data', at the SIGNIFICANCE level."""
+    """'rejected', 'not rejected' or 'not enough data', at the SIGNIFICANCE level (English: a code as well
+    as a word; VERDICT_WORDS names its text in the catalogue)."""
     test = _test(result, which)
     if test is None or test.get("p_value") is None:
         return "not enough data"
     return "rejected" if test["p_value"] < SIGNIFICANCE else "not rejected"
 
 
+VERDICT_WORDS = {"rejected": "lab_verdict_rejected", "not rejected": "lab_verdict_not_rejected",
+                 "not enough data": "lab_verdict_no_data"}  # fmt: skip
 RULE_NUMBER_FORMATS = {"p-value": "{:.3g}", "statistic": "{:.1f}", "tokens per iteration": "{:.2f}"}
+# The columns of rules_rows: its key for the code, its catalogue key for the reader.
+RULE_COLUMNS = {
+    "rule": "lab_col_rule", "what it does": "lab_col_does", "samples": "lab_col_samples",
+    "statistic": "lab_col_statistic", "dof": "lab_col_dof", "p-value": "lab_col_p",
+    "impossible samples": "lab_col_impossible", "verdict": "lab_col_verdict", "tokens per iteration": "lab_col_tokens",
+}  # fmt: skip
 
 
 def rules_rows(
-    results: dict[str, dict[str, Any]], costs: dict[str, float] | None = None, as_text: bool = False
+    results: dict[str, dict[str, Any]], costs: dict[str, float] | None = None, as_text: bool = False, lang: str = "en"
 ) -> list[dict[str, Any]]:
-    """One row per rule tried: its label, the test of its samples, the verdict, tokens per iteration.
-    as_text=True formats the numbers for a static table (which wraps long text, unlike a data grid)."""
-    if as_text:
-
-        def show(key: str, value: Any) -> Any:
-            if value is None:
-                return "n/a"
-            return RULE_NUMBER_FORMATS[key].format(value) if key in RULE_NUMBER_FORMATS else value
-
-        return [{k: show(k, v) for k, v in row.items()} for row in rules_rows(results, costs)]
+    """One row per rule tried: its label, the test of its samples, the verdict, tokens per iteration,
+    the columns named in `lang`. as_text=True formats the numbers for a static table (which wraps long
+    text, unlike a data grid)."""
+    w = words(lang)
     rows = []
     for rule, r in results.items():
         test = _test(r, "spec_test") or {}
         rows.append(
             {
-                "rule": rule_name(r),
-                "what it does": r["rule_label"],
+                "rule": rule_name(r, lang),
+                "what it does": rule_label(rule, lang, r["rule_label"]),
                 "samples": r["n_spec"],
                 "statistic": test.get("statistic"),
                 "dof": test.get("dof"),
                 "p-value": test.get("p_value"),
                 "impossible samples": r.get("impossible_spec", 0),
-                "verdict": verdict(r),
+                "verdict": w[VERDICT_WORDS[verdict(r)]],
                 "tokens per iteration": None if costs is None else costs.get(rule),
             }
         )
-    return rows
+    if as_text:
+
+        def show(key: str, value: Any) -> Any:
+            if value is None:
+                return w["lab_na"]
+            return RULE_NUMBER_FORMATS[key].format(value) if key in RULE_NUMBER_FORMATS else value
+
+        rows = [{k: show(k, v) for k, v in row.items()} for row in rows]
+    return [{w[RULE_COLUMNS[k]]: v for k, v in row.items()} for row in rows]
 
 
-def p_value_label(p_value: float | None) -> str:
+def p_value_label(p_value: float | None, lang: str = "en") -> str:
+    w = words(lang)
     if p_value is None:
-        return "n/a"
-    return "p-value 0 (impossible sample)" if p_value == 0 else f"p-value {p_value:.2g}"
+        return w["lab_na"]
+    return w["lab_p_zero"] if p_value == 0 else w["lab_p_value"].format(p=f"{p_value:.2g}")
+
+
+def _width(text: str) -> int:
+    """How wide `text` draws, in Latin letters: a Chinese character is about two."""
+    return sum(2 if ord(ch) >= 0x2E80 else 1 for ch in text)
+
+
+def _pieces(label: str, width: int) -> list[str]:
+    """The words of `label`, each cut into pieces no wider than `width` (Chinese has no spaces)."""
+    out = []
+    for word in label.split():
+        piece = ""
+        for ch in word:
+            if piece and _width(piece + ch) > width:
+                out.append(piece)
+                piece = ""
+            piece += ch
+        out.append(piece)
+    return out
 
 
 def _wrapped(label: str, width: int = 26) -> str:
-    """An axis label broken into lines of about `width` characters (Plotly never wraps a tick)."""
+    """An axis label broken into lines about `width` letters wide (Plotly never wraps a tick)."""
     lines, line = [], ""
-    for word in label.split():
-        if line and len(line) + 1 + len(word) > width:
+    for word in _pieces(label, width):
+        if line and _width(line) + 1 + _width(word) > width:
             lines.append(line)
             line = word
         else:
@@ -200,12 +246,13 @@ def _wrapped(label: str, width: int = 26) -> str:
     return "<br>".join(html.escape(part) for part in [*lines, line])
 
 
-def rules_figure(results: dict[str, dict[str, Any]], wrong_rules: Sequence[str]) -> go.Figure:
+def rules_figure(results: dict[str, dict[str, Any]], wrong_rules: Sequence[str], lang: str = "en") -> go.Figure:
     """Each rule's goodness-of-fit p-value on a log axis, so 0.3 and 1e-17 both show where they
     are: the lower the dot, the stronger the evidence that the rule does not sample from p. Below
     the dashed line (SIGNIFICANCE) the test rejects. Green: a correct rule, red: a wrong one. The
     rules are named as the page's dropdown names them. A p-value of exactly 0 (an impossible
     sample) has no place on a log axis: it is drawn at the bottom edge as a triangle, and says so."""
+    w = words(lang)
     fig = house_figure()
     ps = {rule: (_test(r, "spec_test") or {}).get("p_value") for rule, r in results.items()}
     shown = [p for p in ps.values() if p]
@@ -216,7 +263,7 @@ def rules_figure(results: dict[str, dict[str, Any]], wrong_rules: Sequence[str])
         if not rules:
             continue
         fig.add_scatter(
-            x=[_wrapped(rule_name(results[rule])) for rule in rules],
+            x=[_wrapped(rule_name(results[rule], lang)) for rule in rules],
             y=[ps[rule] if ps[rule] > 0 else 10**bottom for rule in rules],
             mode="markers+text",
             marker={
@@ -225,9 +272,9 @@ def rules_figure(results: dict[str, dict[str, Any]], wrong_rules: Sequence[str])
                 "symbol": ["circle" if ps[rule] > 0 else "triangle-down" for rule in rules],
                 "line": {"color": "white", "width": 1.5},
             },
-            name="correct rule (keeps p exactly)" if correct else "wrong rule (changes the distribution)",
+            name=w["lab_correct_rule"] if correct else w["lab_wrong_rule"],
             # "p-value", never "p =": p is the target's probability everywhere else in specviz.
-            text=[p_value_label(ps[rule]) for rule in rules],
+            text=[p_value_label(ps[rule], lang) for rule in rules],
             # Beside the dot, towards the middle: the last rule's label went off the right edge.
             textposition=["middle left" if rule == last else "middle right" for rule in rules],
             cliponaxis=False,
@@ -236,50 +283,64 @@ def rules_figure(results: dict[str, dict[str, Any]], wrong_rules: Sequence[str])
     fig.add_hline(y=SIGNIFICANCE, line={"color": "#424242", "dash": "dash"})
     fig.add_annotation(  # under the line at the right, clear of the dots near 1 (a log axis takes log10 here)
         x=1, xref="paper", xanchor="right", y=math.log10(SIGNIFICANCE), yref="y", yanchor="top", showarrow=False,
-        text=f"significance level {SIGNIFICANCE:g}: below this line the test rejects", font={"color": "#424242"},
+        text=w["lab_level_line"].format(level=f"{SIGNIFICANCE:g}"), font={"color": "#424242"},
     )  # fmt: skip
     fig.update_layout(
-        title=titled("Does each rule sample from p? Its p-value: the lower, the stronger the evidence against"),
-        xaxis_title="verification rule",
-        yaxis_title="p-value (log scale)",
-        height=440,
+        title=titled(w["lab_rules_title"]), xaxis_title=w["lab_rules_x"], yaxis_title=w["lab_rules_y"], height=440
     )
-    fig.update_xaxes(categoryorder="array", categoryarray=[_wrapped(rule_name(r)) for r in results.values()])
+    order = [_wrapped(rule_name(r, lang)) for r in results.values()]
+    fig.update_xaxes(categoryorder="array", categoryarray=order)
     fig.update_yaxes(type="log", range=[bottom, 0.3], exponentformat="power", dtick=1 if bottom > -6 else 2)
     return fig
 
 
-def verdict_messages(rule: str, result: dict[str, Any], wrong_rules: Sequence[str]) -> list[tuple[str, str]]:
+def _facts(result: dict[str, Any], lang: str) -> str:
+    """The test's numbers in a sentence: statistic, degrees of freedom, p-value, samples, impossible ones."""
+    w = words(lang)
+    test = result["spec_test"]
+    stat = w["lab_no_statistic"] if test["statistic"] is None else f"χ² = {test['statistic']:.1f}"
+    facts = w["lab_facts"].format(stat=stat, dof=test["dof"], p=f"{test['p_value']:.3g}", n=result["n_spec"])
+    if impossible := result.get("impossible_spec", 0):
+        facts += w["lab_facts_impossible"].format(impossible=impossible)
+    return facts
+
+
+def verdict_messages(
+    rule: str, result: dict[str, Any], wrong_rules: Sequence[str], lang: str = "en"
+) -> list[tuple[str, str]]:
     """What the lab says about one rule's test, as (level, markdown) pairs; level is one of
     "warning", "info", "error", "success" (the page shows each with that Streamlit call)."""
-    test = result["spec_test"]
-    p = test["p_value"]
+    w = words(lang)
+    p = result["spec_test"]["p_value"]
     out = []
     if result["stopped"]:
-        out.append(
-            ("warning", f"Stopped after {result['n_spec']} of {result['n_requested']} samples; the test uses those.")
-        )
+        out.append(("warning", w["lab_stopped"].format(done=result["n_spec"], requested=result["n_requested"])))
     if p is None:
-        return out + [
-            ("info", "Not enough distinct outcomes to test: raise the temperature or the number of tokens k.")
-        ]
-    impossible = result.get("impossible_spec", 0)
-    stat = (
-        "no statistic: an impossible sample decides" if test["statistic"] is None else f"χ² = {test['statistic']:.1f}"
-    )
-    facts = f"{stat}, {test['dof']} degrees of freedom, p-value = {p:.3g} ({result['n_spec']} samples)"
-    if impossible:
-        facts += f"; {impossible} sample(s) had exact probability 0 under the target"
+        return out + [("info", w["lab_too_few"])]
+    facts = _facts(result, lang)
     if p < SIGNIFICANCE:
-        kind = "as expected: this rule is wrong" if rule in wrong_rules else "unexpected for a correct rule"
-        return out + [("error", f"**Rejected** ({kind}): these samples are not distributed as p. {facts}.")]
-    extra = (
-        " This wrong rule was not caught at this sample size: raise n or k, or lower γ." if rule in wrong_rules else ""
-    )
-    return out + [
-        (
-            "success",
-            f"**Not rejected**: the samples are consistent with p. {facts}.{extra} "
-            "(A test never proves equality; it finds no evidence of a difference.)",
-        )
-    ]
+        kind = w["lab_expected_wrong"] if rule in wrong_rules else w["lab_unexpected"]
+        return out + [("error", w["lab_rejected"].format(kind=kind, facts=facts))]
+    extra = w["lab_not_caught"] if rule in wrong_rules else ""
+    return out + [("success", w["lab_not_rejected"].format(facts=facts, extra=extra))]
+
+
+def control_verdict(
+    test: dict[str, Any] | None, n: int, level: float = SIGNIFICANCE, lang: str = "en"
+) -> tuple[str, str] | None:
+    """What the page says of the control, the target alone tested against its own exact distribution,
+    as (level, markdown): "caption" when the test does not reject at `level`, "warning" when it does.
+
+    A correct sampler is rejected at level a with probability a, so at 0.01 about one run in 100
+    rejects the control by chance: the page must say that plainly, never that p itself "should not be
+    rejected" beside a p-value that just was. None when there is nothing to test."""
+    if not test or test.get("p_value") is None:
+        return None
+    w = words(lang)
+    p = test["p_value"]
+    in_runs = round(1 / level) if level > 0 else None
+    chance = w["lab_chance_in"].format(runs=in_runs) if in_runs else w["lab_chance"]
+    said = {"n": n, "p": f"{p:.3g}", "level": f"{level:g}", "chance": chance}
+    if p < level:
+        return "warning", w["lab_control_rejected"].format(**said)
+    return "caption", w["lab_control_passed"].format(**said)

@@ -2,6 +2,7 @@
 tokens per iteration against the formula, and measured speedup against τ / (γc + v) (Thm 3.8 at v = 1).
 
 Pure functions: a SweepResult (or anything with .cells and .temperatures()) in, a go.Figure out.
+Every word comes from the catalogue's "charts" section (keys "sweep_..."), in the language `lang`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from plotly.colors import sample_colorscale
 from specviz.labs.theory import expected_tokens_per_iteration
 from specviz.teaching import glossary
 from specviz.teaching.charts.style import PREDICTION_COLOR, house_figure, titled
+from specviz.teaching.charts.words import words
 
 
 def temperature_colors(temperatures: list[float]) -> dict[float, str]:
@@ -29,7 +31,7 @@ def _empty(fig: go.Figure, text: str) -> go.Figure:
     return fig
 
 
-def speedup_heatmap(result: Any) -> go.Figure:
+def speedup_heatmap(result: Any, lang: str = "en") -> go.Figure:
     """Measured speedup (speculative tokens/s ÷ target-alone tokens/s at the same temperature) per cell.
 
     The colour scale is centred on 1×: red slower, white even, green faster; each cell is labelled.
@@ -38,16 +40,17 @@ def speedup_heatmap(result: Any) -> go.Figure:
     # The planned grid when known, so the cells a stopped sweep never reached show as gaps.
     gammas = sorted({*result.gammas(), *(result.config.get("gammas") or [])})
     temps = sorted({*result.temperatures(), *(float(t) for t in result.config.get("temperatures") or [])})
+    w = words(lang)
     fig = house_figure()
     layout = {
-        "title": titled("Measured speedup over the target alone, by γ and temperature"),
-        "xaxis_title": "γ (draft tokens per iteration)",
-        "yaxis_title": "temperature",
+        "title": titled(w["sweep_heat_title"]),
+        "xaxis_title": w["sweep_gamma_x"],
+        "yaxis_title": w["sweep_temperature"],
         "height": 170 + 70 * max(1, len(temps)),
     }
     if not result.cells:
         fig.update_layout(**layout)
-        return _empty(fig, "No results yet: run the sweep.")
+        return _empty(fig, w["sweep_empty"])
     z, text = [], []
     for t in temps:
         row, labels = [], []
@@ -71,8 +74,8 @@ def speedup_heatmap(result: Any) -> go.Figure:
         text=text,
         texttemplate="%{text}",
         colorscale=[[0, "#c62828"], [mid, "#ffffff"], [1, "#2e7d32"]],
-        colorbar={"title": {"text": "speedup (×)"}},
-        hovertemplate="γ %{x}, temperature %{y}: %{z:.2f}× the target alone<extra></extra>",
+        colorbar={"title": {"text": w["sweep_col_speedup"]}},
+        hovertemplate=w["sweep_hover_heat"],
         xgap=2,
         ygap=2,
     )
@@ -115,27 +118,27 @@ def _add_at_temperature(fig: go.Figure, t: float, x: list, y: list, name: str, h
     )
 
 
-def tokens_per_iteration_sweep_figure(result: Any) -> go.Figure:
+def tokens_per_iteration_sweep_figure(result: Any, lang: str = "en") -> go.Figure:
     """Measured mean tokens per iteration (markers) against (1 - α^(γ+1)) / (1 - α) from each
     temperature's mean measured α (dashed line), one colour per temperature."""
+    w = words(lang)
     fig = house_figure()
     for t, color, cells in _cells_by_temperature(result):
         gs = [c["gamma"] for c in cells]
         measured = [c["mean_accepted_length"] for c in cells]
-        _add_at_temperature(fig, t, gs, measured, "measured", "measured %{y:.2f} tokens per iteration", **_dots(color))
+        _add_at_temperature(fig, t, gs, measured, w["sweep_measured"], w["sweep_hover_tokens"], **_dots(color))
         alphas = [c["alpha"] for c in cells if c.get("alpha") is not None]
         if alphas:
             alpha = sum(alphas) / len(alphas)
             formula = [expected_tokens_per_iteration(alpha, g) for g in gs]
-            name = f"formula at mean α = {alpha:.2f}"
-            _add_at_temperature(fig, t, gs, formula, name, "formula %{y:.2f}", **_dashes(color))
-    return _per_gamma_layout(
-        fig, result, "Tokens per iteration: measured against (1 − α^(γ+1)) / (1 − α)", "tokens per iteration (tokens)"
-    )
+            name = w["sweep_formula_at"].format(alpha=f"{alpha:.2f}")
+            _add_at_temperature(fig, t, gs, formula, name, w["sweep_hover_formula"], **_dashes(color))
+    return _per_gamma_layout(fig, result, w["sweep_tokens_title"], w["sweep_tokens_y"], lang)
 
 
-def speedup_sweep_figure(result: Any) -> go.Figure:
+def speedup_sweep_figure(result: Any, lang: str = "en") -> go.Figure:
     """Measured speedup (markers) against τ / (γc + v) from each run's own α, c and v (dashed), per temperature."""
+    w = words(lang)
     fig = house_figure()
     if result.cells:
         gs = result.gammas()
@@ -144,54 +147,63 @@ def speedup_sweep_figure(result: Any) -> go.Figure:
             y=[1, 1],
             mode="lines",
             line={"color": PREDICTION_COLOR, "width": 1},
-            name="1× (target alone)",
+            name=w["sweep_one_x"],
             hoverinfo="skip",
         )
     for t, color, cells in _cells_by_temperature(result):
         measured = [c["speedup"] for c in cells]
-        _add_at_temperature(
-            fig, t, [c["gamma"] for c in cells], measured, "measured", "measured %{y:.2f}×", **_dots(color, joined=True)
-        )
+        gs = [c["gamma"] for c in cells]
+        dots = _dots(color, joined=True)
+        _add_at_temperature(fig, t, gs, measured, w["sweep_measured"], w["sweep_hover_speedup"], **dots)
         predicted = [c for c in cells if c.get("predicted_speedup") is not None]
         if predicted:
             x, y = [c["gamma"] for c in predicted], [c["predicted_speedup"] for c in predicted]
-            name = "predicted from its α, c and v"
-            _add_at_temperature(fig, t, x, y, name, "predicted %{y:.2f}×", **_dashes(color))
-    return _per_gamma_layout(
-        fig, result, "Speedup: measured against the paper's prediction", "speedup (× target alone)"
-    )
+            name = w["sweep_predicted_name"]
+            _add_at_temperature(fig, t, x, y, name, w["sweep_hover_predicted"], **_dashes(color))
+    return _per_gamma_layout(fig, result, w["sweep_speedup_title"], w["sweep_speedup_y"], lang)
 
 
-def _per_gamma_layout(fig: go.Figure, result: Any, title: str, y_title: str) -> go.Figure:
+def _per_gamma_layout(fig: go.Figure, result: Any, title: str, y_title: str, lang: str) -> go.Figure:
     """The frame shared by the per-γ line charts: γ on x in whole steps, y from zero."""
-    fig.update_layout(
-        title=titled(title), xaxis_title="γ (draft tokens per iteration)", yaxis_title=y_title, height=420
-    )
+    w = words(lang)
+    fig.update_layout(title=titled(title), xaxis_title=w["sweep_gamma_x"], yaxis_title=y_title, height=420)
     fig.update_xaxes(dtick=1)
     fig.update_yaxes(rangemode="tozero")
     if not result.cells:
-        _empty(fig, "No results yet: run the sweep.")
+        _empty(fig, w["sweep_empty"])
     return fig
 
 
-def sweep_table(result: Any) -> list[dict[str, Any]]:
-    """The cells as table rows with units in the column names."""
-    rows = []
-    for c in result.cells:
-        rows.append(
-            {
-                "γ": c["gamma"],
-                "temperature": c["temperature"],
-                "speedup (×)": c["speedup"],
-                "predicted speedup (×)": c.get("predicted_speedup"),
-                "tokens/s": c["tokens_per_s"],
-                "target alone tokens/s": c["baseline_tokens_per_s"],
-                "tokens per iteration": c["mean_accepted_length"],
-                "formula tokens per iteration": c.get("predicted_tokens_per_iteration"),
-                "α": c.get("alpha"),
-                "c": c.get("c"),
-                "v": c.get("verify_cost"),
-                glossary.ACCEPTANCE_RATE.label: c.get("acceptance_rate"),
-            }
-        )
-    return rows
+# The table's columns: the cell's key, the column's catalogue key ("" when the name is a symbol,
+# the same in every language), its number format.
+TABLE_COLUMNS = [
+    ("gamma", "", None), ("temperature", "sweep_temperature", None), ("speedup", "sweep_col_speedup", "%.3f"),
+    ("predicted_speedup", "sweep_col_predicted", "%.3f"), ("tokens_per_s", "sweep_col_tps", "%.1f"),
+    ("baseline_tokens_per_s", "sweep_col_base_tps", "%.1f"), ("mean_accepted_length", "sweep_col_tpi", "%.3f"),
+    ("predicted_tokens_per_iteration", "sweep_col_formula_tpi", "%.3f"), ("alpha", "", "%.3f"), ("c", "", "%.3f"),
+    ("verify_cost", "", "%.3f"), ("acceptance_rate", "", "%.3f"),
+]  # fmt: skip
+SYMBOLS = {"gamma": "γ", "alpha": "α", "c": "c", "verify_cost": "v"}
+
+
+def _column_names(lang: str) -> dict[str, str]:
+    """The cell key -> its column's name in `lang`."""
+    w = words(lang)
+    names = {key: w[word] if word else SYMBOLS.get(key, "") for key, word, _ in TABLE_COLUMNS}
+    names["acceptance_rate"] = glossary.term("acceptance_rate", lang).label
+    return names
+
+
+def sweep_table(result: Any, lang: str = "en") -> list[dict[str, Any]]:
+    """The cells as table rows with units in the column names (in `lang`)."""
+    names = _column_names(lang)
+    required = {"gamma", "temperature", "speedup", "tokens_per_s", "baseline_tokens_per_s", "mean_accepted_length"}
+    return [
+        {names[key]: c[key] if key in required else c.get(key) for key, _, _ in TABLE_COLUMNS} for c in result.cells
+    ]
+
+
+def sweep_table_formats(lang: str = "en") -> dict[str, str]:
+    """sweep_table's column name -> its printf number format (γ and the temperature have none)."""
+    names = _column_names(lang)
+    return {names[key]: fmt for key, _, fmt in TABLE_COLUMNS if fmt}
