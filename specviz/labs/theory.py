@@ -238,6 +238,14 @@ class Explanation:
 
 
 CAUSE_SHARE = 0.05  # a row whose measured value differs from the formula's by more is named as a cause
+# The keys of Explanation.rows, in their order: the words of each row in a language are the
+# catalogue's (specviz.teaching.charts.theory.explanation_sentence); `rows` and `causes` stay English.
+ROW_KEYS = ("tokens", "drafts", "iteration_cost", "alone_cost")
+
+
+def parts(formula: float, run: float) -> bool:
+    """The run's value of a row parts from the formula's by more than CAUSE_SHARE: a cause."""
+    return abs(run - formula) > CAUSE_SHARE * abs(formula)
 
 
 def explain_measurement(point: dict[str, Any]) -> Explanation | None:
@@ -261,7 +269,7 @@ def explain_measurement(point: dict[str, Any]) -> Explanation | None:
         ("cost of an iteration in target steps", gamma * c + v, point["iteration_steps"]),
         ("the target alone's cost per token in steps", 1.0, point["alone_token_steps"]),
     ]
-    causes = [_cause(*row) for row in rows if abs(row[2] - row[1]) > CAUSE_SHARE * abs(row[1])]
+    causes = [_cause(*row) for row in rows if parts(row[1], row[2])]
     predicted = walltime_improvement(alpha, gamma, c, v)
     return Explanation(walltime_improvement(alpha, gamma, c), predicted, point["spread"], rows, causes)
 

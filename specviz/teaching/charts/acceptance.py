@@ -17,6 +17,7 @@ from specviz.labs.theory import expected_tokens_per_iteration, tokens_per_iterat
 from specviz.teaching import glossary
 from specviz.teaching.charts.style import PREDICTION_COLOR, STATUS_COLORS, house_figure, titled
 from specviz.teaching.charts.tokens import hover_card, token_rows
+from specviz.teaching.charts.words import words
 from specviz.traces.trace import Trace, acceptance_by_position
 
 
@@ -110,39 +111,41 @@ def _fraction_layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> 
     return fig
 
 
-def acceptance_by_position_figure(trace: Trace) -> go.Figure:
-    """Measured acceptance rate at each draft slot (given the slot was reached) beside the mean beta."""
+def acceptance_by_position_figure(trace: Trace, lang: str = "en") -> go.Figure:
+    """Measured acceptance rate at each draft slot (given the slot was reached) beside the mean beta,
+    in `lang` (the catalogue's charts words, "acceptance_*")."""
+    w = words(lang)
     rows = position_table(trace)
     fig = house_figure()
     slots = [r["draft position"] for r in rows]
     fig.add_bar(
         x=slots,
         y=[r[glossary.ACCEPTANCE_AT_POSITION.label] for r in rows],
-        name="measured: accepted / reached",
+        name=w["acceptance_measured_bar"],
         marker_color=STATUS_COLORS["accepted"],
         customdata=[[r["accepted"], r["reached"]] for r in rows],
-        hovertemplate="draft position %{x}<br>accepted %{customdata[0]} of %{customdata[1]} reached"
-        "<br>rate %{y:.3f}<extra></extra>",
+        hovertemplate=w["acceptance_position_hover"],
     )
     _add_prediction(
         fig,
         x=slots,
         y=[r["mean β"] for r in rows],
-        name="predicted: mean β at that position",
-        hovertemplate="draft position %{x}<br>mean β %{y:.3f}<extra></extra>",
+        name=w["acceptance_predicted_beta"],
+        hovertemplate=w["acceptance_beta_hover"],
     )
     if not rows:
-        _no_data(fig, "no drafts in this trace (target-only run)")
+        _no_data(fig, w["acceptance_no_drafts"])
     return _fraction_layout(
         fig,
-        "Acceptance by draft position, once reached",  # fits half of a 1280 px page
-        x_title="draft position within an iteration (1..γ)",
-        y_title="acceptance at that position (fraction)",
+        w["acceptance_position_title"],  # fits half of a 1280 px page
+        x_title=w["acceptance_position_x"],
+        y_title=w["acceptance_position_y"],
     )
 
 
-def accept_length_figure(trace: Trace) -> go.Figure:
-    """Histogram of tokens emitted per iteration against the truncated-geometric prediction."""
+def accept_length_figure(trace: Trace, lang: str = "en") -> go.Figure:
+    """Histogram of tokens emitted per iteration against the truncated-geometric prediction, in `lang`."""
+    w = words(lang)
     rows = length_table(trace)
     gamma = trace.config.get("gamma") or 0
     alpha = trace.summary.get("alpha")
@@ -152,11 +155,11 @@ def accept_length_figure(trace: Trace) -> go.Figure:
     fig.add_bar(
         x=[r["tokens per iteration"] for r in rows],
         y=[r["measured fraction"] for r in rows],
-        name=f"measured ({n} iterations with a draft; {full} drafted all γ = {gamma})",
+        name=w["acceptance_measured_lengths"].format(n=n, full=full, gamma=gamma),
         marker_color=STATUS_COLORS["bonus"],
         opacity=0.8,
         customdata=[r["iterations"] for r in rows],
-        hovertemplate="%{x} tokens: %{customdata} iterations (%{y:.3f})<extra></extra>",
+        hovertemplate=w["acceptance_lengths_hover"],
     )
     if alpha is not None and gamma and n:
         mean = predicted_mean_length(alpha, [len(it["drafts"]) for it in its])
@@ -164,23 +167,24 @@ def accept_length_figure(trace: Trace) -> go.Figure:
             fig,
             x=[r["tokens per iteration"] for r in rows],
             y=[r["predicted fraction"] for r in rows],
-            name=f"predicted from α = {alpha:.2f} for the drafts each made (mean {mean:.2f} tokens)",
-            hovertemplate="%{x} tokens: predicted %{y:.3f}<br>"
-            + glossary.HISTOGRAM_PREDICTION.definition.replace("; ", ";<br>")
+            name=w["acceptance_predicted_lengths"].format(alpha=alpha, mean=mean),
+            hovertemplate=w["acceptance_predicted_hover"]
+            + glossary.term("histogram_prediction", lang).definition.replace("; ", ";<br>").replace("；", "；<br>")
             + "<extra></extra>",
         )
     if not n:
-        _no_data(fig, "no iteration with a draft to count")
+        _no_data(fig, w["acceptance_no_counted"])
     return _fraction_layout(
         fig,
-        "Tokens per iteration: measured vs predicted",  # the legend names the prediction (α)
-        x_title="tokens emitted per iteration (accepted drafts + 1 correction)",
-        y_title="fraction of iterations",
+        w["acceptance_lengths_title"],  # the legend names the prediction (α)
+        x_title=w["acceptance_lengths_x"],
+        y_title=w["acceptance_lengths_y"],
     )
 
 
-def beta_along_text_figure(trace: Trace) -> go.Figure:
-    """β at every draft the text reached (accepted ones and first rejections), with α as a line."""
+def beta_along_text_figure(trace: Trace, lang: str = "en") -> go.Figure:
+    """β at every draft the text reached (accepted ones and first rejections), with α as a line, in `lang`."""
+    w = words(lang)
     extra = trace.extra
     fig = house_figure()
     rows = [r for r in token_rows(trace) if r["status"] in ("accepted", "rejected")]
@@ -190,9 +194,9 @@ def beta_along_text_figure(trace: Trace) -> go.Figure:
             x=[r["position"] for r in pts],
             y=[r["beta"] for r in pts],
             mode="markers",
-            name=f"{status} draft",
+            name=w[f"acceptance_{status}_draft"],
             marker={"color": STATUS_COLORS[status], "size": 9, "symbol": "circle" if status == "accepted" else "x"},
-            hovertext=[hover_card(r, extra) + f"<br>β {r['beta']:.3f}" for r in pts],
+            hovertext=[hover_card(r, extra, lang=lang) + f"<br>β {r['beta']:.3f}" for r in pts],
             hoverinfo="text",
         )
     alpha = trace.summary.get("alpha")
@@ -201,10 +205,17 @@ def beta_along_text_figure(trace: Trace) -> go.Figure:
         # first drafts' markers, which start at the same edge and scatter around α.
         line = {"dash": "dot", "color": PREDICTION_COLOR}
         fig.add_hline(y=alpha, line=line)
-        fig.add_scatter(x=[None], y=[None], mode="lines", line=line, name=f"α = mean β = {alpha:.3f}", hoverinfo="skip")
+        fig.add_scatter(
+            x=[None],
+            y=[None],
+            mode="lines",
+            line=line,
+            name=w["acceptance_alpha_line"].format(alpha=alpha),
+            hoverinfo="skip",
+        )
     if not rows:
-        _no_data(fig, "no drafts in this trace (target-only run)")
-    fig.update_layout(height=360, title=titled("β along the generated text: the chance each draft is accepted"))
-    fig.update_xaxes(title="position in the generated text (token index)")
-    fig.update_yaxes(title="β = Σ min(p, q) (probability)", range=[-0.03, 1.08])
+        _no_data(fig, w["acceptance_no_drafts"])
+    fig.update_layout(height=360, title=titled(w["acceptance_beta_title"]))
+    fig.update_xaxes(title=w["acceptance_beta_x"])
+    fig.update_yaxes(title=w["acceptance_beta_y"], range=[-0.03, 1.08])
     return fig

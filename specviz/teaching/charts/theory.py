@@ -9,6 +9,7 @@ numbers, so the same axes carry theory and measurement.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
@@ -17,13 +18,16 @@ import plotly.graph_objects as go
 
 from specviz.config import PAPER_DRAFT
 from specviz.labs.theory import (
+    ROW_KEYS,
     TABLE_4,
+    Explanation,
     best_gamma,
     expected_tokens_per_iteration,
+    parts,
     walltime_improvement,
 )
 from specviz.teaching import glossary
-from specviz.teaching.charts.drafting import STOP_WORDS, plural, run_summary
+from specviz.teaching.charts.drafting import iterations_word, run_summary, stop_words
 from specviz.teaching.charts.style import LAYOUT, PREDICTION_COLOR, STATUS_COLORS, house_figure, titled
 from specviz.teaching.charts.words import words
 from specviz.traces.trace import Trace
@@ -46,21 +50,23 @@ def tokens_per_iteration_curve_figure(
     gamma_max: int = GAMMA_MAX,
     measured: dict[str, float] | None = None,
     compare_alphas: Sequence[float] = (0.5, 0.7, 0.9),
+    lang: str = "en",
 ) -> go.Figure:
     """Expected tokens per iteration (1 - α^(γ+1)) / (1 - α) against γ: the chosen α bold, a few
-    others faint for scale, the ceiling γ + 1 dotted, the chosen γ marked.
+    others faint for scale, the ceiling γ + 1 dotted, the chosen γ marked; its words in `lang`.
 
     measured: {"gamma": γ of the trace, "tokens": its mean accepted length, "alpha": its α}.
     """
+    w = words(lang)
     gs = _gammas(gamma_max)
     fig = house_figure()
-    _tokens_curves(fig, gs, alpha, compare_alphas)
+    _tokens_curves(fig, gs, alpha, compare_alphas, w)
     _your_gamma(
         fig,
         gamma,
         expected_tokens_per_iteration(alpha, gamma),
-        f"your γ = {gamma}",
-        "your γ %{x}: %{y:.2f} tokens per iteration<extra></extra>",
+        w["your_gamma"].format(gamma=gamma),
+        w["theory_your_gamma_tokens_hover"],
     )
     if measured and measured.get("tokens") is not None and measured.get("gamma"):
         fig.add_scatter(
@@ -68,13 +74,13 @@ def tokens_per_iteration_curve_figure(
             y=[measured["tokens"]],
             mode="markers",
             marker={"color": MEASURED_COLOR, "size": 13, "symbol": "diamond"},
-            name="measured (current trace)",
-            hovertemplate="current trace: γ %{x}, %{y:.2f} tokens per iteration<extra></extra>",
+            name=w["theory_measured_trace"],
+            hovertemplate=w["theory_measured_tokens_hover"],
         )
     fig.update_layout(
-        title=titled(f"Expected tokens per iteration at α = {alpha:.2f}  (Eq. 1)"),
-        xaxis_title="γ (draft tokens per iteration)",
-        yaxis_title="tokens per iteration (tokens)",
+        title=titled(w["theory_tokens_title"].format(alpha=alpha)),
+        xaxis_title=w["gamma_x"],
+        yaxis_title=w["theory_tokens_y"],
         height=400,
     )
     fig.update_xaxes(dtick=1 if gamma_max <= 16 else 2)
@@ -86,15 +92,17 @@ def tokens_per_iteration_curve_figure(
     return fig
 
 
-def _tokens_curves(fig: go.Figure, gs: list[int], alpha: float, compare_alphas: Sequence[float]) -> None:
+def _tokens_curves(
+    fig: go.Figure, gs: list[int], alpha: float, compare_alphas: Sequence[float], w: dict[str, str]
+) -> None:
     """Eq. 1's curves: the ceiling γ + 1 dotted, the other α faint for scale, the chosen α bold."""
     fig.add_scatter(
         x=gs,
         y=[g + 1 for g in gs],
         mode="lines",
         line={"color": "#9e9e9e", "dash": "dot"},
-        name="ceiling γ + 1 (every draft accepted)",
-        hovertemplate="γ %{x}: at most %{y} tokens<extra></extra>",
+        name=w["theory_ceiling"],
+        hovertemplate=w["theory_ceiling_hover"],
     )
     for a in compare_alphas:
         if abs(a - alpha) < 1e-9:
@@ -105,7 +113,7 @@ def _tokens_curves(fig: go.Figure, gs: list[int], alpha: float, compare_alphas: 
             mode="lines",
             line={"color": "rgba(21, 101, 192, 0.28)", "width": 1.5},
             name=f"α = {a:g}",
-            hovertemplate=f"α {a:g}, γ %{{x}}: %{{y:.2f}} tokens<extra></extra>",
+            hovertemplate=w["theory_compare_hover"].format(a=f"{a:g}"),
         )
     fig.add_scatter(
         x=gs,
@@ -113,8 +121,8 @@ def _tokens_curves(fig: go.Figure, gs: list[int], alpha: float, compare_alphas: 
         mode="lines+markers",
         line={"color": THEORY_COLOR, "width": 3},
         marker={"size": 5},
-        name=f"expected at α = {alpha:.2f}",
-        hovertemplate="γ %{x}: %{y:.2f} tokens per iteration<extra></extra>",
+        name=w["theory_expected_at"].format(alpha=alpha),
+        hovertemplate=w["theory_tokens_hover"],
     )
 
 
@@ -167,7 +175,7 @@ def walltime_curve_figure(
         line={"color": THEORY_COLOR, "width": 3},
         marker={"size": 5},
         name=w["expected_ac"].format(alpha=alpha, c=c),
-        hovertemplate="γ %{x}: %{y:.2f}× faster<extra></extra>",
+        hovertemplate=w["theory_faster_hover"],
     )
     fig.add_scatter(
         x=[best],
@@ -175,10 +183,10 @@ def walltime_curve_figure(
         mode="markers",
         marker={"color": BEST_COLOR, "size": 18, "symbol": "star"},
         name=w["best_gamma"].format(gamma=best, speedup=ys[best - 1]),
-        hovertemplate="best γ %{x}: %{y:.2f}×<extra></extra>",
+        hovertemplate=w["theory_best_hover"],
     )
     y = ys[gamma - 1] if gamma <= gamma_max else walltime_improvement(alpha, gamma, c, v)
-    _your_gamma(fig, gamma, y, w["your_gamma"].format(gamma=gamma), "your γ %{x}: %{y:.2f}×<extra></extra>")
+    _your_gamma(fig, gamma, y, w["your_gamma"].format(gamma=gamma), w["theory_your_gamma_hover"])
     top = max([*ys, 1.2, *_walltime_measured(fig, measured, w)])
     fig.update_layout(
         # Thm 3.8 is the paper's v = 1; any other v is this formula, not the theorem.
@@ -205,7 +213,7 @@ def _walltime_measured(fig: go.Figure, measured: dict[str, float] | None, w: dic
         mode="markers",
         marker={"color": MEASURED_COLOR, "size": 13, "symbol": "diamond"},
         name=w["trace_predicted"].format(speedup=pred),
-        hovertemplate="current trace γ %{x}: the formula with its α, c and v gives %{y:.2f}×<extra></extra>",
+        hovertemplate=w["theory_trace_predicted_hover"],
     )
     if measured.get("speedup") is None:
         return [pred]
@@ -215,7 +223,7 @@ def _walltime_measured(fig: go.Figure, measured: dict[str, float] | None, w: dic
         mode="markers",
         marker={"color": MEASURED_COLOR, "size": 13, "symbol": "x"},
         name=w["trace_measured"].format(speedup=measured["speedup"]),
-        hovertemplate="current trace γ %{x}: measured %{y:.2f}×<extra></extra>",
+        hovertemplate=w["theory_trace_measured_hover"],
     )
     return [pred, measured["speedup"]]
 
@@ -242,40 +250,39 @@ def alpha_c_plane_figure(
     gamma_max: int = GAMMA_MAX,
     steps: int = 41,
     v: float = 1.0,
+    lang: str = "en",
 ) -> go.Figure:
     """The (α, c) plane coloured by the best speedup any γ gives at verification cost v (white = 1×,
     deep green = 4× or more); at v = 1 the line α = c splits it (Cor 3.9): above the line (c ≥ α)
     drafting cannot pay for any γ, and a dearer verification (v > 1) moves the white border below
     it. The slider setting and the current trace are points on it; Table 4's rows are faint
-    crosses for reference (measured with v = 1)."""
+    crosses for reference (measured with v = 1). Its words in `lang`."""
+    w = words(lang)
     fig = house_figure()
-    _plane_map(fig, c_max, gamma_max, steps, v)
+    _plane_map(fig, c_max, gamma_max, steps, v, w)
     fig.add_scatter(
         x=[alpha],
         y=[c],
         mode="markers",
         marker={"color": THEORY_COLOR, "size": 15, "symbol": "circle", "line": {"color": "white", "width": 2}},
-        name="your sliders",
-        hovertemplate="sliders: α %{x:.2f}, c %{y:.2f}<extra></extra>",
+        name=w["theory_your_sliders"],
+        hovertemplate=w["theory_sliders_hover"],
     )
     if measured and measured.get("alpha") is not None and measured.get("c") is not None:
         my = min(measured["c"], c_max)
-        clipped = " (c off the chart, drawn at the top)" if measured["c"] > c_max else ""
+        clipped = w["theory_c_clipped"] if measured["c"] > c_max else ""
         fig.add_scatter(
             x=[measured["alpha"]],
             y=[my],
             mode="markers",
             marker={"color": MEASURED_COLOR, "size": 15, "symbol": "diamond", "line": {"color": "white", "width": 2}},
-            name="current trace (measured)" + clipped,
-            hovertemplate=f"current trace: α %{{x:.3f}}, c {measured['c']:.3f}<extra></extra>",
+            name=w["theory_trace_point"] + clipped,
+            hovertemplate=w["theory_trace_point_hover"].format(c=measured["c"]),
         )
     fig.update_layout(
-        title=titled(
-            "Where speculative decoding pays: the best speedup over γ for each α and c"
-            + ("" if v == 1.0 else f", at v = {v:.2f}")
-        ),
-        xaxis_title=f"{glossary.ALPHA.label}, 0 to 1",
-        yaxis_title="c (draft step time ÷ target step time)",
+        title=titled(w["theory_plane_title"] if v == 1.0 else w["theory_plane_title_v"].format(v=v)),
+        xaxis_title=w["theory_plane_x"].format(alpha=glossary.term("alpha", lang).label),
+        yaxis_title=w["theory_plane_y"],
         height=430,
     )
     fig.update_xaxes(range=[0, 1])
@@ -283,7 +290,7 @@ def alpha_c_plane_figure(
     return fig
 
 
-def _plane_map(fig: go.Figure, c_max: float, gamma_max: int, steps: int, v: float) -> None:
+def _plane_map(fig: go.Figure, c_max: float, gamma_max: int, steps: int, v: float, w: dict[str, str]) -> None:
     """The plane itself, the same whatever the sliders say: the best speedup as colour, the line
     α = c, and Table 4's rows."""
     alphas, cs, z = best_speedup_grid(c_max, gamma_max, steps, v)
@@ -294,9 +301,9 @@ def _plane_map(fig: go.Figure, c_max: float, gamma_max: int, steps: int, v: floa
         zmin=0,
         zmax=SPEEDUP_SATURATION,
         colorscale=[[0, "#ef9a9a"], [1 / SPEEDUP_SATURATION, "#ffffff"], [1, "#1b5e20"]],
-        colorbar={"title": {"text": "best speedup (×)"}, "len": 0.85, "ticksuffix": "×"},
-        hovertemplate="α %{x:.2f}, c %{y:.2f}: best speedup %{z:.2f}×<extra></extra>",
-        name="best speedup over γ",
+        colorbar={"title": {"text": w["theory_colorbar"]}, "len": 0.85, "ticksuffix": "×"},
+        hovertemplate=w["theory_plane_hover"],
+        name=w["theory_best_over_gamma"],
         showlegend=False,
     )
     fig.add_scatter(
@@ -304,7 +311,7 @@ def _plane_map(fig: go.Figure, c_max: float, gamma_max: int, steps: int, v: floa
         y=[0, c_max],
         mode="lines",
         line={"color": STATUS_COLORS["rejected"], "width": 3, "dash": "dash"},
-        name="α = c: above it no γ gives a speedup (Cor 3.9)",
+        name=w["theory_alpha_c_line"],
         hoverinfo="skip",
     )
     fig.add_scatter(
@@ -312,9 +319,10 @@ def _plane_map(fig: go.Figure, c_max: float, gamma_max: int, steps: int, v: floa
         y=[r.c for r in TABLE_4],
         mode="markers",
         marker={"color": PREDICTION_COLOR, "size": 7, "symbol": "x-thin", "line": {"width": 1.5}},
-        name="the paper's Table 4 (T5 pairs)",
-        text=[f"{r.task} {r.draft} T={r.temperature:g}" for r in TABLE_4],
-        hovertemplate="%{text}: α %{x:.2f}, c %{y:.2f}<extra></extra>",
+        name=w["theory_table4_points"],
+        # The paper's task and model names stay as it writes them (T5-small), the task said in words.
+        customdata=[w[f"theory_task_{r.task}"].format(draft=r.draft, t=f"{r.temperature:g}") for r in TABLE_4],
+        hovertemplate=w["theory_table4_hover"],
     )
 
 
@@ -340,10 +348,13 @@ def table4_rows() -> list[dict[str, Any]]:
     return rows
 
 
-def draft_training_figure(history: Sequence[dict[str, Any]], c: float, gamma_max: int = GAMMA_MAX) -> go.Figure:
+def draft_training_figure(
+    history: Sequence[dict[str, Any]], c: float, gamma_max: int = GAMMA_MAX, lang: str = "en"
+) -> go.Figure:
     """α of the draft along its training (left axis) and the best speedup Thm 3.8 predicts from it
-    at cost ratio c (right axis). history: [{"step", "alpha", "greedy_agreement"?,
+    at cost ratio c (right axis), its words in `lang`. history: [{"step", "alpha", "greedy_agreement"?,
     "alpha_bench_prompts"?}, ...]."""
+    w = words(lang)
     steps = [h["step"] for h in history]
     alphas = [h["alpha"] for h in history]
     fig = house_figure()
@@ -352,10 +363,10 @@ def draft_training_figure(history: Sequence[dict[str, Any]], c: float, gamma_max
         y=alphas,
         mode="lines+markers",
         line={"color": THEORY_COLOR, "width": 3},
-        name="α at temperature 1 (held-out text)",
-        hovertemplate="step %{x}: α %{y:.3f}<extra></extra>",
+        name=w["theory_training_alpha"],
+        hovertemplate=w["theory_training_alpha_hover"],
     )
-    _optional_measures(fig, history, steps)
+    _optional_measures(fig, history, steps, w)
     speedups = [walltime_improvement(a, best_gamma(a, c, gamma_max), c) for a in alphas]
     best_gs = [best_gamma(a, c, gamma_max) for a in alphas]
     fig.add_scatter(
@@ -365,16 +376,16 @@ def draft_training_figure(history: Sequence[dict[str, Any]], c: float, gamma_max
         mode="lines+markers",
         line={"color": BEST_COLOR, "width": 3},
         marker={"symbol": "star", "size": 9},
-        name=f"predicted best speedup at T=1, c = {c:.2f} (right axis)",
+        name=w["theory_training_speedup"].format(c=c),
         customdata=best_gs,
-        hovertemplate="step %{x}: %{y:.2f}× at best γ %{customdata}<extra></extra>",
+        hovertemplate=w["theory_training_speedup_hover"],
     )
     fig.update_layout(
-        title=titled("The shipped draft along its training: α and the speedup it predicts"),
-        xaxis_title="training step (optimiser updates)",
-        yaxis={"title": {"text": glossary.ALPHA.label}, "range": [0, 1]},
+        title=titled(w["theory_training_title"]),
+        xaxis_title=w["theory_training_x"],
+        yaxis={"title": {"text": glossary.term("alpha", lang).label}, "range": [0, 1]},
         yaxis2={
-            "title": {"text": "predicted speedup (× target alone)"},
+            "title": {"text": w["theory_training_y2"]},
             "overlaying": "y",
             "side": "right",
             "rangemode": "tozero",
@@ -390,22 +401,14 @@ def draft_training_figure(history: Sequence[dict[str, Any]], c: float, gamma_max
 
 
 # The draft's other measures along its training, each drawn only when every point of the record
-# has it: key, dash, marker, legend, hover.
-OPTIONAL_MEASURES = (
-    ("greedy_agreement", "dot", "circle", "greedy agreement (α at temperature 0)", "greedy agreement %{y:.3f}"),
-    (
-        "alpha_bench_prompts",
-        "dash",
-        "diamond",
-        "α at temperature 1 on the benchmark's free-text prompts",
-        "α %{y:.3f} on the benchmark's prompts",
-    ),
-)
+# has it: key, dash, marker; its legend and hover are the charts words "theory_training_<key>"
+# and "theory_training_<key>_hover".
+OPTIONAL_MEASURES = (("greedy_agreement", "dot", "circle"), ("alpha_bench_prompts", "dash", "diamond"))
 
 
-def _optional_measures(fig: go.Figure, history: Sequence[dict[str, Any]], steps: list[Any]) -> None:
+def _optional_measures(fig: go.Figure, history: Sequence[dict[str, Any]], steps: list[Any], w: dict[str, str]) -> None:
     """A dotted or dashed line for each of OPTIONAL_MEASURES that every point of `history` recorded."""
-    for key, dash, symbol, name, hover in OPTIONAL_MEASURES:
+    for key, dash, symbol in OPTIONAL_MEASURES:
         values = [h.get(key) for h in history]
         if all(v is not None for v in values):
             fig.add_scatter(
@@ -414,17 +417,18 @@ def _optional_measures(fig: go.Figure, history: Sequence[dict[str, Any]], steps:
                 mode="lines+markers",
                 line={"color": THEORY_COLOR, "width": 2, "dash": dash},
                 marker={"symbol": symbol},
-                name=name,
-                hovertemplate=f"step %{{x}}: {hover}<extra></extra>",
+                name=w[f"theory_training_{key}"],
+                hovertemplate=w[f"theory_training_{key}_hover"],
             )
 
 
-def drafting_against_formula(trace: Trace) -> tuple[str, str] | None:
+def drafting_against_formula(trace: Trace, lang: str = "en") -> tuple[str, str] | None:
     """Whether `trace` drafted as the formula assumes, every iteration one chain of exactly γ drafts:
-    (kind, sentence), kind "paper" (the paper's algorithm: the assumption holds but for the first
-    iteration and the last ones near max new tokens, which the sentence counts), "most" (more than half
-    the iterations drafted fewer than γ, or a tree), "some" (fewer did); None: every iteration drafted
-    one chain of γ."""
+    (kind, sentence in `lang`), kind "paper" (the paper's algorithm: the assumption holds but for the
+    first iteration and the last ones near max new tokens, which the sentence counts), "most" (more
+    than half the iterations drafted fewer than γ, or a tree), "some" (fewer did); None: every
+    iteration drafted one chain of γ."""
+    w = words(lang)
     gamma = trace.config.get("gamma") or 0
     its = trace.iterations
     if not gamma or not its:
@@ -432,83 +436,102 @@ def drafting_against_formula(trace: Trace) -> tuple[str, str] | None:
     short = [it for it in its if len(it["drafts"]) < gamma]
     trees = [it for it in its if it.get("tree")]
     if trace.config.get("draft") == PAPER_DRAFT:
-        return "paper", _paper_sentence(its, short, gamma)
+        return "paper", _paper_sentence(its, short, gamma, lang)
     if not short and not trees:
         return None
     parts = []
     if short:
-        parts.append(run_summary(trace))
+        parts.append(run_summary(trace, lang))
     if trees:
-        parts.append(
-            f"In {len(trees)} of {plural(len(its), 'iteration')} it drafted a tree: several branches checked in one "
-            "target pass, one kept, where the formula knows one chain."
-        )
-    parts.append(
-        f"The formula assumes every iteration drafts one chain of exactly γ = {gamma}, so its prediction is for "
-        "drafting this run did not do."
-    )
+        parts.append(w["theory_trees"].format(trees=len(trees), iterations=iterations_word(len(its), lang)))
+    parts.append(w["theory_assumes_chain"].format(gamma=gamma))
     kind = "most" if 2 * len({it["index"] for it in short + trees}) > len(its) else "some"
-    return kind, " ".join(parts)
+    return kind, w["theory_sentence_sep"].join(parts)
 
 
-def _paper_sentence(its: list[dict[str, Any]], short: list[dict[str, Any]], gamma: int) -> str:
-    """The paper's algorithm, truthfully: which iterations drafted fewer than γ, and why."""
+def _paper_sentence(its: list[dict[str, Any]], short: list[dict[str, Any]], gamma: int, lang: str) -> str:
+    """The paper's algorithm, truthfully, in `lang`: which iterations drafted fewer than γ, and why."""
+    w = words(lang)
     first = [it for it in short if (it.get("drafting") or {}).get("stop") == "no_features"]
     room = [it for it in short if it not in first and not (it.get("drafting") or {}).get("stop")]
     other = [it for it in short if it not in first and it not in room]
-    text = (
-        f"This trace is the paper's Algorithm 1: the draft head drafted one chain of γ = {gamma}, no tree, no early "
-        f"stop, so the formula's assumption about drafting holds. {len(its) - len(short)} of "
-        f"{plural(len(its), 'iteration')} drafted all γ"
+    text = w["theory_paper_holds"].format(
+        gamma=gamma, full=len(its) - len(short), iterations=iterations_word(len(its), lang)
     )
     reasons = []
     if first:
-        reasons.append(
-            "the first drafted none (the head reads the target's features, which the target's first pass makes)"
-        )
+        reasons.append(w["theory_reason_first"])
     if room:
-        reasons.append(f"{plural(len(room), 'iteration')} near max new tokens had room for fewer")
+        reasons.append(w["theory_reason_room"].format(iterations=iterations_word(len(room), lang)))
     if other:
-        words = ", ".join(
-            sorted({STOP_WORDS.get((it.get("drafting") or {}).get("stop"), "an unrecorded reason") for it in other})
-        )
-        reasons.append(f"{plural(len(other), 'iteration')} stopped for another reason ({words})")
-    return text + ("; " + "; ".join(reasons) if reasons else "") + "."
+        named, unknown = stop_words(lang), w["theory_stop_unrecorded"]
+        stops = {named.get((it.get("drafting") or {}).get("stop"), unknown) for it in other}
+        said = w["theory_list_sep"].join(sorted(stops))
+        reasons.append(w["theory_reason_other"].format(iterations=iterations_word(len(other), lang), reasons=said))
+    if reasons:
+        text += w["theory_reasons_lead"] + w["theory_reasons_sep"].join(reasons)
+    return text + w["theory_end"]
 
 
-def measured_where(trace: Trace, here: bool) -> str:
-    """Where a trace's c and v were measured, in one sentence: on this machine (`here`: the app made the
-    run), else where the trace was recorded, as it records it (a shipped example's `recorded_with`,
-    else its device), which need not be this machine."""
+_RECORDED = re.compile(r"(?P<device>\S+), (?P<n>\d+) torch thread\(s\)")
+
+
+def measured_where(trace: Trace, here: bool, lang: str = "en") -> str:
+    """Where a trace's c and v were measured, in one sentence in `lang`: on this machine (`here`: the
+    app made the run), else where the trace was recorded, as it records it (a shipped example's
+    `recorded_with`, else its device), which need not be this machine."""
+    w = words(lang)
     example = (trace.extra.get("example") or {}).get("recorded_with")
-    device = trace.config.get("device") or "a device the trace does not name"
+    device = trace.config.get("device") or w["theory_unnamed_device"]
     if here:
-        return f"c and v were measured on this machine ({device}), where this run was made."
+        return w["theory_measured_here"].format(device=device)
     if example:
-        return (
-            f"c and v were measured where this example was recorded ({example}), not on this machine: "
-            "a run made here measures its own."
-        )
-    return f"c and v were measured where this trace was recorded ({device}), not necessarily on this machine."
+        if found := _RECORDED.fullmatch(example):  # as the example files write it
+            example = w["theory_recorded_with"].format(**found.groupdict())
+        return w["theory_measured_example"].format(example=example)
+    return w["theory_measured_elsewhere"].format(device=device)
 
 
-def sliders_against_run(m: dict[str, Any] | None, alpha: float, gamma: int, c: float, v: float) -> str | None:
+def sliders_against_run(
+    m: dict[str, Any] | None, alpha: float, gamma: int, c: float, v: float, lang: str = "en"
+) -> str | None:
     """The sliders' values that are not the run's on show (m: theory.measured_point), as shown, in one
-    sentence: the sliders start from their own defaults, so their γ = 7 must not read as the run's γ.
-    None when there is no run or every slider shows the run's value."""
+    sentence in `lang`: the sliders start from their own defaults, so their γ = 7 must not read as the
+    run's γ. None when there is no run or every slider shows the run's value."""
     if m is None:
         return None
+    w = words(lang)
     pairs = [("γ", gamma, m.get("gamma"), "{}"), ("α", alpha, m.get("alpha"), "{:.2f}")]
     pairs += [("c", c, m.get("c"), "{:.2f}"), ("v", v, m.get("v"), "{:.2f}")]
     differ = [
-        f"{name} = {fmt.format(mine)} (the run's {fmt.format(run)})"
+        w["theory_slider_differs"].format(name=name, mine=fmt.format(mine), run=fmt.format(run))
         for name, mine, run, fmt in pairs
         if run is not None and fmt.format(mine) != fmt.format(run)
     ]
     if not differ:
         return None
-    return (
-        f"The sliders hold their own values, not the run's on show: {', '.join(differ)}. The numbers and curves "
-        "under them are for the sliders; the run's own prediction is under “Current trace”, and “Use the current "
-        "trace's α, γ, c, v” sets the sliders to it."
-    )
+    return w["theory_sliders_not_run"].format(differ=w["theory_list_sep"].join(differ))
+
+
+def explanation_rows(explained: Explanation, lang: str = "en") -> list[tuple[str, float, float]]:
+    """Explanation.rows with each row's name in `lang`: (what, the formula's value, the run's value)."""
+    w = words(lang)
+    return [(w[f"theory_row_{key}"], f, r) for key, (_, f, r) in zip(ROW_KEYS, explained.rows, strict=True)]
+
+
+def explanation_sentence(explained: Explanation, lang: str = "en") -> str:
+    """Explanation.sentence() in `lang`: whether the prediction with the measured v lies in the
+    measured range, and if not, the rows where the run parts from the formula (the causes)."""
+    w, e = words(lang), explained
+    if e.within:
+        return w["theory_within"].format(predicted=e.predicted, low=e.low, high=e.high, pairs=e.pairs)
+    if e.pairs < 2:
+        where = w["theory_beside_one"].format(measured=e.measured)
+    else:
+        side = w["theory_above" if e.predicted > e.high else "theory_below"]
+        where = w["theory_outside"].format(side=side, low=e.low, high=e.high, pairs=e.pairs)
+    causes = [
+        w["theory_cause"].format(what=what, run=r, formula=f) for what, f, r in explanation_rows(e, lang) if parts(f, r)
+    ]
+    why = w["theory_causes_sep"].join(causes) if causes else w["theory_noise"]
+    return w["theory_parts"].format(predicted=e.predicted, where=where, why=why)
