@@ -14,11 +14,10 @@ from specviz.engine import models
 from specviz.labs import theory
 from specviz.teaching import glossary
 from specviz.teaching.charts import theory as theory_charts
-from specviz_app import keys, params, session
+from specviz_app import keys, language, params, session
 from specviz_app.params import Settings
 
 SLIDERS = {"alpha": keys.THEORY_ALPHA, "c": keys.THEORY_C, "v": keys.THEORY_V}
-PAPER_BUTTON = "Run the paper's algorithm on these settings"
 
 
 def _ranges(m: dict | None) -> dict[str, tuple[float, float]]:
@@ -76,27 +75,20 @@ def sliders(m: dict | None) -> tuple[float, int, float, float]:
     for name, (low, high) in ranges.items():
         # A value set from an earlier trace may lie outside this trace's range: a slider refuses it.
         st.session_state[SLIDERS[name]] = min(max(st.session_state[SLIDERS[name]], low), high)
+    w, lang = language.words("theory"), language.current()
     cols = st.columns([1, 1, 1, 1, 1.5], vertical_alignment="bottom")  # the button's label in full at 1280 px
     alpha = cols[0].slider(
-        glossary.ALPHA.label, *ranges["alpha"], step=0.01, key=keys.THEORY_ALPHA,
-        help="the mean of β = Σ min(p, q): how likely a draft is to pass",
-    )  # fmt: skip
-    gamma = cols[1].slider(
-        "γ (draft tokens per iteration)", 1, GAMMA_MAX, key=keys.THEORY_GAMMA,
-        help="more drafts: more to win and to waste",
-    )  # fmt: skip
-    c = cols[2].slider("c (draft cost)", *ranges["c"], step=0.01, key=keys.THEORY_C, help=glossary.C.definition)
+        glossary.term("alpha", lang).label, *ranges["alpha"], step=0.01, key=keys.THEORY_ALPHA, help=w["alpha_help"]
+    )
+    gamma = cols[1].slider(w["gamma"], 1, GAMMA_MAX, key=keys.THEORY_GAMMA, help=w["gamma_help"])
+    c_help = glossary.term("c", lang).definition
+    c = cols[2].slider(w["c"], *ranges["c"], step=0.01, key=keys.THEORY_C, help=c_help)
     v = cols[3].slider(
-        "v (verify cost)", *ranges["v"], step=0.01, key=keys.THEORY_V,
-        help=f"{glossary.VERIFY_COST.definition}; below 1 when a pass costs less than a target-alone step",
+        w["v"], *ranges["v"], step=0.01, key=keys.THEORY_V,
+        help=w["v_help"].format(definition=glossary.term("verify_cost", lang).definition),
     )  # fmt: skip
     cols[4].button(
-        "Use the current trace's α, γ, c, v",
-        on_click=_use_measured,
-        args=(m,),
-        disabled=not usable(m),
-        help="set the sliders to what the trace on show measured (c and v need its target-alone run)",
-        width="stretch",
+        w["use"], on_click=_use_measured, args=(m,), disabled=not usable(m), help=w["use_help"], width="stretch"
     )
     return (_exact(keys.THEORY_ALPHA, alpha), gamma, _exact(keys.THEORY_C, c), _exact(keys.THEORY_V, v))
 
@@ -125,7 +117,8 @@ def _run_paper(settings: Settings) -> None:
 def drafting_note(loaded: session.Loaded | None) -> None:
     """Beside the button that copies the trace's α, γ, c and v: whether the trace drafted as the formula
     assumes (one chain of exactly γ), and, where it did not, the paper's algorithm one click away."""
-    said = None if loaded is None else theory_charts.drafting_against_formula(loaded.trace)
+    lang, w = language.current(), language.words("theory")
+    said = None if loaded is None else theory_charts.drafting_against_formula(loaded.trace, lang)
     if said is None:
         return
     kind, sentence = said
@@ -137,11 +130,12 @@ def drafting_note(loaded: session.Loaded | None) -> None:
     if paper is not None:  # under the note, its label in full (a column beside it cut it at 1280 px)
         settings, swapped = paper
         st.button(
-            PAPER_BUTTON,
+            w["paper_button"],
             on_click=_run_paper,
             args=(settings,),
-            help=f"{glossary.ALGORITHM_PAPER.definition}. Decodes this trace's prompt and settings"
-            + (" with the draft head in place of its draft" if swapped else "")
-            + ", then the target alone for c and v",
+            help=w["paper_help"].format(
+                definition=glossary.term("algorithm_paper", lang).definition,
+                swapped=w["paper_swapped"] if swapped else "",
+            ),
             icon=":material/play_arrow:",
         )

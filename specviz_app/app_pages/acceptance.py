@@ -6,67 +6,75 @@ from specviz.labs import theory
 from specviz.teaching import charts, glossary
 from specviz.teaching.charts.acceptance import counted_iterations, predicted_mean_length
 from specviz.teaching.charts.drafting import iteration_counts, run_summary, tree_effect
-from specviz_app import keys, render
+from specviz_app import keys, language, render
 
 
 def acceptance() -> None:
     loaded = render.open_trace_page("acceptance")
     if loaded is None:
         return
-    trace = loaded.trace
+    trace, lang, w = loaded.trace, language.current(), language.words("acceptance")
     if trace.mode != "speculative":
-        st.info("This is a target-only trace: it has no drafts to accept. Open a speculative trace.")
+        st.info(w["target_only"])
         return
-    if (summary := run_summary(trace)) is not None:
+    if (summary := run_summary(trace, lang)) is not None:
         st.info(summary, icon=":material/content_cut:")
     left, right = st.columns(2)
-    left.plotly_chart(charts.acceptance_by_position_figure(trace), key=keys.ACCEPTANCE_BY_POSITION_CHART)
-    right.plotly_chart(charts.accept_length_figure(trace), key=keys.ACCEPTANCE_LENGTHS_CHART)
-    st.plotly_chart(charts.beta_along_text_figure(trace), key=keys.ACCEPTANCE_BETA_CHART)
-    _captions(trace)
+    left.plotly_chart(charts.acceptance_by_position_figure(trace, lang), key=keys.ACCEPTANCE_BY_POSITION_CHART)
+    right.plotly_chart(charts.accept_length_figure(trace, lang), key=keys.ACCEPTANCE_LENGTHS_CHART)
+    st.plotly_chart(charts.beta_along_text_figure(trace, lang), key=keys.ACCEPTANCE_BETA_CHART)
+    _captions(trace, lang, w)
+    _tables(trace, lang, w)
+    _means(trace, lang, w)
+
+
+def _tables(trace, lang: str, w: dict[str, str]) -> None:
+    """The charts' numbers as tables: their columns keep the library's English names, shown in `lang`."""
     left, right = st.columns(2)
-    left.markdown("**By draft position**")
-    fraction = st.column_config.NumberColumn(format="%.3f")
-    at_k = glossary.ACCEPTANCE_AT_POSITION
+    left.markdown(w["by_position"])
+    number = st.column_config.NumberColumn
+    at_k, beta = glossary.term("acceptance_at_position", lang), glossary.term("beta", lang)
     # Short headers, the full names on hover: in half the page at 1400 px the long ones cut "mean β" off.
     left.dataframe(
         charts.position_table(trace),
         hide_index=True,
         column_config={
-            "draft position": st.column_config.NumberColumn("k", help="draft position k = 1..γ"),
-            at_k.label: st.column_config.NumberColumn(
-                "acceptance at k", help=f"{at_k.label}: {at_k.definition}", format="%.3f"
+            "draft position": number(w["col_k"], help=w["col_k_help"]),
+            "reached": number(w["col_reached"]),
+            "accepted": number(w["col_accepted"]),
+            glossary.ACCEPTANCE_AT_POSITION.label: number(
+                w["col_at_k"], help=f"{at_k.label}: {at_k.definition}", format="%.3f"
             ),
-            "mean β": st.column_config.NumberColumn(
-                "mean β", help=f"mean over the iterations that reached k of {glossary.BETA.definition}", format="%.3f"
+            "mean β": number(
+                w["col_mean_beta"], help=w["col_mean_beta_help"].format(definition=beta.definition), format="%.3f"
             ),
         },
     )
-    right.markdown("**Tokens per iteration**")
+    right.markdown(w["tokens_heading"])
     right.dataframe(
         charts.length_table(trace),
         hide_index=True,
-        column_config={"measured fraction": fraction, "predicted fraction": fraction},
+        column_config={
+            "tokens per iteration": number(w["col_tokens"]),
+            "iterations": number(w["col_iterations"]),
+            "measured fraction": number(w["col_measured"], format="%.3f"),
+            "predicted fraction": number(w["col_predicted"], format="%.3f"),
+        },
     )
-    _means(trace)
 
 
-def _captions(trace) -> None:
+def _captions(trace, lang: str, w: dict[str, str]) -> None:
     """What the charts rest on (which iterations each counts), and where the engine's draft tree parts
     them from the prediction."""
-    if (counts := iteration_counts(trace)) is not None:
+    if (counts := iteration_counts(trace, lang)) is not None:
         st.caption(":material/functions: " + counts)
-    if (effect := tree_effect(trace)) is not None:
+    if (effect := tree_effect(trace, lang)) is not None:
         st.caption(effect)
-    st.caption(
-        "Later positions are reached less often (only when the iteration drafted that far and every earlier "
-        "draft passed), so their bars rest on fewer iterations. The histogram counts every iteration that "
-        f"drafted, each against the prediction for the drafts it actually made. "
-        f"{glossary.HISTOGRAM_PREDICTION.label}: {glossary.HISTOGRAM_PREDICTION.definition}."
-    )
+    prediction = glossary.term("histogram_prediction", lang)
+    st.caption(w["later_positions"].format(label=prediction.label, definition=prediction.definition))
 
 
-def _means(trace) -> None:
+def _means(trace, lang: str, w: dict[str, str]) -> None:
     """The predicted mean tokens per iteration beside the measured one, over the same iterations, and
     the paper's formula at γ: they part when iterations drafted fewer than γ."""
     alpha, gamma = trace.summary.get("alpha"), trace.config.get("gamma") or 0
@@ -74,23 +82,20 @@ def _means(trace) -> None:
     if alpha is None or not gamma or not its:
         return
     made = [len(it["drafts"]) for it in its]
-    measured = sum(it["accepted_count"] + 1 for it in its) / len(its)
-    paper = theory.expected_tokens_per_iteration(alpha, gamma)
-    text = (
-        f"Over the {len(its)} whole iterations that drafted (they drafted {sum(made) / len(made):.2f} of γ = {gamma} "
-        f"on average): predicted mean tokens per iteration **{predicted_mean_length(alpha, made):.2f}**, "
-        f"measured **{measured:.2f}**. The paper's (1 − α^(γ+1)) / (1 − α) assumes γ drafts every time: "
-        f"**{paper:.2f}** at α = {alpha:.2f}."
-    )
+    text = w["means"].format(
+        n=len(its), made=sum(made) / len(made), gamma=gamma, predicted=predicted_mean_length(alpha, made),
+        measured=sum(it["accepted_count"] + 1 for it in its) / len(its),
+        paper=theory.expected_tokens_per_iteration(alpha, gamma), alpha=alpha,
+    )  # fmt: skip
     s = trace.summary
     if len(its) != s["iterations"]:  # the headline's and Theory's tokens per iteration count them all
-        text += (
-            f" The headline's {glossary.MEAN_ACCEPTED_LENGTH.label.lower()}, {s['mean_accepted_length']:.2f}, "
-            f"is over all {s['iterations']} iterations ({s['new_tokens']} tokens ÷ {s['iterations']}), the ones "
-            "without a draft or without a correction included."
-        )
+        text += w["means_headline"].format(
+            label=glossary.term("mean_accepted_length", lang).label.lower(), mean=s["mean_accepted_length"],
+            iterations=s["iterations"], tokens=s["new_tokens"],
+        )  # fmt: skip
     if min(made) < gamma:
-        text += f" {glossary.DRAFTS_MADE.label}: {glossary.DRAFTS_MADE.definition}."
+        drafts = glossary.term("drafts_made", lang)
+        text += w["means_drafts"].format(label=drafts.label, definition=drafts.definition)
     st.markdown(text)
 
 

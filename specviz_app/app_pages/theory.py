@@ -9,164 +9,148 @@ from specviz.config import GAMMA_MAX
 from specviz.labs import theory
 from specviz.teaching import glossary
 from specviz.teaching.charts import theory as theory_charts
-from specviz_app import keys, session, theory_controls
+from specviz_app import keys, language, opening, session, theory_controls
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _plane(alpha: float, c: float, v: float, measured_alpha: float | None, measured_c: float | None):
+def _plane(alpha: float, c: float, v: float, measured_alpha: float | None, measured_c: float | None, lang: str):
     measured = None if measured_alpha is None or measured_c is None else {"alpha": measured_alpha, "c": measured_c}
-    return theory_charts.alpha_c_plane_figure(alpha, c, measured=measured, gamma_max=GAMMA_MAX, v=v)
+    return theory_charts.alpha_c_plane_figure(alpha, c, measured=measured, gamma_max=GAMMA_MAX, v=v, lang=lang)
 
 
-def _metrics(alpha: float, gamma: int, c: float, v: float) -> None:
+def _metrics(alpha: float, gamma: int, c: float, v: float, w: dict[str, str]) -> None:
     best = theory.best_gamma(alpha, c, GAMMA_MAX, v)
     cols = st.columns([1, 1.3, 0.6, 1])  # equal columns cut "Expected walltime improv…" at 1280 px
-    cols[0].metric(
-        "Expected tokens per iteration",
-        f"{theory.expected_tokens_per_iteration(alpha, gamma):.2f}",
-        help="τ = (1 − α^(γ+1)) / (1 − α), Eq. 1",
-    )
+    cols[0].metric(w["m_tokens"], f"{theory.expected_tokens_per_iteration(alpha, gamma):.2f}", help=w["m_tokens_help"])
     cols[1].metric(
-        "Expected walltime improvement",
+        w["m_walltime"],
         f"{theory.walltime_improvement(alpha, gamma, c, v):.2f}×",
-        delta=f"paper's v = 1: {theory.walltime_improvement(alpha, gamma, c):.2f}×",
+        delta=w["m_walltime_delta"].format(speedup=theory.walltime_improvement(alpha, gamma, c)),
         delta_color="off",
         delta_arrow="off",
-        help="τ / (γc + v) at your γ: an iteration costs γ draft steps and one verification pass of v target steps, "
-        "and the target alone pays one step per token. Thm 3.8 of the paper is v = 1",
+        help=w["m_walltime_help"],
     )
     cols[2].metric(
-        "Best γ",
+        w["m_best"],
         f"{best}",
-        help=f"gives {theory.walltime_improvement(alpha, best, c, v):.2f}× (γ from 1 to {GAMMA_MAX})",
+        help=w["m_best_help"].format(speedup=theory.walltime_improvement(alpha, best, c, v), gamma_max=GAMMA_MAX),
     )
-    cols[3].metric(
-        "Arithmetic operations",
-        f"{theory.operations_factor(alpha, gamma):.2f}×",
-        help="total target work vs the target alone (Thm 3.11, c_hat = 0): speed is bought with extra compute",
-    )
+    cols[3].metric(w["m_ops"], f"{theory.operations_factor(alpha, gamma):.2f}×", help=w["m_ops_help"])
 
 
-def _verdict(alpha: float, c: float, v: float, run: theory.Explanation | None) -> None:
+def _verdict(alpha: float, c: float, v: float, run: theory.Explanation | None, lang: str, w: dict[str, str]) -> None:
     """Whether some γ pays at the sliders' values. When the sliders hold the trace's own values
     (`run`), the verdict never contradicts what that run measured."""
     best = theory.best_gamma(alpha, c, GAMMA_MAX, v)
     pays = theory.speedup_possible(alpha, c, v, GAMMA_MAX)
     if run is not None and pays != (run.measured >= 1):
-        said = f"γ = {best} would pay ({theory.walltime_improvement(alpha, best, c, v):.2f}×)" if pays else "no γ pays"
-        result = "a loss" if run.measured < 1 else "a gain"
+        speedup = theory.walltime_improvement(alpha, best, c, v)
+        said = w["would_pay"].format(gamma=best, speedup=speedup) if pays else w["no_gamma_pays"]
         st.warning(
-            f"At these values the formula says {said}, but this run measured {result}: {run.measured:.2f}× "
-            f"({run.low:.2f}–{run.high:.2f} over {run.pairs} pairs). {run.sentence()}",
+            w["contradicts"].format(
+                said=said, result=w["a_loss" if run.measured < 1 else "a_gain"], measured=run.measured,
+                low=run.low, high=run.high, pairs=run.pairs, sentence=theory_charts.explanation_sentence(run, lang),
+            ),
             icon=":material/hourglass_bottom:",
-        )
+        )  # fmt: skip
     elif pays:
-        rule = f"α = {alpha:.2f} > c = {c:.2f} (Cor 3.9)" if v == 1.0 else f"At v = {v:.2f}"
-        st.success(f"{rule}: some γ gives a speedup. The best is γ = {best}.")
+        rule = w["rule_cor"].format(alpha=alpha, c=c) if v == 1.0 else w["rule_v"].format(v=v)
+        st.success(w["pays"].format(rule=rule, gamma=best))
     else:
-        st.error(
-            f"At α = {alpha:.2f}, c = {c:.2f} and v = {v:.2f} no γ gives a speedup: drafting and verifying cost "
-            "more than they save; a better draft (higher α), a cheaper one (lower c) or a cheaper pass is needed."
-        )
+        st.error(w["no_pay"].format(alpha=alpha, c=c, v=v))
 
 
-def _measured_section(m: dict | None) -> theory.Explanation | None:
+def _measured_section(m: dict | None, lang: str, w: dict[str, str]) -> theory.Explanation | None:
     """The current trace's numbers, its prediction against its measurement, and what parts them."""
     if m is None:
-        st.info(
-            "No speculative trace on show: run one (sidebar ▶ Run) or open an example on **Traces** to see a point."
-        )
+        st.info(w["no_trace"])
         return None
     if not theory_controls.usable(m):
-        st.info(
-            "The trace on show has no measured α, c or v (nothing was drafted, or no target-alone run was recorded "
-            "to measure c and v against), so there is no point to draw."
-        )
+        st.info(w["not_usable"])
         return None
+    here = m["source"].startswith(("run here", "stored run"))
     st.caption(
-        f"Current trace ({m['source']}): α = {m['alpha']:.3f}, c = {m['c']:.3f}, v = {m['v']:.2f}, γ = {m['gamma']}, "
-        f"{m['tokens']:.2f} tokens per iteration (the headline's, over all its iterations). "
-        f"{glossary.C.label}: {glossary.C.definition}. "
-        f"{glossary.VERIFY_COST.label}: {glossary.VERIFY_COST.definition}. "
-        + theory_charts.measured_where(session.current().trace, m["source"].startswith(("run here", "stored run")))
+        w["current"].format(**{**m, "source": opening.source_words(m["source"], lang)})
+        + "".join(w["term"].format(**vars(glossary.term(name, lang))) for name in ("c", "verify_cost"))
+        + theory_charts.measured_where(session.current().trace, here, lang)
     )
     explained = theory.explain_measurement(m)
     if explained is None:
         return None
     cols = st.columns([1.3, 1.3, 1, 1.6])  # [1, 1, 1, 2] cut both predictions' labels at 1280 px
-    cols[0].metric("Paper's prediction (v = 1)", f"{explained.paper:.2f}×")
-    cols[1].metric("Prediction with measured v", f"{explained.predicted:.2f}×")
+    cols[0].metric(w["m_paper"], f"{explained.paper:.2f}×")
+    cols[1].metric(w["m_predicted"], f"{explained.predicted:.2f}×")
     cols[2].metric(
-        "Measured", f"{explained.measured:.2f}×", f"{explained.low:.2f}–{explained.high:.2f}, {explained.pairs} pairs",
+        w["m_measured"], f"{explained.measured:.2f}×",
+        w["m_measured_delta"].format(low=explained.low, high=explained.high, pairs=explained.pairs),
         delta_color="off", delta_arrow="off",
     )  # fmt: skip
-    cols[3].markdown(explained.sentence())
-    with st.expander("What the formula assumes and what the run did"):
+    cols[3].markdown(theory_charts.explanation_sentence(explained, lang))
+    with st.expander(w["assumes"]):
         st.dataframe(
-            [{"": what, "formula": round(f, 2), "this run": round(r, 2)} for what, f, r in explained.rows],
+            [
+                {"": what, "formula": round(f, 2), "this run": round(r, 2)}
+                for what, f, r in theory_charts.explanation_rows(explained, lang)
+            ],
             hide_index=True,
+            column_config={"formula": w["col_formula"], "this run": w["col_run"]},
         )
     return explained
 
 
-def _charts(alpha: float, gamma: int, c: float, v: float, point: dict | None) -> None:
+def _charts(alpha: float, gamma: int, c: float, v: float, point: dict | None, lang: str, w: dict[str, str]) -> None:
     left, right = st.columns(2)
     left.plotly_chart(
-        theory_charts.tokens_per_iteration_curve_figure(alpha, gamma, GAMMA_MAX, measured=point),
+        theory_charts.tokens_per_iteration_curve_figure(alpha, gamma, GAMMA_MAX, measured=point, lang=lang),
         key=keys.THEORY_TOKENS_CHART,
     )
     right.plotly_chart(
-        theory_charts.walltime_curve_figure(alpha, c, gamma, GAMMA_MAX, measured=point, v=v),
+        theory_charts.walltime_curve_figure(alpha, c, gamma, GAMMA_MAX, measured=point, v=v, lang=lang),
         key=keys.THEORY_WALLTIME_CHART,
     )
-    st.plotly_chart(
-        _plane(alpha, c, v, *((point["alpha"], point["c"]) if point else (None, None))), key=keys.THEORY_PLANE_CHART
-    )
-    st.caption(
-        f"Each point of the plane shows the best speedup over γ = 1..{GAMMA_MAX} at your v (white: 1×, no gain; red: "
-        "slower; green: faster, deepest at 4× or more). At v = 1, above the dashed line α = c drafting never pays."
-    )
+    measured = (point["alpha"], point["c"]) if point else (None, None)
+    st.plotly_chart(_plane(alpha, c, v, *measured, lang), key=keys.THEORY_PLANE_CHART)
+    st.caption(w["plane_caption"].format(gamma_max=GAMMA_MAX))
 
 
-def _table4() -> None:
-    st.subheader("Check: the paper's Table 4, recomputed")
-    st.caption(
-        "T5-XXL target with three T5 drafts on one TPU-v4 (Leviathan et al., Appendix A.3). 'Paper expected' is "
-        "Thm 3.8 as the paper printed it (one decimal); 'our formula' is specviz.labs.theory at the same α, γ, c. "
-        "'Paper measured' is the speedup they observed."
-    )
+TABLE4_COLUMNS = {  # table4_rows' keys -> the words of their headers
+    "task": "col_task", "draft": "col_draft", "temperature": "col_temperature", "paper expected (×)": "col_expected",
+    "paper measured (×)": "col_empirical", "our formula (×)": "col_ours", "formula − paper expected": "col_diff",
+}  # fmt: skip
+
+
+def _table4(w: dict[str, str]) -> None:
+    st.subheader(w["table4_title"])
+    st.caption(w["table4_caption"])
     rows = theory_charts.table4_rows()
+    columns = {key: w[said] for key, said in TABLE4_COLUMNS.items()}
     st.dataframe(
         rows,
         hide_index=True,
         height=35 * (len(rows) + 1) + 3,
-        column_config={"our formula (×)": st.column_config.NumberColumn(format="%.2f")},
+        column_config={**columns, "our formula (×)": st.column_config.NumberColumn(w["col_ours"], format="%.2f")},
     )
     worst = max(abs(r["formula − paper expected"]) for r in rows)
     if worst <= 0.1:
-        st.success(f"All {len(rows)} rows agree with the paper's expected column within {worst:.2f}.")
+        st.success(w["table4_ok"].format(n=len(rows), worst=worst))
     else:
-        st.error(f"A row differs from the paper's expected column by {worst:.2f}: the formula has a bug.")
+        st.error(w["table4_bad"].format(worst=worst))
 
 
 def theory_page() -> None:
-    st.title("Theory")
-    st.caption(
-        "Leviathan et al. (2023) predict the speed of speculative decoding from α, how often a draft passes on "
-        "average; γ, drafts per iteration; and c, what one draft step costs in target steps. They assume checking "
-        "γ + 1 tokens costs one target step; v says what it really costs here. The pink diamond is what the "
-        "current trace's own numbers predict, the cross what it measured."
-    )
+    lang, w = language.current(), language.words("theory")
+    st.title(w["title"])
+    st.caption(w["intro"])
     m = theory_controls.measured()
     alpha, gamma, c, v = theory_controls.sliders(m)
-    if words := theory_charts.sliders_against_run(m, alpha, gamma, c, v):
-        st.caption(":material/tune: " + words)
+    if said := theory_charts.sliders_against_run(m, alpha, gamma, c, v, lang):
+        st.caption(":material/tune: " + said)
     theory_controls.drafting_note(session.current())
-    _metrics(alpha, gamma, c, v)
-    explained = _measured_section(m)
-    _verdict(alpha, c, v, explained if theory_controls.on_trace(m, alpha, gamma, c, v) else None)
-    _charts(alpha, gamma, c, v, m if theory_controls.usable(m) else None)
-    _table4()
+    _metrics(alpha, gamma, c, v, w)
+    explained = _measured_section(m, lang, w)
+    _verdict(alpha, c, v, explained if theory_controls.on_trace(m, alpha, gamma, c, v) else None, lang, w)
+    _charts(alpha, gamma, c, v, m if theory_controls.usable(m) else None, lang, w)
+    _table4(w)
 
 
 theory_page()
