@@ -142,7 +142,7 @@ def _training_tab() -> None:
             st.error(w["record_failed"].format(error=exc))
             continue
         history = data["history"]
-        figure = theory_charts.draft_training_figure(history, c)
+        figure = theory_charts.draft_training_figure(history, c, lang=language.current())
         st.plotly_chart(figure, key=f"{keys.DRAFT_QUALITY_PREFIX}{path.stem}")
         if all(p.get("alpha_bench_prompts") is not None for p in history):
             st.caption(w["dashed_line"])
