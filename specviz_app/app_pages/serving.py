@@ -2,43 +2,43 @@
 batched verification the classroom's sessions share: total tokens/s, per-request latency and a
 pass's cost per row, where speculation's gain shrinks, and what a GPU changes. Opens on the shipped
 recording; a live run re-measures on this machine (stoppable); JSON/CSV out and back in. The
-measuring is specviz.labs.serving, the figures and sentences specviz.teaching.charts.serving."""
+measuring is specviz.labs.serving, the figures and sentences specviz.teaching.charts.serving; the
+words are the catalogue's section "serving" in the language on show."""
 
 import streamlit as st
 
 from specviz.labs import serving
 from specviz.teaching.charts import serving as serving_charts
-from specviz_app import keys, loading, params, render, session
+from specviz_app import keys, language, loading, params, render, session
 
-RECORDED = "the recording shipped with specviz"
-HERE = "measured here, on this machine"
-SAVED = render.SavedResults(
-    "Serving", serving.read, keys.SERVING_FILES, (keys.SERVING_RESULT, keys.SERVING_SOURCE),
-    "JSON keeps the settings and the machine; CSV is one row per batch size and mode.",
-)  # fmt: skip
+# Where the result on show came from (keys.SERVING_SOURCE): the recording, a run here, or render's "file: <name>".
+RECORDED, HERE, FILE = "recorded", "here", "file: "
+# The table's columns (serving_table's keys, B's own header aside) -> their words: "<word>" a short
+# header, "<word>_help" its help.
+COLUMNS = {
+    "alone tok/s": "col_alone_tps", "spec tok/s": "col_spec_tps", "gain ×": "col_gain",
+    "alone latency s": "col_alone_latency", "spec latency s": "col_spec_latency", "alone ms/row": "col_alone_ms",
+    "spec ms/row": "col_spec_ms", "alone rows/pass": "col_alone_rows", "spec rows/pass": "col_spec_rows",
+}  # fmt: skip
 
 
-def _number(label: str, help: str) -> st.column_config.NumberColumn:
-    return st.column_config.NumberColumn(label, help=help, format="%.2f", width="small")
+def _saved(w: dict[str, str]) -> render.SavedResults:
+    return render.SavedResults(
+        w["saved_what"], serving.read, keys.SERVING_FILES, (keys.SERVING_RESULT, keys.SERVING_SOURCE),
+        w["saved_formats"],
+    )  # fmt: skip
 
 
-# The table's columns under short headers (explained in the caption under it, in full on hover): eleven
-# columns fit the main area at 1280 × 720 with the sidebar open only at about 75 px each.
-TABLE_COLUMNS = {
-    "B": st.column_config.NumberColumn("B", help="requests decoding at once", width=40),
-    "alone tok/s": _number("tok/s T", "tokens per second of all B requests, the target alone"),
-    "spec tok/s": _number("tok/s S", "tokens per second of all B requests, speculative decoding"),
-    "gain ×": _number("gain ×", "speculative tokens/s over the target alone's"),
-    "alone latency s": _number("s/req T", "the median request's seconds to its last token, the target alone"),
-    "spec latency s": _number("s/req S", "the median request's seconds to its last token, speculative decoding"),
-    "alone ms/row": _number("ms/row T", "a target pass's milliseconds per token row, the target alone"),
-    "spec ms/row": _number("ms/row S", "a target pass's milliseconds per token row, speculative decoding"),
-    "alone rows/pass": _number("rows T", "token rows per target pass (mean), the target alone"),
-    "spec rows/pass": _number("rows S", "token rows per target pass (mean), speculative decoding"),
-    "identical": st.column_config.TextColumn(
-        "identical", help="greedy requests whose speculative output equals the target alone's", width=80
-    ),
-}
+def table_columns(w: dict[str, str]) -> dict:
+    """The table's columns under short headers (explained in the caption under it, in full on hover):
+    eleven columns fit the main area at 1280 × 720 with the sidebar open only at about 75 px each."""
+    number = st.column_config.NumberColumn
+    columns = {
+        key: number(w[word], help=w[f"{word}_help"], format="%.2f", width="small") for key, word in COLUMNS.items()
+    }
+    columns["B"] = number("B", help=w["col_b_help"], width=40)
+    columns["identical"] = st.column_config.TextColumn(w["col_identical"], help=w["col_identical_help"], width=80)
+    return columns
 
 
 @st.cache_resource(max_entries=1, show_spinner=False)
@@ -51,10 +51,9 @@ def _press(measure: bool) -> None:
     st.session_state[keys.SERVING_RUNNING], st.session_state[keys.SERVING_STOP] = measure, not measure
 
 
-def _run(batches: list[int], max_new: int) -> None:
-    settings = st.session_state[keys.SETTINGS]
-    first = "Loading the offline target and warming up…"
-    with session.progress_box(keys.SERVING_ERROR, lambda: _press(False), keys.SERVING_STOP_BUTTON, first) as (
+def _run(batches: list[int], max_new: int, w: dict[str, str]) -> None:
+    settings, lang = st.session_state[keys.SETTINGS], language.current()
+    with session.progress_box(keys.SERVING_ERROR, lambda: _press(False), keys.SERVING_STOP_BUTTON, w["loading"]) as (
         bar,
         guard,
     ):
@@ -64,8 +63,9 @@ def _run(batches: list[int], max_new: int) -> None:
         def progress(done: int, total: int, partial: serving.ServingResult) -> None:
             # Kept even when a Stop click interrupts this script: the page then shows what was measured.
             st.session_state[keys.SERVING_RESULT], st.session_state[keys.SERVING_SOURCE] = partial, HERE
-            last = f"B {partial.cells[-1]['batch']}, {serving.MODE_LABELS[partial.cells[-1]['mode']]}"
-            bar.progress(done / total, text=f"{done} of {total} measured (last: {last})")
+            cell = partial.cells[-1]
+            last = w["last"].format(b=cell["batch"], mode=serving_charts.mode_label(cell["mode"], lang))
+            bar.progress(done / total, text=w["progress"].format(done=done, total=total, last=last))
 
         sidebar = {"gamma": settings.gamma, "temperature": float(settings.temperature), "seed": settings.seed}
         stop = lambda: bool(st.session_state.get(keys.SERVING_STOP))  # noqa: E731 (read at each measurement)
@@ -75,57 +75,49 @@ def _run(batches: list[int], max_new: int) -> None:
         st.session_state[keys.SERVING_RESULT], st.session_state[keys.SERVING_SOURCE] = result, HERE
 
 
-def _live() -> None:
-    with st.expander("Run on this machine", icon=":material/play_arrow:"):
+def _live(w: dict[str, str]) -> None:
+    with st.expander(w["run_here"], icon=":material/play_arrow:"):
         cols = st.columns([2, 1])
         batches = cols[0].multiselect(
-            "Batch sizes B", serving.BATCH_SIZES, default=list(serving.BATCH_SIZES), key=keys.SERVING_BATCHES
+            w["batch_sizes"], serving.BATCH_SIZES, default=list(serving.BATCH_SIZES), key=keys.SERVING_BATCHES
         )
-        max_new = cols[1].number_input("New tokens per request", 4, 64, 16, key=keys.SERVING_MAX_NEW)
-        st.caption(
-            f"{2 * len(batches)} measurements: at each B, B requests (the Workloads page's prompts, mixed) "
-            f"decode {max_new} tokens at once with the offline target alone, then with its default draft "
-            "(or the other way round), using the sidebar's γ, temperature and seed. About a minute on a CPU."
-        )
+        max_new = cols[1].number_input(w["new_tokens"], 4, 64, 16, key=keys.SERVING_MAX_NEW)
+        st.caption(w["live_caption"].format(n=2 * len(batches), max_new=max_new))
         measure = {"on_click": _press, "args": (True,), "disabled": not batches, "key": keys.SERVING_RUN}
-        st.button("Measure", icon=":material/play_arrow:", type="primary", **measure)
+        st.button(w["measure"], icon=":material/play_arrow:", type="primary", **measure)
     if st.session_state.pop(keys.SERVING_RUNNING, False):
-        _run(sorted(batches), int(max_new))
+        _run(sorted(batches), int(max_new), w)
     if error := st.session_state.pop(keys.SERVING_ERROR, None):
-        st.error(f"{error}\n\nThe results shown before are still shown.")
+        st.error(w["run_failed"].format(error=error))
 
 
-def _show(result: serving.ServingResult, source: str) -> None:
-    st.caption(render.md_escape(f"Showing {source}: {serving_charts.provenance(result)}"))
+def source_words(source: str, w: dict[str, str]) -> str:
+    """Where the result on show came from, as markdown in the language on show."""
+    if source in (RECORDED, HERE):
+        return w[source]
+    if source.startswith(FILE):  # render.save_or_load's
+        return w["from_file"].format(name=render.md_escape(source[len(FILE) :]))
+    return render.md_escape(source)
+
+
+def _show(result: serving.ServingResult, source: str, w: dict[str, str]) -> None:
+    lang = language.current()
+    provenance = serving_charts.provenance(result, lang)
+    st.caption(w["showing"].format(source=source_words(source, w), provenance=provenance))
     if result.stopped or len(result.cells) < result.cells_total:
-        st.warning(f"Stopped after {len(result.cells)} of {result.cells_total} measurements: the charts show those.")
-    st.info(serving_charts.crossover_sentence(result), icon=":material/insights:")
-    st.plotly_chart(serving_charts.throughput_figure(result), key=keys.SERVING_CHART_PREFIX + "throughput")
+        st.warning(w["stopped"].format(done=len(result.cells), total=result.cells_total))
+    st.info(serving_charts.crossover_sentence(result, lang), icon=":material/insights:")
+    throughput = serving_charts.throughput_figure(result, lang)
+    st.plotly_chart(throughput, key=keys.SERVING_CHART_PREFIX + "throughput")
     left, right = st.columns(2)
-    left.plotly_chart(serving_charts.pass_cost_figure(result), key=keys.SERVING_CHART_PREFIX + "pass")
-    right.plotly_chart(serving_charts.latency_figure(result), key=keys.SERVING_CHART_PREFIX + "latency")
-    st.markdown(serving_charts.memory_bound_sentence(result))
-    st.caption(
-        "Pass cost: the batcher's own timing of each target pass (forward_many over every waiting request's "
-        "rows), prompts' first passes left out. A speculative request brings up to 1 + 2γ rows to each pass "
-        "(the default draft's two-branch tree; a chain γ + 1), the target alone one; the dotted line is what a "
-        "pass costing the same for any number of rows would give. "
-        "Drafting and sampling run one request at a time (one compute lock), so they grow with B too. A pass "
-        "waits until every request has drafted, so it carries up to B × (1 + 2γ) rows; fewer where the draft "
-        "stopped early or requests had finished (the table's rows S)."
-    )
-    st.dataframe(serving_charts.serving_table(result), hide_index=True, column_config=TABLE_COLUMNS)
-    st.caption(
-        "T: the target alone; S: speculative decoding. tok/s: all B requests' tokens per second; s/req: the "
-        "median request's seconds; ms/row: a pass's cost per token row; rows: token rows per pass (mean). "
-        "identical: greedy requests whose speculative output equals the target alone's token for token "
-        "(speculation never changes the text; it only changes how fast it comes)."
-    )
-    st.markdown(serving_charts.GPU_NOTE)
-    st.caption(
-        "A live run seats its requests at the same batcher as everyone using this server: run it when no one "
-        "else is decoding, or their rows and their turns at the lock are counted in its figures."
-    )
+    left.plotly_chart(serving_charts.pass_cost_figure(result, lang), key=keys.SERVING_CHART_PREFIX + "pass")
+    right.plotly_chart(serving_charts.latency_figure(result, lang), key=keys.SERVING_CHART_PREFIX + "latency")
+    st.markdown(serving_charts.memory_bound_sentence(result, lang))
+    st.caption(w["pass_caption"])
+    st.dataframe(serving_charts.serving_table(result, lang), hide_index=True, column_config=table_columns(w))
+    st.caption(w["table_caption"])
+    st.markdown(serving_charts.gpu_note(lang))
+    st.caption(w["shared_caption"])
 
 
 def _on_show() -> tuple[serving.ServingResult | None, str]:
@@ -136,24 +128,18 @@ def _on_show() -> tuple[serving.ServingResult | None, str]:
 
 
 def serving_page() -> None:
-    st.title("Serving: batch size")
-    st.caption(
-        "A server decodes many requests at once. Does speculative decoding still pay when the target's passes "
-        "are already shared by B requests?"
-    )
-    st.markdown(
-        "Speculative decoding fills a **memory-bound** target pass with a request's drafted rows, nearly for free. "
-        "A server fills the same pass with **other requests'** rows. Below, B requests decode together through "
-        "the batched verification this app's sessions share, with and without speculation."
-    )
-    _live()
+    w = language.words("serving")
+    st.title(w["title"])
+    st.caption(w["intro"])
+    st.markdown(w["idea"])
+    _live(w)
     result, source = _on_show()
     if result is not None and result.cells:
-        _show(result, source)
+        _show(result, source, w)
     else:  # a copy without its recording, before anything was measured or opened
-        st.info("No measurements yet: open **Run on this machine** above, or load a saved file below.")
+        st.info(w["nothing_yet"])
         result = None
-    render.save_or_load(SAVED, result, "specviz-serving")
+    render.save_or_load(_saved(w), result, "specviz-serving")
 
 
 serving_page()

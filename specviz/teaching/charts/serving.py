@@ -1,7 +1,8 @@
 """Serving (specviz.labs.serving): B requests at once, with and without speculation. Total tokens/s by
 B, a pass's cost per row by rows per pass (with the line a fixed-cost, memory-bound pass would
 follow), per-request latency by B; the table the page shows and its sentences, computed from the
-same cells so that every number on the page is one of the table's."""
+same cells so that every number on the page is one of the table's. Words from the catalogue
+(words.py) in `lang`."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from specviz.labs.serving import MODE_LABELS, MODES, ServingResult
+from specviz.labs.serving import MODES, ServingResult
 from specviz.teaching.charts.style import PREDICTION_COLOR, house_figure, titled
+from specviz.teaching.charts.words import words
+from specviz.teaching.charts.workloads import fill, recorded_with
 
 MODE_COLORS = {"target": "#616161", "speculative": "#1565c0"}
 MODE_STYLE = {"target": ("dash", "square"), "speculative": ("solid", "circle")}
@@ -22,46 +25,53 @@ MODE_STYLE = {"target": ("dash", "square"), "speculative": ("solid", "circle")}
 MEMORY_BOUND_FACTOR = 2.0
 
 
-def _by_batch(fig: go.Figure, result: ServingResult, title: str, y_title: str) -> go.Figure:
+def mode_label(mode: str, lang: str = "en") -> str:
+    """A mode's name in `lang`: "target alone" or "speculative decoding" (labs.serving.MODE_LABELS in English)."""
+    return words(lang)[f"serving_mode_{mode}"]
+
+
+def _by_batch(fig: go.Figure, result: ServingResult, title: str, y_title: str, lang: str) -> go.Figure:
     """The layout of a chart by B: B on a log axis ticked at the sizes measured, y from zero."""
     batches = result.batches()
-    axis = {"title": {"text": "B: requests decoding at once"}, "type": "log", "tickvals": batches,
+    axis = {"title": {"text": words(lang)["serving_b_axis"]}, "type": "log", "tickvals": batches,
             "ticktext": [str(b) for b in batches]}  # fmt: skip
     y_axis = {"title": {"text": y_title}, "rangemode": "tozero"}
     fig.update_layout(title=titled(title), xaxis=axis, yaxis=y_axis, height=360)
     return fig
 
 
-def _line(fig: go.Figure, result: ServingResult, mode: str, y: str, hover: str, **extra: Any) -> None:
+def _line(fig: go.Figure, result: ServingResult, mode: str, y: str, hover: str, lang: str, **extra: Any) -> None:
     cells = [result.cell(b, mode) for b in result.batches()]
     cells = [c for c in cells if c is not None and c.get(y) is not None]
     dash, symbol = MODE_STYLE[mode]
     fig.add_scatter(
         x=[c["batch"] for c in cells],
         y=[c[y] for c in cells],
-        name=MODE_LABELS[mode],
+        name=mode_label(mode, lang),
         mode="lines+markers",
         line={"color": MODE_COLORS[mode], "dash": dash},
         marker={"symbol": symbol, "size": 9},
-        hovertemplate=hover + f"<extra>{MODE_LABELS[mode]}</extra>",
+        hovertemplate=hover + f"<extra>{mode_label(mode, lang)}</extra>",
         **extra,
     )
 
 
-def throughput_figure(result: ServingResult) -> go.Figure:
+def throughput_figure(result: ServingResult, lang: str = "en") -> go.Figure:
     """Total tokens/s of all B requests, the target alone and speculative, by B; the crossover marked."""
+    w = words(lang)
     fig = house_figure()
     for mode in MODES:
-        _line(fig, result, mode, "tokens_per_s", "B %{x}: %{y:.1f} tokens/s in all")
+        _line(fig, result, mode, "tokens_per_s", w["serving_hover_throughput"], lang)
     if (b := result.crossover()) is not None:  # a trace, not add_vline: its label stretched the log axis
         top = max(c["tokens_per_s"] or 0 for c in result.cells)
-        fig.add_scatter(x=[b, b], y=[0, top], mode="lines", name=f"B = {b}: speculation stops paying",
+        fig.add_scatter(x=[b, b], y=[0, top], mode="lines", name=w["serving_crossover_line"].format(b=b),
                         line={"color": PREDICTION_COLOR, "dash": "dot"}, hoverinfo="skip")  # fmt: skip
-    return _by_batch(fig, result, "Total tokens/s of all B requests", "tokens/s (all requests)")
+    return _by_batch(fig, result, w["serving_throughput_title"], w["serving_throughput_y"], lang)
 
 
-def latency_figure(result: ServingResult) -> go.Figure:
+def latency_figure(result: ServingResult, lang: str = "en") -> go.Figure:
     """Each request's seconds from the common start to its last token: the median request, the slowest as a bar."""
+    w = words(lang)
     fig = house_figure()
     for mode in MODES:
         cells = [c for b in result.batches() if (c := result.cell(b, mode)) and c.get("latency_s") is not None]
@@ -71,10 +81,11 @@ def latency_figure(result: ServingResult) -> go.Figure:
             result,
             mode,
             "latency_s",
-            "B %{x}: the median request took %{y:.2f} s",
+            w["serving_hover_latency"],
+            lang,
             error_y={"type": "data", "array": spread, "arrayminus": [0] * len(cells), "visible": True},
         )
-    return _by_batch(fig, result, "Per-request latency (median; bar to the slowest)", "seconds per request")
+    return _by_batch(fig, result, w["serving_latency_title"], w["serving_latency_y"], lang)
 
 
 # The pass-cost chart's plot area in a half-width column at 1280×720 (Plotly's own, measured in Chromium)
@@ -143,11 +154,12 @@ def _ticks(lo: float, hi: float, steps: tuple[float, ...], base: float = 10.0) -
     return sorted(v for v in every if lo <= math.log10(v) <= hi)
 
 
-def pass_cost_figure(result: ServingResult) -> go.Figure:
+def pass_cost_figure(result: ServingResult, lang: str = "en") -> go.Figure:
     """A verification pass's time per token row, by rows per pass (each point one B and mode), beside
     what a pass of fixed cost (purely memory-bound: the weights read once, whatever the rows) would give."""
+    w = words(lang)
     fig = house_figure()
-    fig.update_layout(title=titled("A verification pass's cost per token row"), height=360)
+    fig.update_layout(title=titled(w["serving_pass_title"]), height=360)
     cells = [c for c in result.cells if c.get("pass_ms_per_row") and c.get("rows_per_pass")]
     if not cells:
         return fig
@@ -167,27 +179,28 @@ def pass_cost_figure(result: ServingResult) -> go.Figure:
         fig.add_scatter(
             x=[c["rows_per_pass"] for c in mine],
             y=[c["pass_ms_per_row"] for c in mine],
-            name=MODE_LABELS[mode],
+            name=mode_label(mode, lang),
             mode="markers",
             marker={"symbol": MODE_STYLE[mode][1], "size": MARKER_PX, "color": MODE_COLORS[mode]},
             customdata=[[c["batch"], c["pass_ms"]] for c in mine],
-            hovertemplate="B %{customdata[0]}: %{x:.1f} rows a pass, %{customdata[1]:.0f} ms a pass, "
-            "%{y:.1f} ms per row<extra>" + MODE_LABELS[mode] + "</extra>",
+            hovertemplate=w["serving_hover_pass"] + f"<extra>{mode_label(mode, lang)}</extra>",
         )
         _add_labels(fig, [(c["rows_per_pass"], c["pass_ms_per_row"], c["batch"]) for c in mine], mode, to_px, placed)
-    fig.add_scatter(x=xs, y=[first["pass_ms"] / x for x in xs], name="a pass of fixed cost",
+    fig.add_scatter(x=xs, y=[first["pass_ms"] / x for x in xs], name=w["serving_fixed_cost"],
                     mode="lines", line={"color": PREDICTION_COLOR, "dash": "dot"}, hoverinfo="skip")  # fmt: skip
     fig.update_layout(
         xaxis={"type": "log", "range": list(x_range), "tickvals": _ticks(*x_range, (1,), base=2.0),
-               "title": {"text": "token rows per pass (mean)"}},
+               "title": {"text": w["serving_rows_x"]}},
         yaxis={"type": "log", "range": list(y_range), "tickvals": _ticks(*y_range, (1, 2, 5)),
-               "title": {"text": "ms per row"}},
+               "title": {"text": w["serving_ms_row_y"]}},
     )  # fmt: skip
     return fig
 
 
-def serving_table(result: ServingResult) -> list[dict[str, Any]]:
-    """One row per B: both modes' tokens/s, the gain, latency, pass cost, and greedy identity."""
+def serving_table(result: ServingResult, lang: str = "en") -> list[dict[str, Any]]:
+    """One row per B: both modes' tokens/s, the gain, latency, pass cost, and greedy identity (the keys
+    are stable: the page shows each column under its header in the language on show)."""
+    of = words(lang)["serving_identical_of"]
     rows = []
     for b in result.batches():
         alone, spec = result.cell(b, "target") or {}, result.cell(b, "speculative") or {}
@@ -204,83 +217,69 @@ def serving_table(result: ServingResult) -> list[dict[str, Any]]:
                 "spec ms/row": spec.get("pass_ms_per_row"),
                 "alone rows/pass": alone.get("rows_per_pass"),
                 "spec rows/pass": spec.get("rows_per_pass"),
-                "identical": "–" if same is None else f"{same} of {spec.get('requests')}",
+                "identical": "–" if same is None else of.format(same=same, requests=spec.get("requests")),
             }
         )
     return rows
 
 
-def crossover_sentence(result: ServingResult) -> str:
+def crossover_sentence(result: ServingResult, lang: str = "en") -> str:
     """Where speculation's gain shrinks, in one plain sentence from the measured gains."""
+    w = words(lang)
     gains = [(b, g) for b in result.batches() if (g := result.gain(b)) is not None]
     if not gains:
-        return "Both modes must be measured at a batch size before their gain can be compared."
-    listed = ", ".join(f"{g:.2f}× at B = {b}" for b, g in gains)
+        return w["serving_need_both"]
+    listed = w["serving_list_sep"].join(w["serving_gain_at"].format(gain=g, b=b) for b, g in gains)
     crossover = result.crossover()
     if crossover is None:
-        return (
-            f"Speculation beat the target alone at every B measured ({listed}); no crossover up to "
-            f"B = {gains[-1][0]} on this machine."
-        )
+        return w["serving_no_crossover"].format(listed=listed, last=gains[-1][0])
     paid = [b for b, g in gains if g > 1 and b < crossover]
-    before = f"paid up to B = {paid[-1]}" if paid else "did not pay even at the smallest B"
-    return (
-        f"Speculation {before}; from B = {crossover} it no longer paid: the target alone was as fast or faster "
-        f"in total tokens/s ({listed})."
-    )
+    before = w["serving_paid_up_to"].format(b=paid[-1]) if paid else w["serving_never_paid"]
+    return w["serving_crossover"].format(before=before, crossover=crossover, listed=listed)
 
 
-def memory_bound_sentence(result: ServingResult) -> str:
+def memory_bound_sentence(result: ServingResult, lang: str = "en") -> str:
     """Whether the passes stayed nearly free as rows were added: the first pass, by rows, that cost over
     MEMORY_BOUND_FACTOR times the pass over the fewest rows (the one the others add rows to), and its
     B, or that none did, from the measured passes."""
+    w = words(lang)
     cells = sorted(
         (c for c in result.cells if c.get("pass_ms") and c.get("rows_per_pass")), key=lambda c: c["rows_per_pass"]
     )
     if not cells:
-        return "No decoding pass was timed."
+        return w["serving_no_pass"]
     first, limit = cells[0], cells[0]["pass_ms"] * MEMORY_BOUND_FACTOR
     bound = list(takewhile(lambda c: c["pass_ms"] <= limit, cells))  # from the fewest rows up to the first over
     last = bound[-1]
-    said = (
-        f"A pass over {first['rows_per_pass']:.1f} rows took {first['pass_ms']:.0f} ms and one over "
-        f"{last['rows_per_pass']:.1f} rows {last['pass_ms']:.0f} ms ({last['pass_ms_per_row']:.1f} ms per row)"
-    )
+    said = w["serving_pass_said"].format(
+        rows=first["rows_per_pass"], ms=first["pass_ms"], last_rows=last["rows_per_pass"], last_ms=last["pass_ms"],
+        per_row=last["pass_ms_per_row"],
+    )  # fmt: skip
     if len(bound) == len(cells):
-        return (
-            f"{said}: every pass measured cost under {MEMORY_BOUND_FACTOR:g}× the one over the fewest rows, so "
-            f"up to {last['rows_per_pass']:.1f} rows the pass stayed memory-bound (its extra rows nearly free)."
-        )
+        return w["serving_memory_bound"].format(said=said, factor=MEMORY_BOUND_FACTOR, rows=last["rows_per_pass"])
     over = cells[len(bound)]
-    return (
-        f"{said}; at B = {over['batch']} a pass over {over['rows_per_pass']:.1f} rows took {over['pass_ms']:.0f} ms, "
-        f"over {MEMORY_BOUND_FACTOR:g}× the one over the fewest rows: a pass of many requests is no longer nearly "
-        "free, its cost growing with its rows and with its requests (each request's attention and cache run on "
-        "their own)."
+    return w["serving_not_memory_bound"].format(
+        said=said, b=over["batch"], rows=over["rows_per_pass"], ms=over["pass_ms"], factor=MEMORY_BOUND_FACTOR
     )
 
 
-def provenance(result: ServingResult) -> str:
-    """Where and how the numbers were measured, in one line: speed is this machine's."""
-    cfg = result.config
+def provenance(result: ServingResult, lang: str = "en") -> str:
+    """Where and how the numbers were measured, in one line of markdown: speed is this machine's."""
+    w, cfg = words(lang), result.config
     load = cfg.get("load_before")
-    load = f", load average {load[0]:g} at the start" if isinstance(load, list) and load else ""
+    load = w["serving_prov_load"].format(load=load[0]) if isinstance(load, list) and load else ""
     parts = [
-        f"target {cfg.get('target', '?')} with draft {cfg.get('draft', '?')}",
-        f"γ {cfg.get('gamma', '?')}, temperature {cfg.get('temperature', '?')}, "
-        f"{cfg.get('max_new_tokens', '?')} new tokens per request",
-        f"CPU {cfg.get('cpu', 'not recorded')} ({cfg.get('cores', '?')} cores){load}",
-    ]
+        fill(w["serving_prov_models"], target=str(cfg.get("target", "?")), draft=str(cfg.get("draft", "?"))),
+        fill(w["serving_prov_settings"], gamma=cfg.get("gamma", "?"), temperature=cfg.get("temperature", "?"),
+             max_new=cfg.get("max_new_tokens", "?")),
+        fill(w["serving_prov_cpu" if "cpu" in cfg else "serving_prov_no_cpu"], cpu=str(cfg.get("cpu")),
+             cores=cfg.get("cores", "?"), load=load),
+    ]  # fmt: skip
     if cfg.get("recorded_with"):
-        parts.append(str(cfg["recorded_with"]))
+        parts.append(recorded_with(str(cfg["recorded_with"]), lang))
     return " · ".join(parts)
 
 
-GPU_NOTE = (
-    "**On a GPU.** A GPU reads its weights at several TB/s and computes far faster still, so its pass stays "
-    "memory-bound up to hundreds of rows, not a handful: a batch of 16 requests with 1 + 2γ rows each still "
-    "fits in a pass that costs about what one row costs. The crossover moves right, to much larger B, and "
-    "speculation keeps paying at batch sizes where it loses on this CPU; it shrinks there only once the batch "
-    "alone fills the pass (large-batch serving), which is why servers such as vLLM turn speculation down "
-    "under heavy load."
-)
+def gpu_note(lang: str = "en") -> str:
+    """What a GPU changes, in markdown: its pass stays memory-bound far longer, so the crossover moves right."""
+    return words(lang)["serving_gpu_note"]
