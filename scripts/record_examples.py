@@ -60,7 +60,7 @@ EXAMPLES = [
         "The target drafting for itself: everything is accepted",
         "q equals p, so β = 1 at every position and each iteration ends with a bonus token. No speedup: "
         "the draft costs as much as the target.",
-        models.SELF_DRAFT,
+        "self",
         EXAMPLE_PROMPTS[1],
         4,
         0.7,
@@ -71,7 +71,7 @@ EXAMPLES = [
         "04-ngram-gamma6",
         "n-gram draft, γ = 6: copying a list",
         "Prompt lookup proposes what followed the last matching n-gram. Long guesses pay off on repetitive text.",
-        models.NGRAM_DRAFT,
+        "ngram",
         EXAMPLE_PROMPTS[2],
         6,
         0.0,

@@ -36,7 +36,55 @@ TREE_BRANCHES = 2
 # (docs/design.md, "The paper's algorithm, one click away").
 ALGORITHMS = ("fastest", "paper")
 DEFAULT_ALGORITHM = "fastest"
+
+
+# ----- the drafters: one registry ----------------------------------------------------------------
+@dataclass(frozen=True)
+class DrafterKind:
+    """A kind of drafter offered by name. Every list of drafters (the sidebar's pairs, the race, the
+    Workloads page, what a link or the CLI may name) is read from DRAFTERS; how it is built lives
+    in its own module (`build`, called by specviz.drafters.resolve_drafter); what the pages call it
+    is the catalogue's "drafter_<key>" and "drafter_<key>_help" (specviz/assets/words/*/drafters.json)."""
+
+    name: str  # what a link, the CLI, the library and a trace's config.draft call it
+    key: str  # its short word: the catalogue's texts, the sidebar's pair "offline-<key>"
+    build: str  # "module:function": function(target, device, dtype) -> a Drafter for that target
+    model_free: bool = True  # built from its name alone: the caller loads no draft model
+    head: bool = False  # drafts with the offline draft head (a first iteration cannot draft: no features yet)
+    raced: bool = True  # set beside the others: the Drafters page's race and the Workloads page
+    offered: bool = True  # an offline pair of the sidebar (with the offline target)
+
+
+DRAFTERS: dict[str, DrafterKind] = {
+    k.name: k
+    for k in (
+        DrafterKind("hybrid", "hybrid", "specviz.drafters.hybrid:build_hybrid", head=True),
+        DrafterKind("offline:specviz-head-smollm2", "head", "specviz.drafters.head:build_head", head=True),
+        DrafterKind("ngram", "ngram", "specviz.drafters.ngram:build_ngram"),
+        DrafterKind("offline:specviz-draft-smollm2", "trained", "specviz.drafters.model:build_model", False),
+        DrafterKind("hybrid-suffix", "hybrid-suffix", "specviz.drafters.hybrid:build_hybrid_suffix", head=True),
+        DrafterKind("staged", "staged", "specviz.drafters.staged:build_staged"),
+        DrafterKind("self", "self", "specviz.drafters.model:build_self"),
+        # Algorithm 1 as the paper states it: the head drafting one chain of exactly gamma, no tree, no
+        # early stop (the app's "paper" preset); the preset offers it, not the pair picker or the race.
+        DrafterKind("paper-head", "paper", "specviz.drafters.head:build_paper", head=True, raced=False, offered=False),
+    )
+}
 PAPER_DRAFT = "paper-head"
+# The default draft of the offline target, chosen by measurement (docs/benchmarks.md, "The defaults"),
+# and of any other target, which has no shipped draft: the lookup, which needs no model.
+DEFAULT_DRAFT = "hybrid"
+FALLBACK_DRAFT = "ngram"
+
+
+def drafter_named(key: str) -> str:
+    """The name of the registered kind whose key is `key` ("head" -> its shipped weights' name)."""
+    return next(k.name for k in DRAFTERS.values() if k.key == key)
+
+
+def drafter_kind(name: object) -> DrafterKind | None:
+    """The registered kind a draft name is, or None (a model by name, or a draft head by folder)."""
+    return DRAFTERS.get(name) if isinstance(name, str) else None
 
 
 def default_verify_rows() -> tuple[int, ...]:

@@ -15,7 +15,17 @@ import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from specviz.config import ALGORITHMS, DEFAULT_ALGORITHM, DEFAULT_GAMMA, GAMMA_MAX, GAMMA_MIN, PAPER_DRAFT, slug
+from specviz.config import (
+    ALGORITHMS,
+    DEFAULT_ALGORITHM,
+    DEFAULT_GAMMA,
+    DRAFTERS,
+    GAMMA_MAX,
+    GAMMA_MIN,
+    PAPER_DRAFT,
+    drafter_kind,
+    slug,
+)
 from specviz.engine import models
 from specviz.teaching import catalogue
 
@@ -52,20 +62,11 @@ class Pair:
 def pairs() -> dict[str, Pair]:
     """The model pairs offered in the sidebar, by URL key. Reads models.DEFAULT_DRAFT at call time."""
     default = models.DEFAULT_DRAFT
-    short = default.removeprefix("offline:")
-    out = [Pair("offline", f"135M + {short} (default)", models.OFFLINE_TARGET, None)]
-    offered = [
-        ("offline-head", "135M + draft head", models.HEAD_DRAFT),
-        ("offline-hybrid", "135M + hybrid", models.HYBRID_DRAFT),
-        ("offline-ngram", "135M + n-gram", models.NGRAM_DRAFT),
-        ("offline-trained", "135M + distilled 3-layer", models.TRAINED_DRAFT),
-        ("offline-hybrid-suffix", "135M + hybrid, suffix trees of past outputs", models.HYBRID_SUFFIX_DRAFT),
-        ("offline-staged", "135M + staged distilled 3-layer", models.STAGED_DRAFT),
-    ]
-    for key, label, draft in offered:
-        if draft != default:
-            out.append(Pair(key, label, models.OFFLINE_TARGET, draft))
-    out.append(Pair("offline-self", "135M drafts for itself", models.OFFLINE_TARGET, "self"))
+    out = [Pair("offline", f"135M + {catalogue.drafter_words(default)[0]} (default)", models.OFFLINE_TARGET, None)]
+    for kind in DRAFTERS.values():  # every registered kind the pair picker offers, but the default's own
+        if kind.offered and kind.name != default:
+            label = f"135M + {catalogue.drafter_words(kind.name)[0]}"
+            out.append(Pair(f"offline-{kind.key}", label, models.OFFLINE_TARGET, kind.name))
     for label, (target, draft) in models.HUB_PAIRS.items():
         out.append(Pair(slug(label), f"Online: {label}", target, draft, online=True))
     out.append(Pair("custom", "Custom pair (type model names)", None, None))
@@ -75,11 +76,8 @@ def pairs() -> dict[str, Pair]:
 def paper_applies(target: str | None, draft: str | None) -> bool:
     """Whether the "paper" preset changes this pair: the offline target with the hybrid or the draft
     head (the others already draft one chain: a model draft exactly gamma, the n-gram up to gamma)."""
-    return target == models.OFFLINE_TARGET and (draft or models.DEFAULT_DRAFT) in (
-        models.HYBRID_DRAFT,
-        models.HYBRID_SUFFIX_DRAFT,
-        models.HEAD_DRAFT,
-    )
+    kind = drafter_kind(draft or models.DEFAULT_DRAFT)
+    return target == models.OFFLINE_TARGET and kind is not None and kind.head and kind.name != PAPER_DRAFT
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ import os
 
 import streamlit as st
 
+from specviz.engine import models
+from specviz.teaching import catalogue
 from specviz.traces import trace_store
 from specviz_app import background, keys, language, params
 from specviz_app.params import Settings
@@ -44,7 +46,7 @@ def _check_pair(where, target: str, draft: str) -> None:
     from specviz_app import loading
 
     w = language.words("sidebar")
-    target, draft = target.strip(), draft.strip() or models.NGRAM_DRAFT
+    target, draft = target.strip(), draft.strip() or "ngram"
     if not target:
         where.error(w["type_target_first"])
         return
@@ -146,7 +148,10 @@ def _pair(sb) -> params.Pair:
     if st.session_state[keys.setting("pair")] not in options:
         st.session_state[keys.setting("pair")] = "offline"
     # The pairs' keys are the options (a label changes with the language, a key never does).
-    sb.selectbox(w["pair"], list(options), format_func=lambda k: pair_label(options[k], w), key=keys.setting("pair"))
+    lang = language.current()  # read now: a format_func may be called outside this script run
+    sb.selectbox(
+        w["pair"], list(options), format_func=lambda k: pair_label(options[k], w, lang), key=keys.setting("pair")
+    )
     pair = options[st.session_state[keys.setting("pair")]]
     if pair.key == "custom":
         sb.text_input(w["target_name"], key=keys.setting("target"), placeholder="owner/name")
@@ -163,13 +168,16 @@ def _pair(sb) -> params.Pair:
     return pair
 
 
-def pair_label(pair: params.Pair, w: dict[str, str]) -> str:
-    """A pair's name in the language on show (params.pairs names it in English)."""
+def pair_label(pair: params.Pair, w: dict[str, str], lang: str | None = None) -> str:
+    """A pair's name in `lang` (default: the language on show; params.pairs names it in English)."""
+    lang = lang or language.current()
     if pair.online:
         return w["pair_online"].format(label=pair.label.removeprefix("Online: "))
     if pair.key == "offline":
-        return w["pair_offline"].format(draft=pair.label.removeprefix("135M + ").removesuffix(" (default)"))
-    return w.get(f"pair_{pair.key}", pair.label)
+        return w["pair_offline"].format(draft=catalogue.drafter_words(models.DEFAULT_DRAFT, lang)[0])
+    if pair.key in ("custom", "offline-self"):
+        return w[f"pair_{pair.key}"]
+    return w["pair_offline_with"].format(draft=catalogue.drafter_words(pair.draft, lang)[0])
 
 
 def _decoding(sb) -> None:

@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 from specviz.engine import toy
 from specviz.labs import sweep
 from specviz.shipped import ASSETS
-from specviz.teaching import glossary
+from specviz.teaching import catalogue, glossary
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "specviz_app" / "app.py")
@@ -393,7 +393,7 @@ def test_race_page_shows_a_race_and_exports_it(monkeypatch):
     from specviz_app import gallery
 
     rows = [
-        {"draft": d, "label": race.LABELS[d], "new_tokens": 32, "iterations": it, "tokens_per_iteration": 32 / it,
+        {"draft": d, "label": d, "new_tokens": 32, "iterations": it, "tokens_per_iteration": 32 / it,
          "acceptance_rate": 0.5, "alpha": a, "acceptance_by_position": [a, a / 2], "c": 0.05, "verify_cost": 1.1,
          "speedup": sp, "predicted_speedup": 1.4, "identical_to_target": True}
         for d, it, a, sp in (("ngram", 20, 0.4, 1.2), ("hybrid", 14, 0.6, 1.6))
@@ -409,7 +409,7 @@ def test_race_page_shows_a_race_and_exports_it(monkeypatch):
     no_error(at)
     assert len(charts(at, "race-")) == 2
     table = at.dataframe[0].value
-    assert list(table["drafter"]) == [race.LABELS["ngram"], race.LABELS["hybrid"]]
+    assert list(table["drafter"]) == [catalogue.drafter_words(d)[0] for d in ("ngram", "hybrid")]
     assert "recorded race" in " ".join(texts(at, "caption"))
     csv_text = race.race_to_csv(result)
     assert csv_text.splitlines()[0].startswith("draft,gamma") and "hybrid" in csv_text

@@ -7,8 +7,7 @@ import json
 
 import pytest
 
-from specviz.config import PAPER_DRAFT
-from specviz.engine.models import STRATEGIES
+from specviz.config import DRAFTERS
 from specviz.labs import roofline
 from specviz.labs.bench import expected_tokens, predicted_speedup
 
@@ -124,7 +123,9 @@ def test_bench_tiny(tmp_path):
     assert "n/a |" in table and "n/ax" not in table  # the n-gram has no HF figure: "n/a", never "n/ax"
 
 
-@pytest.mark.parametrize("name", [*STRATEGIES, PAPER_DRAFT])  # hybrid-suffix and staged among them
+@pytest.mark.parametrize(
+    "name", [k.name for k in DRAFTERS.values() if k.model_free]
+)  # hybrid-suffix and staged among them
 def test_bench_loads_no_model_for_a_named_draft(monkeypatch, name):
     """A draft the decoder builds from its name (specviz.drafters.resolve.needs_no_model) reaches the
     bench as its name: the bench does not try to load it as a model."""

@@ -162,3 +162,27 @@ def test_the_rule_finds_a_measured_figure_and_leaves_settings_alone(tmp_path, mo
         "pkg/m.py:11",
         "pkg/m.py:15",
     ]
+
+
+def kinds_named(path) -> set[str]:
+    """The registered drafter kinds (specviz.config.DRAFTERS) a module names as string literals."""
+    import ast
+
+    from specviz.config import DRAFTERS
+
+    names = set(DRAFTERS)
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value in names}
+
+
+def test_the_drafter_kinds_are_listed_in_one_registry():
+    """Adding a drafter touches its own module and one line of specviz.config.DRAFTERS: no other module
+    under specviz/ or specviz_app/ names three or more of the kinds (issue 49, item 1)."""
+    root = Path(__file__).resolve().parent.parent
+    listing = {
+        str(p.relative_to(root)): sorted(found)
+        for folder in ("specviz", "specviz_app")
+        for p in (root / folder).rglob("*.py")
+        if p.name != "config.py" and len(found := kinds_named(p)) >= 3
+    }
+    assert listing == {}

@@ -353,11 +353,11 @@ def test_the_task_step_quotes_the_workloads_recording():
     """The hybrid's best and worst kind of task and the weak draft's kinds below 1×, from the JSON."""
     import json
 
-    from specviz.engine.models import HYBRID_DRAFT, TRAINED_DRAFT
+    from specviz.engine.models import TRAINED_DRAFT
     from specviz.labs import workloads
 
     cells = json.loads(workloads.RECORDING.read_text(encoding="utf-8"))["cells"]
-    hybrid = {c["kind"]: c["speedup"] for c in cells if c["draft"] == HYBRID_DRAFT}
+    hybrid = {c["kind"]: c["speedup"] for c in cells if c["draft"] == "hybrid"}
     weak = [c["speedup"] for c in cells if c["draft"] == TRAINED_DRAFT]
     best, worst = note_numbers("task")
     assert best == pytest.approx(max(hybrid.values()), abs=0.006) and best > 1
@@ -383,11 +383,10 @@ def test_the_system_step_counts_what_each_iteration_kept_and_threw_away():
 def test_the_family_step_quotes_the_race_and_leaves_the_target_drafting_for_itself_out():
     import json
 
-    from specviz.engine.models import HYBRID_SUFFIX_DRAFT, SELF_DRAFT, STAGED_DRAFT
     from specviz.labs import race
     from specviz.teaching.charts import lesson as lesson_charts
 
-    left_out = {SELF_DRAFT, STAGED_DRAFT, HYBRID_SUFFIX_DRAFT}  # family_figure's docstring says why
+    left_out = {"self", "staged", "hybrid-suffix"}  # family_figure's docstring says why
     assert not left_out & set(lesson_charts.DRAFTER_WORDS)
     rows = [r for r in json.loads(race.RECORDING.read_text(encoding="utf-8"))["rows"] if r["draft"] not in left_out]
     per_pass = [r["tokens_per_iteration"] for r in rows]
@@ -447,13 +446,12 @@ def test_the_layers_figure_fits_beside_the_takeaway(language):
 def test_the_family_step_says_what_specviz_runs():
     """Step 14 says specviz runs the staged draft and offers suffix trees in the hybrid: both are in
     the race's drafters; its chart leaves the staged draft out, as the text says."""
-    from specviz.engine.models import HYBRID_SUFFIX_DRAFT, STAGED_DRAFT
     from specviz.labs import race
     from specviz.teaching.charts import lesson as lesson_charts
 
-    assert {STAGED_DRAFT, HYBRID_SUFFIX_DRAFT} <= set(race.OFFLINE_DRAFTS)
+    assert {"staged", "hybrid-suffix"} <= set(race.OFFLINE_DRAFTS)
     for language in lesson.LANGUAGES:
         body = step_of(language, "family")["body"]
         assert "**staged**" in body and "SuffixDecoding" in body and "Spector & Ré" in body, language
-    recorded = dict(race.shipped(), rows=[{"draft": STAGED_DRAFT, "tokens_per_iteration": 2.0}])
+    recorded = dict(race.shipped(), rows=[{"draft": "staged", "tokens_per_iteration": 2.0}])
     assert lesson_charts.family_figure(recorded).data[0].x == ()  # a staged row drawn nowhere

@@ -46,12 +46,11 @@ def test_the_bandwidth_is_measured_on_a_real_sum():
 
 def test_a_draft_reads_the_weights_of_the_drafter_its_name_builds():
     from specviz.engine import toy
-    from specviz.engine.models import NGRAM_DRAFT, SELF_DRAFT
 
     target, draft = toy.toy_pair()
     assert roofline.draft_module(draft, target) is draft.model
-    assert roofline.draft_module(SELF_DRAFT, target) is target.model
-    assert roofline.draft_module(NGRAM_DRAFT, target) is None
+    assert roofline.draft_module("self", target) is target.model
+    assert roofline.draft_module("ngram", target) is None
 
 
 def test_a_step_beside_a_sum_shares_its_moment(monkeypatch):

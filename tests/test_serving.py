@@ -192,7 +192,7 @@ def open_page() -> AppTest:
 
 def test_the_page_is_routed_after_workloads():
     source = (ROOT / "specviz_app" / "app.py").read_text(encoding="utf-8")
-    assert source.index('title="Workloads"') < source.index('title="Serving"') < source.index('title="Distribution')
+    assert source.index('("workloads", ') < source.index('("serving", ') < source.index('("lab", ')  # app.PAGES
 
 
 def test_the_page_opens_on_the_recording_and_exports_it(monkeypatch):

@@ -196,3 +196,18 @@ def load_draft_head(name: str, target: LoadedModel):
             del _heads[stale]
         _heads[key] = (weakref.ref(target.model), head)
     return _heads[key][1]
+
+
+def build_head(target: LoadedModel, device=None, dtype=None) -> HeadDrafter:
+    """The registry's "head" (specviz.config.DRAFTERS): the shipped draft head, its tree and early stop."""
+    from specviz.engine.models import HEAD_DRAFT
+
+    return HeadDrafter(load_draft_head(HEAD_DRAFT, target), HEAD_DRAFT)
+
+
+def build_paper(target: LoadedModel, device=None, dtype=None) -> HeadDrafter:
+    """The registry's "paper": Algorithm 1 as the paper states it, one chain of gamma drafts, no early stop."""
+    from specviz.config import PAPER_DRAFT
+    from specviz.engine.models import HEAD_DRAFT
+
+    return HeadDrafter(load_draft_head(HEAD_DRAFT, target), PAPER_DRAFT, branches=1, min_confidence=0.0)

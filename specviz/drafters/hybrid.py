@@ -69,3 +69,19 @@ class HybridDrafter:
         if drafts.shape[0] > 0:
             return drafts[None], q[None]
         return self.head_drafter.propose_tree(context, gamma)
+
+
+def build_hybrid(target, device=None, dtype=None) -> HybridDrafter:
+    """The registry's "hybrid" (specviz.config.DRAFTERS): the n-gram when the context matches, else the head."""
+    from specviz.drafters.head import build_head
+
+    return HybridDrafter(build_head(target), "hybrid")
+
+
+def build_hybrid_suffix(target, device=None, dtype=None) -> HybridDrafter:
+    """The registry's "suffix": the hybrid with suffix trees as its lookup (a match of two tokens, as
+    the hybrid's n-gram needs)."""
+    from specviz.drafters.head import build_head
+    from specviz.drafters.suffix import SuffixDrafter
+
+    return HybridDrafter(build_head(target), "hybrid-suffix", lookup=SuffixDrafter(min_match=2))

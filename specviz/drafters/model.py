@@ -79,3 +79,17 @@ def _common_prefix(a: torch.Tensor, b: torch.Tensor) -> int:
         return 0
     mismatch = (a[:m] != b[:m]).nonzero()
     return int(mismatch[0, 0]) if mismatch.numel() else m
+
+
+def build_model(target: LoadedModel, device=None, dtype=None) -> ModelDrafter:
+    """The registry's "trained" (specviz.config.DRAFTERS): the shipped distilled draft, loaded by name."""
+    from specviz.engine.models import TRAINED_DRAFT, check_vocabulary, load_model
+
+    loaded = load_model(TRAINED_DRAFT, device=device or target.device, dtype=dtype or target.dtype)
+    check_vocabulary(target, loaded)
+    return ModelDrafter(loaded)
+
+
+def build_self(target: LoadedModel, device=None, dtype=None) -> ModelDrafter:
+    """The registry's "self": the target drafting for itself (q = p: every draft passes, nothing is saved)."""
+    return ModelDrafter(target, name="self")

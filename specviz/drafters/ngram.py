@@ -52,3 +52,8 @@ def one_hot_drafts(tokens: list[int], vocab_size: int, device) -> tuple[torch.Te
     q = torch.zeros(len(tokens), vocab_size, device=device)
     q[torch.arange(len(tokens)), drafted] = 1.0  # one-hot: the drafter is certain
     return drafted, q
+
+
+def build_ngram(target=None, device=None, dtype=None) -> NgramDrafter:
+    """The registry's "ngram" (specviz.config.DRAFTERS): prompt lookup, no model."""
+    return NgramDrafter()

@@ -55,3 +55,13 @@ class StagedDrafter(ModelDrafter):
             feed = tokens[-1]
         self._cached_ids = torch.tensor(ids[:-1], dtype=torch.long, device=context.device)
         return torch.cat(tokens), torch.stack(qs)  # [gamma], [gamma, V]
+
+
+def build_staged(target, device=None, dtype=None) -> StagedDrafter:
+    """The registry's "staged" (specviz.config.DRAFTERS): the distilled draft, its own drafting guessed
+    by n-gram lookup."""
+    from specviz.engine.models import TRAINED_DRAFT, check_vocabulary, load_model
+
+    loaded = load_model(TRAINED_DRAFT, device=device or target.device, dtype=dtype or target.dtype)
+    check_vocabulary(target, loaded)
+    return StagedDrafter(loaded, "staged")

@@ -26,31 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specviz.config import PAPER_DRAFT
+from specviz.config import DEFAULT_DRAFT, DRAFTERS, FALLBACK_DRAFT, drafter_kind, drafter_named
 from specviz.errors import ModelError, ModelUnavailableError, VocabularyMismatchError
 from specviz.shipped import WEIGHTS
 
 OFFLINE_TARGET = "offline:smollm2-135m-instruct"
-NGRAM_DRAFT = "ngram"  # prompt-lookup draft: continues the latest matching n-gram of the context
-SELF_DRAFT = "self"  # the target drafts for itself: every draft is accepted (a teaching extreme)
 DEFAULT_TARGET = OFFLINE_TARGET
-TRAINED_DRAFT = "offline:specviz-draft-smollm2"  # distilled by specviz.training.train_draft, shipped in specviz/weights
-HEAD_DRAFT = (
-    "offline:specviz-head-smollm2"  # the draft head (specviz.engine.draft_head), trained by specviz.training.train_head
-)
-HYBRID_DRAFT = "hybrid"  # per iteration: the n-gram draft when the context holds a match, else the head
-# The hybrid with suffix trees (specviz.drafters.suffix) over the text and the process's earlier outputs
-# in place of the n-gram lookup; and the distilled draft staged (specviz.drafters.staged): its own drafting
-# guessed by n-gram lookup. Offered, not defaults: see docs/benchmarks.md, "Suffix trees and staged drafting".
-HYBRID_SUFFIX_DRAFT = "hybrid-suffix"
-STAGED_DRAFT = "staged"
-STRATEGIES = (NGRAM_DRAFT, SELF_DRAFT, HYBRID_DRAFT, HYBRID_SUFFIX_DRAFT, STAGED_DRAFT)  # draft names, not models
-# The default draft of the offline target, chosen by measurement (docs/benchmarks.md): on held-out
-# free-text prompts the hybrid is the fastest or level at T=0 (eight prompts, with the draft tree:
-# 1.50-1.55x against the head alone's 1.48-1.57x at one thread; as chains 1.40x against 1.24x at
-# one thread, 1.33x against 1.33x at two), level or ahead at T=1 (1.35x against 1.37x at one thread,
-# 1.28x against 1.22x at two; inside the noise), and ahead of the n-gram and distilled drafts.
-DEFAULT_DRAFT = HYBRID_DRAFT
+# The shipped drafts with weights (specviz/weights), by their names in the registry (specviz.config.DRAFTERS).
+TRAINED_DRAFT = drafter_named("trained")  # distilled by specviz.training.train_draft
+HEAD_DRAFT = drafter_named("head")  # the draft head (specviz.engine.draft_head), specviz.training.train_head
 
 
 def is_head(name: str) -> bool:
@@ -79,18 +63,20 @@ def name_problem(name: str, role: str = "model") -> str | None:
     """What is wrong with `name` as a model name given by a user (a link, a field), in a sentence that
     says what one looks like; None when it is a hub id, an offline name or (for a draft) a strategy.
     A local folder is not judged here: load_model takes one that exists."""
-    if name in (*STRATEGIES, PAPER_DRAFT) or _OFFLINE_NAME.fullmatch(name) or is_hub_id(name):
+    if drafter_kind(name) is not None or _OFFLINE_NAME.fullmatch(name) or is_hub_id(name):
         return None
     shown = name if len(name) <= 60 else name[:57] + "..."
-    also = f"; a draft may also be {NGRAM_DRAFT} or {SELF_DRAFT}" if role == "draft" else ""
+    kinds = ", ".join(k.name for k in DRAFTERS.values() if k.offered and k.model_free)
+    also = f"; a draft may also be one of {kinds}" if role == "draft" else ""
     return f"{shown!r} is not a model name. {MODEL_ID_HELP}{also}."
 
 
 def head_of(draft) -> str | None:
     """The draft head a named draft runs on (the hybrid's and the paper's is the shipped head), or
     None: a draft whose first iteration cannot draft, having no target features yet."""
-    if draft in (HYBRID_DRAFT, HYBRID_SUFFIX_DRAFT, PAPER_DRAFT):
-        return HEAD_DRAFT
+    kind = drafter_kind(draft)
+    if kind is not None:
+        return HEAD_DRAFT if kind.head else None
     return draft if isinstance(draft, str) and is_head(draft) else None
 
 
@@ -189,7 +175,7 @@ def load_model(
     gets the lean forward (specviz.engine.lean_llama) unless lean=False; pack=False and lean=False load
     it as transformers does."""
     name = name or DEFAULT_TARGET
-    if name in STRATEGIES:
+    if (kind := drafter_kind(name)) is not None and kind.model_free:
         raise ModelError(f"{name!r} is a draft strategy, not a model; use it only as the draft.")
     device = device or default_device()
     dtype = dtype or ("bfloat16" if device.startswith("cuda") else "float32")
@@ -342,7 +328,7 @@ def _explain_load_failure(name: str, local_only: bool, exc: Exception) -> ModelE
 def default_draft(target_name: str) -> str:
     """The draft a target gets when none is named: the offline pair's chosen draft for the offline
     target, the n-gram draft (which needs no model) for any other."""
-    return DEFAULT_DRAFT if target_name == DEFAULT_TARGET else NGRAM_DRAFT
+    return DEFAULT_DRAFT if target_name == DEFAULT_TARGET else FALLBACK_DRAFT
 
 
 def offline_path(name: str) -> Path:

@@ -16,16 +16,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from specviz.config import DEFAULT_GAMMA
-from specviz.engine.models import (
-    HEAD_DRAFT,
-    HYBRID_DRAFT,
-    HYBRID_SUFFIX_DRAFT,
-    NGRAM_DRAFT,
-    SELF_DRAFT,
-    STAGED_DRAFT,
-    TRAINED_DRAFT,
-)
+from specviz.config import DEFAULT_GAMMA, DRAFTERS, drafter_kind
 from specviz.labs.theory import walltime_improvement
 from specviz.shipped import ASSETS
 from specviz.traces.speedup import measured_costs, speedup
@@ -33,28 +24,8 @@ from specviz.traces.trace import acceptance_by_position
 
 RACE_SCHEMA = "specviz.race/1"
 RECORDING = ASSETS / "race.json"  # the race recorded with the offline target (scripts/record_examples.py)
-OFFLINE_DRAFTS = (NGRAM_DRAFT, TRAINED_DRAFT, STAGED_DRAFT, HEAD_DRAFT, HYBRID_DRAFT, HYBRID_SUFFIX_DRAFT, SELF_DRAFT)
-LABELS = {
-    NGRAM_DRAFT: "n-gram",
-    TRAINED_DRAFT: "distilled 3-layer",
-    HEAD_DRAFT: "draft head",
-    HYBRID_DRAFT: "hybrid",
-    HYBRID_SUFFIX_DRAFT: "hybrid, suffix trees",
-    STAGED_DRAFT: "staged 3-layer",
-    SELF_DRAFT: "target itself",
-}
-EXPLAINED = {
-    NGRAM_DRAFT: "copies what followed the last match in the context",
-    TRAINED_DRAFT: "a separate small model distilled from the target",
-    HEAD_DRAFT: "one layer reading three of the target's own layers; it also offers a second first token",
-    HYBRID_DRAFT: "the n-gram draft when the context matches, else the head",
-    HYBRID_SUFFIX_DRAFT: (
-        "the hybrid with suffix trees over the text and every earlier output of this server (every session's, this "
-        "race's warm-up included) in place of the n-gram"
-    ),
-    STAGED_DRAFT: "the distilled draft, its own drafting guessed by n-gram lookup: its drafts in fewer of its passes",
-    SELF_DRAFT: "the target drafting for itself: always right, as slow as the target",
-}
+# The race's drafters, in the order the page shows them (specviz.config.DRAFTERS: every kind raced).
+OFFLINE_DRAFTS = tuple(k.name for k in DRAFTERS.values() if k.raced)
 CSV_COLUMNS = (
     "draft", "gamma", "temperature", "new_tokens", "iterations", "tokens_per_iteration", "acceptance_rate", "alpha",
     "c", "verify_cost", "speedup", "predicted_speedup", "acceptance_by_position",
@@ -118,7 +89,7 @@ def race_row(name: str, trace, base) -> dict[str, Any]:
     alpha, c, v = s["alpha"], costs.c or 0.0, costs.v
     return {
         "draft": name,
-        "label": LABELS.get(name, name),
+        "label": kind.key if (kind := drafter_kind(name)) else name,  # pages name it: catalogue.drafter_words
         "new_tokens": s["new_tokens"],
         "iterations": s["iterations"],
         "tokens_per_iteration": s["mean_accepted_length"],

@@ -33,17 +33,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from specviz.config import DEFAULT_GAMMA
-from specviz.engine.models import (
-    HEAD_DRAFT,
-    HYBRID_DRAFT,
-    HYBRID_SUFFIX_DRAFT,
-    NGRAM_DRAFT,
-    STAGED_DRAFT,
-    TRAINED_DRAFT,
-)
+from specviz.config import DEFAULT_GAMMA, DRAFTERS, drafter_kind
 from specviz.errors import SpecvizError
-from specviz.labs.race import LABELS
 from specviz.labs.saved_results import check_cells, number
 from specviz.labs.theory import expected_tokens_per_iteration, walltime_improvement
 from specviz.shipped import ASSETS
@@ -51,7 +42,9 @@ from specviz.traces.trace import parse_json, uploaded_text
 
 SCHEMA = "specviz.workloads/1"
 RECORDING = ASSETS / "workloads.json"  # made by scripts/record_workloads.py
-OFFLINE_DRAFTS = (HYBRID_DRAFT, HEAD_DRAFT, NGRAM_DRAFT, TRAINED_DRAFT, HYBRID_SUFFIX_DRAFT, STAGED_DRAFT)  # offered
+# The drafters measured per kind of task: the race's (specviz.config.DRAFTERS), but the target drafting for
+# itself, which accepts every draft whatever the task and so tells nothing per kind.
+OFFLINE_DRAFTS = tuple(k.name for k in DRAFTERS.values() if k.raced and k.name != "self")
 MAX_BYTES = 2 * 1024 * 1024  # a full recording is tens of kB
 MAX_CELLS = 64
 MAX_POSITIONS = 64
@@ -138,7 +131,7 @@ def kind_label(key: str) -> str:
 
 
 def draft_label(name: str) -> str:
-    return LABELS.get(name, name)
+    return kind.key if (kind := drafter_kind(name)) else name  # pages name it: catalogue.drafter_words
 
 
 # ----- measuring ------------------------------------------------------------------------------

@@ -94,3 +94,15 @@ def words(section: str, lang: str = DEFAULT) -> dict[str, str]:
         raise SpecvizError(f"The catalogue has no section {section!r} (specviz/assets/words/en/{section}.json).")
     lang = language_or_default(lang)
     return english if lang == DEFAULT else {**english, **raw(section, lang)}
+
+
+def drafter_words(name: object, lang: str = DEFAULT) -> tuple[str, str]:
+    """A drafter's label and one-line help in `lang`: the registered kind's (specviz.config.DRAFTERS,
+    section "drafters", keyed by its key), else its name as given and no help (a model by name)."""
+    from specviz.config import drafter_kind
+
+    kind = drafter_kind(name)
+    said = words("drafters", lang)
+    if kind is None or kind.key not in said:
+        return str(name), ""
+    return said[kind.key], said.get(f"{kind.key}_help", "")

@@ -34,8 +34,8 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from specviz.config import DEFAULT_GAMMA
-from specviz.engine.models import HYBRID_DRAFT, TRAINED_DRAFT
+from specviz.config import DEFAULT_DRAFT, DEFAULT_GAMMA
+from specviz.engine.models import TRAINED_DRAFT
 from specviz.errors import SpecvizError, TraceError
 from specviz.labs import kv_cache, race, serving, theory, workloads
 from specviz.shipped import ASSETS
@@ -301,7 +301,7 @@ def _task(rec: Recordings, lang: str) -> Shown:
     """Difficulties 1 and 3: the default draft and a weak one, measured per kind of task."""
     notes, w = notes_text(lang), words(lang)
     result = workloads.shipped()
-    speed = {k: (result.cell(k, HYBRID_DRAFT) or {}).get("speedup") for k in result.kinds()} if result else {}
+    speed = {k: (result.cell(k, DEFAULT_DRAFT) or {}).get("speedup") for k in result.kinds()} if result else {}
     speed = {k: v for k, v in speed.items() if v is not None}
     if not speed:
         return _missing(workloads.RECORDING.name, notes)
@@ -314,7 +314,7 @@ def _task(rec: Recordings, lang: str) -> Shown:
         best_kind=w.get(f"kind_{best}", best), worst_kind=w.get(f"kind_{worst}", worst),
         below=sum(v < 1 for v in weak), kinds=len(weak),
     )  # fmt: skip
-    figure = lesson_charts.task_figure(result, (HYBRID_DRAFT, TRAINED_DRAFT), lang)
+    figure = lesson_charts.task_figure(result, (DEFAULT_DRAFT, TRAINED_DRAFT), lang)
     return Shown([("caption", text), ("markdown", notes["task_links"])], None, figure)
 
 

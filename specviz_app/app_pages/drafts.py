@@ -7,7 +7,7 @@ import streamlit as st
 
 from specviz.errors import SpecvizError
 from specviz.labs import race, theory
-from specviz.teaching import glossary
+from specviz.teaching import catalogue, glossary
 from specviz.teaching.charts import race as race_charts
 from specviz.teaching.charts import theory as theory_charts
 from specviz.training.training_record import read_training_record
@@ -46,8 +46,7 @@ def _run_race() -> None:
         target = loading.get_model(params.DEFAULTS.model_names()[0], settings.dtype)
 
         def progress(done: int, total: int, name: str) -> None:
-            row = {"draft": name, "label": race.LABELS.get(name, name)}
-            name = race_charts.drafter_label(row, lang)
+            name = race_charts.drafter_label({"draft": name}, lang)
             bar.progress(done / total, text=w["drafter_progress"].format(n=done + 1, total=total, name=name))
 
         result = race.run_race(
@@ -105,8 +104,8 @@ def _show_race(result: dict, source: str) -> None:
 
 
 def _explained(row: dict, w: dict[str, str]) -> str:
-    """What a drafter is: the catalogue's words for its draft, else the library's (English)."""
-    return w.get(f"explain_{str(row['draft']).rsplit(':', 1)[-1]}") or race.EXPLAINED.get(row["draft"], "")
+    """What a drafter is, in the language on show (the catalogue's "drafters")."""
+    return catalogue.drafter_words(row["draft"], language.current())[1]
 
 
 def _race_tab() -> None:

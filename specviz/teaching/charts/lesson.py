@@ -16,7 +16,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from specviz.engine.models import HEAD_DRAFT, HYBRID_DRAFT, NGRAM_DRAFT, TRAINED_DRAFT
+from specviz.config import DRAFTERS
 from specviz.labs.workloads import OFFLINE_DRAFTS, WorkloadsResult
 from specviz.teaching.charts import theory as theory_charts
 from specviz.teaching.charts.inspector import MAX_BARS, add_token_bars
@@ -147,8 +147,9 @@ def pays_figure(alpha: float, c: float, gamma: int, lang: str = "en") -> go.Figu
 
 
 # The drafters' names on the second half's charts (words.py), each in the Workloads page's colour.
-# Keys: "drafter_<short>" (its name) and "family_<short>" (its name as a member of the family).
-DRAFTER_WORDS = {HYBRID_DRAFT: "hybrid", HEAD_DRAFT: "head", NGRAM_DRAFT: "ngram", TRAINED_DRAFT: "trained"}
+# Keys: "drafter_<key>" (its name) and "family_<key>" (its name as a member of the family), for the
+# registered kinds (specviz.config.DRAFTERS) the lesson's words name.
+DRAFTER_WORDS = {k.name: k.key for k in DRAFTERS.values() if f"family_{k.key}" in words("en")}
 
 
 def drafter_color(draft: str) -> str:

@@ -1,6 +1,6 @@
 """The race of drafters (specviz.labs.race): measured speedup beside the paper's prediction per
 drafter, and acceptance by draft position, one line per drafter. Words: the catalogue's "charts",
-keys "race_..." (a drafter's name: "race_drafter_<its draft name>", English: the recorded label)."""
+keys "race_..."; a drafter's name is the catalogue's "drafters" (catalogue.drafter_words)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,14 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from specviz.teaching import glossary
+from specviz.teaching import catalogue, glossary
 from specviz.teaching.charts.style import P_COLOR, PREDICTION_COLOR, house_figure, titled
 from specviz.teaching.charts.words import words
 
 
 def drafter_label(row: dict[str, Any], lang: str = "en") -> str:
-    """A race row's drafter as `lang` names it: the recorded label in English (or for a drafter the
-    catalogue does not know)."""
-    draft = str(row.get("draft", "")).rsplit(":", 1)[-1]
-    return row["label"] if lang == "en" else words(lang).get(f"race_drafter_{draft}", row["label"])
+    """A race row's drafter as `lang` names it (the catalogue's "drafters", by its registered kind)."""
+    return catalogue.drafter_words(row.get("draft"), lang)[0]
 
 
 def race_speed_figure(result: dict[str, Any], lang: str = "en") -> go.Figure:
