@@ -23,7 +23,20 @@ from specviz_app import params
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "specviz_app" / "app.py")
 # The pages whose words are all in the catalogue; each page joins when it is converted.
-PAGES = ["lesson", "lab", "acceptance", "theory", "workloads", "serving", "traces", "drafts"]
+PAGES = [
+    "lesson",
+    "lab",
+    "sweep",
+    "acceptance",
+    "theory",
+    "workloads",
+    "serving",
+    "traces",
+    "drafts",
+    "playground",
+    "inspector",
+    "timeline",
+]
 
 
 @pytest.fixture(autouse=True)

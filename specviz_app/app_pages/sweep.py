@@ -13,7 +13,7 @@ from specviz.errors import SpecvizError
 from specviz.labs import sweep
 from specviz.teaching import glossary
 from specviz.teaching.charts import sweep as sweep_charts
-from specviz_app import keys, language, loading, params, render, session
+from specviz_app import keys, language, loading, opening, params, render, session
 from specviz_app.sidebar import pair_label
 
 TEMPERATURE_CHOICES = [0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0]
@@ -124,14 +124,6 @@ def _saved() -> render.SavedResults:
     )
 
 
-def _source(source: str) -> str:
-    """Where the result on show came from, in the language on show (render.save_or_load writes "file: <name>")."""
-    w = language.words("sweep")
-    if source == RUN_HERE:
-        return w["source_run_here"]
-    return w["source_file"].format(name=source.removeprefix("file: ")) if source.startswith("file: ") else source
-
-
 def sweep_page() -> None:
     w = language.words("sweep")
     st.title(language.words("app")["page_sweep"])
@@ -168,7 +160,7 @@ def sweep_page() -> None:
 
     result = st.session_state.get(keys.SWEEP_RESULT)
     if result is not None:
-        source = _source(st.session_state.get(keys.SWEEP_SOURCE, RUN_HERE))
+        source = opening.source_words(st.session_state.get(keys.SWEEP_SOURCE, RUN_HERE), language.current())
         st.caption(render.md_escape(w["showing"].format(source=source)))
         _show(result)
     else:
