@@ -14,12 +14,13 @@ from pathlib import Path
 
 import streamlit as st
 
+from specviz.teaching import catalogue
 from specviz.teaching.charts.headline import batch_words, headline_metrics, passes_versus_time, sureness, timing_status
 from specviz.teaching.charts.stream import escaped_text, legend_html, statuses_in, token_stream_html
 from specviz.teaching.charts.tokens import md_escape
-from specviz.traces.sameness import sameness_of, sentence_for
+from specviz.traces.sameness import Sameness, sameness_of
 from specviz.traces.speedup import Spread, speedup_spread
-from specviz_app import background, keys, session
+from specviz_app import background, keys, language, opening, session
 
 # Absolute, so a link finds its page whichever main script serves the app (`specviz app` runs
 # specviz_app/app.py, `streamlit run app.py` the root's app.py, which runs it).
@@ -43,13 +44,14 @@ def headline(trace, baseline, spread) -> None:
     # Units sit in the labels and values are a little smaller than Streamlit's default, so four
     # numbers fit side by side on a laptop screen without being cut to "11.4 to…".
     st.html("<style>[data-testid=stMetricValue]{font-size:1.9rem}</style>")
-    for row in headline_metrics(trace, baseline, spread):
+    lang = language.current()
+    for row in headline_metrics(trace, baseline, spread, lang):
         for col, m in zip(st.columns(len(row)), row, strict=True):
             note = {"delta": m.note, "delta_color": "off", "delta_arrow": "off"} if m.note else {}
             col.metric(m.label, m.value, help=m.help or None, **note)
-    if words := sureness(spread):
+    if words := sureness(spread, lang):
         st.caption(":material/straighten: " + words)
-    if note := passes_versus_time(trace, baseline, spread):
+    if note := passes_versus_time(trace, baseline, spread, lang):
         st.warning(note, icon=":material/hourglass_bottom:")
 
 
@@ -66,25 +68,43 @@ def speed_numbers(loaded, draw: Callable[[Spread | None], None]) -> None:
         draw(speedup_spread(loaded.trace, loaded.baseline))
 
 
+def sameness_words(trace, verdict: Sameness, w: dict[str, str]) -> str:
+    """The verdict on sameness (specviz.traces.sameness) in the language of `w`, tokens named as the
+    speculative trace wrote them (#id when unknown)."""
+    if verdict.verdict in ("identical", "different_samples"):
+        return w[f"same_{verdict.verdict}"].format(n=verdict.compared_tokens)
+    names = trace.extra.get("token_text", {})
+
+    def name(token_id) -> str:
+        return repr(names.get(str(token_id), f"#{token_id}"))
+
+    where = w["same_where"].format(
+        at=verdict.first_difference + 1, spec=name(verdict.speculative_token), alone=name(verdict.target_token)
+    )
+    gap = None if verdict.logit_gap is None else f"{verdict.logit_gap:.3f}"
+    return w[f"same_{verdict.verdict}"].format(where=where, gap=gap)
+
+
 def side_by_side(trace, baseline) -> None:
     """Speculative text beside the target-alone text, with the verdict on sameness above them."""
+    w = language.words("render")
     if baseline is None or baseline is trace:
-        st.info("No target-alone run recorded: tick 'Also run the target alone' in the sidebar and Run.")
+        st.info(w["no_baseline_run"])
         return
     verdict = sameness_of(trace, baseline)
-    sentence = sentence_for(trace, verdict)
+    sentence = sameness_words(trace, verdict, w)
     if verdict.verdict == "identical":
         st.success(sentence, icon=":material/check_circle:")
     elif verdict.verdict in ("near_tie", "different_samples"):
         st.info(sentence, icon=":material/info:")
         if verdict.verdict == "different_samples":
-            st.page_link(PAGES_DIR / "lab.py", label="Open the Distribution lab", icon=":material/science:")
+            st.page_link(PAGES_DIR / "lab.py", label=w["open_lab"], icon=":material/science:")
     else:
         st.warning(sentence, icon=":material/warning:")
     left, right = st.columns(2)
-    left.markdown(f"**Speculative** ({trace.summary['new_tokens']} tokens)")
+    left.markdown(w["speculative_text"].format(n=trace.summary["new_tokens"]))
     left.html(f"<div class='sv-plain'>{escaped_text(trace.output_text)}</div>")
-    right.markdown(f"**Target alone** ({baseline.summary['new_tokens']} tokens)")
+    right.markdown(w["alone_text"].format(n=baseline.summary["new_tokens"]))
     right.html(f"<div class='sv-plain'>{escaped_text(baseline.output_text)}</div>")
 
 
@@ -99,7 +119,7 @@ def _timing_status(loaded, drawn_with_speedup: bool, draw: Callable[[Spread | No
     spread = speedup_spread(loaded.trace, loaded.baseline)
     if not drawn_with_speedup and spread is not None:
         st.rerun()
-    if words := timing_status(loaded.trace, loaded.baseline, spread):
+    if words := timing_status(loaded.trace, loaded.baseline, spread, language.current()):
         st.caption(":material/timer: " + words)
     if draw is not None:
         draw(spread)
@@ -112,17 +132,17 @@ def trace_notice(loaded, settings, timing_line: bool = True) -> bool:
 
     Returns False when there is no trace to show.
     """
+    w, lang = language.words("render"), language.current()
     if loaded is None:
-        st.info("No trace yet. Press **▶ Run** in the sidebar, or open an example on the **Traces** page.")
+        st.info(w["no_trace"])
         return False
     cfg = loaded.trace.config
-    st.caption(
-        md_escape(
-            f"Showing: {loaded.source} · target {cfg['target']} · draft {cfg.get('draft')} · "
-            f"γ {cfg.get('gamma')} · temperature {cfg['temperature']} · seed {cfg['seed']}"
-        )
-    )
-    if words := batch_words(loaded.trace, loaded.baseline):
+    showing = w["showing"].format(
+        source=opening.source_words(loaded.source, lang), target=cfg["target"], draft=cfg.get("draft"),
+        gamma=cfg.get("gamma"), temperature=cfg["temperature"], seed=cfg["seed"],
+    )  # fmt: skip
+    st.caption(md_escape(showing))
+    if words := batch_words(loaded.trace, loaded.baseline, lang):
         st.caption(":material/group: " + words)
     if timing_line and loaded.timing is not None and loaded.timing.running():
         drawn_with_speedup = speedup_spread(loaded.trace, loaded.baseline) is not None
@@ -130,47 +150,29 @@ def trace_notice(loaded, settings, timing_line: bool = True) -> bool:
         # runs wait for solo pairs loaded the server and the browsers for nothing (the soak).
         st.fragment(run_every=TIMING_POLL_S)(_timing_status)(loaded, drawn_with_speedup)
     if loaded.run_key is None or loaded.run_key != settings.run_key():
-        st.warning(
-            "The sidebar settings differ from the ones that made this trace. "
-            "Press **▶ Run** in the sidebar to decode with them; until then the pages show the trace above."
-        )
+        st.warning(w["settings_differ"])
     return True
 
 
-# The title and one-line explanation each trace page opens with, by page file name.
-PAGE_INTROS = {
-    "playground": (
-        "Playground",
-        "A cheap draft model q proposes up to γ tokens; the target p checks them all in one pass and keeps a prefix. "
-        "The output follows p exactly; the speedup below says whether this draft made it faster. "
-        "Hover a token to see why it was kept.",
-    ),
-    "timeline": (
-        "Timeline",
-        "Each iteration drafts up to γ tokens (cheap) and runs the target once over all of them (expensive). "
-        "The target alone needs one pass per token: fewer, fuller passes are where the time goes away.",
-    ),
-    "acceptance": (
-        "Acceptance",
-        "β is the chance a draft at one position passes: Σ min(p, q). α, its mean, predicts the rest: "
-        "if each draft passes with probability α, tokens per iteration follow a truncated geometric law.",
-    ),
-    "inspector": (
-        "Step inspector",
-        "Pick an iteration: see what the draft proposed, how the target judged each token, and why.",
-    ),
-    "workloads": (
-        "Where it pays: workloads",
-        "The gain depends on the task: the same target and drafters, measured on six kinds of task side by side.",
-    ),
-}
+# The trace pages that open with a title and a one-line explanation (the catalogue's section "render":
+# "<page>_title", "<page>_intro"), by page file name.
+INTRO_PAGES = ("playground", "timeline", "acceptance", "inspector", "workloads")
+# In English, for callers that want the words without a language.
+PAGE_INTROS = {page: (catalogue.words("render")[f"{page}_title"], catalogue.words("render")[f"{page}_intro"])
+               for page in INTRO_PAGES}  # fmt: skip
+
+
+def page_intro(page: str) -> tuple[str, str]:
+    """A trace page's title and one-line explanation in the language on show."""
+    w = language.words("render")
+    return w[f"{page}_title"], w[f"{page}_intro"]
 
 
 def open_trace_page(page: str, timing_line: bool = True):
-    """Title, one-line explanation (PAGE_INTROS) and the trace notice every trace page opens with
+    """Title, one-line explanation (page_intro) and the trace notice every trace page opens with
     (`timing_line`: see trace_notice). Returns the loaded trace (with its baseline), or None when
     there is none to show."""
-    title, caption = PAGE_INTROS[page]
+    title, caption = page_intro(page)
     st.title(title)
     st.caption(caption)
     loaded = session.current()
@@ -195,25 +197,27 @@ def save_or_load(files: SavedResults, result, stem: str) -> None:
     page and the result on show stays), else put on show under files.shown and the page drawn again."""
     from specviz.errors import SpecvizError
 
-    st.subheader("Save or load")
+    w = language.words("render")
+    st.subheader(w["save_or_load"])
     save, load = st.columns(2)
     if result is None:
-        save.caption("Run it first to download the results.")
+        save.caption(w["run_first"])
     else:
         json_col, csv_col = save.columns(2)
         json_col.download_button(
-            f"{files.what} (JSON)",
+            w["download_json"].format(what=files.what),
             result.to_json(),
             f"{stem}.json",
             "application/json",
             key=files.widget_keys[0],
         )
         csv_col.download_button(
-            f"{files.what} (CSV)", result.to_csv(), f"{stem}.csv", "text/csv", key=files.widget_keys[1]
-        )
-        save.caption(files.formats + " Both load back here.")
-    upload = load.file_uploader("Load a saved file (JSON or CSV)", type=["json", "csv"], key=files.widget_keys[2])
-    if upload is None or not load.button("Open the uploaded file", key=files.widget_keys[3]):
+            w["download_csv"].format(what=files.what), result.to_csv(), f"{stem}.csv", "text/csv",
+            key=files.widget_keys[1],
+        )  # fmt: skip
+        save.caption(w["both_load"].format(formats=files.formats))
+    upload = load.file_uploader(w["load_file"], type=["json", "csv"], key=files.widget_keys[2])
+    if upload is None or not load.button(w["open_upload"], key=files.widget_keys[3]):
         return
     try:
         loaded = files.read(upload.name, upload.getvalue())
@@ -221,5 +225,5 @@ def save_or_load(files: SavedResults, result, stem: str) -> None:
         st.error(f"{md_escape(upload.name)}: {exc}")
         return
     st.session_state[files.shown[0]] = loaded
-    st.session_state[files.shown[1]] = f"file: {upload.name}"
+    st.session_state[files.shown[1]] = f"file: {upload.name}"  # the source, in English (opening.source_words)
     st.rerun()

@@ -127,35 +127,32 @@ def _compared(value: float, other: float, digits: int, more: str, level: str, le
     return level if a == b else more if value > other else less
 
 
-def tree_effect(trace) -> str | None:
+def tree_effect(trace, lang: str = "en") -> str | None:
     """What a run's draft trees can do to the Acceptance page's comparisons, and what they did here: position
     1's acceptance against its mean β, the measured tokens per iteration against the prediction from α.
-    Each comparison is said as the numbers have it (None: no iteration drafted a tree)."""
+    Each comparison is said as the numbers have it, in `lang` (None: no iteration drafted a tree)."""
     trees = sum("tree" in it for it in trace.iterations)
     if not trees:
         return None
-    text = (
-        f"{trees} of {plural(len(trace.iterations), 'iteration')} drafted a tree. {glossary.DRAFT_TREE.label}: "
-        f"{glossary.DRAFT_TREE.definition}. So a tree can lift position 1 above its mean β, and the tokens per "
-        "iteration above the prediction from α, which counts one test per position; it does so on average, "
-        "and chance moves both in a short run."
-    )
+    said, tree = _said(lang), glossary.term("draft_tree", lang)
+    text = said["drafting_tree_effect"].format(
+        trees=trees, iterations=iterations_word(len(trace.iterations), lang), label=tree.label,
+        definition=tree.definition,
+    )  # fmt: skip
     facts = []
     rows = position_table(trace)
     at_1 = rows[0][glossary.ACCEPTANCE_AT_POSITION.label] if rows else None
     if at_1 is not None and rows[0]["mean β"] is not None:
         beta = rows[0]["mean β"]
-        word = _compared(at_1, beta, 3, "above", "level with", "below")
-        facts.append(f"position 1 passed {at_1:.3f} of the times it was reached, {word} its mean β {beta:.3f}")
+        word = _compared(at_1, beta, 3, *(said[f"drafting_{k}"] for k in ("above", "level", "below")))
+        facts.append(said["drafting_tree_position"].format(at_1=at_1, word=word, beta=beta))
     its, alpha = counted_iterations(trace), trace.summary.get("alpha")
     if its and alpha is not None:
         predicted = predicted_mean_length(alpha, [len(it["drafts"]) for it in its])
         measured = sum(it["accepted_count"] + 1 for it in its) / len(its)
-        word = _compared(measured, predicted, 2, "more than", "as many as", "fewer than")
-        facts.append(
-            f"the iterations that drafted made {measured:.2f} tokens each, {word} the {predicted:.2f} predicted"
-        )
-    return text + (" Here " + "; ".join(facts) + "." if facts else "")
+        word = _compared(measured, predicted, 2, *(said[f"drafting_{k}"] for k in ("more", "as_many", "fewer")))
+        facts.append(said["drafting_tree_measured"].format(measured=measured, word=word, predicted=predicted))
+    return text + (said["drafting_here"].format(facts=said["drafting_part_sep"].join(facts)) if facts else "")
 
 
 def reads_features(config: dict[str, Any]) -> bool:
@@ -163,53 +160,66 @@ def reads_features(config: dict[str, Any]) -> bool:
     return head_of(config.get("draft")) is not None
 
 
-STOP_WORDS = {
-    "no_features": "the first iteration, with no features for the draft head yet",
-    "confidence": "an early stop of the draft head",
-    "no_match": "no n-gram match",
-    "match_end": "an n-gram match that ran out",
-    "eos": "a draft that ended the text",
-}
+REASONS = ("no_features", "confidence", "no_match", "match_end", "eos", "room", "unrecorded")
+STOPS = REASONS[:5]  # the stops the engine records (the last two are said by specviz)
 
 
-REASON_WORDS = {
-    **STOP_WORDS,
-    "room": "no room left before max new tokens",
-    "unrecorded": "a reason this older trace does not keep",
-}
+def reason_words(lang: str = "en") -> dict[str, str]:
+    """Each reason an iteration drafted fewer than γ (stop_reason's keys) as a noun phrase, in `lang`."""
+    said = _said(lang)
+    return {r: said[f"drafting_reason_{r}"] for r in REASONS}
+
+
+def stop_words(lang: str = "en") -> dict[str, str]:
+    """The recorded stops of reason_words, in `lang`."""
+    return {r: w for r, w in reason_words(lang).items() if r in STOPS}
+
+
+STOP_WORDS = stop_words()  # in English, as REASON_WORDS and UNRECORDED
+REASON_WORDS = reason_words()
 # Traces made before the iterations' `drafting` field (the shipped examples of 2026-12-01) keep no reason.
-UNRECORDED = (
-    "This trace was recorded before specviz wrote down why an iteration drafted fewer than γ, so where its "
-    "drafts do not show the reason, it is not known."
-)
+UNRECORDED = words()["drafting_unrecorded"]
 
 
-def _reasons(trace, its: list[dict[str, Any]]) -> str:
-    """'2 by …, 1 by …': why each of `its` drafted fewer than the run's γ, most common first."""
+def iterations_word(n: int, lang: str = "en") -> str:
+    """'1 iteration', '3 iterations', in `lang`."""
+    return _said(lang)["drafting_iteration_one" if n == 1 else "drafting_iterations"].format(n=n)
+
+
+def _reason_counts(trace, its: list[dict[str, Any]]) -> dict[str, int]:
+    """Why each of `its` drafted fewer than the run's γ: reason -> how many, most common first."""
     gamma = trace.config.get("gamma") or None
     reasons: dict[str, int] = {}
     for it in its:
         stop = stop_reason(it, gamma, reads_features(trace.config)) or "unrecorded"
         reasons[stop] = reasons.get(stop, 0) + 1
-    return ", ".join(f"{n} by {REASON_WORDS[r]}" for r, n in sorted(reasons.items(), key=lambda kv: -kv[1]))
+    return dict(sorted(reasons.items(), key=lambda kv: -kv[1]))
 
 
-def run_summary(trace) -> str | None:
-    """One sentence for a whole run: how many iterations drafted fewer than γ, and why (None when every
-    iteration drafted all γ). Says, for instance, why γ 1, 3 and 6 can give the same trace."""
+def _reasons(trace, its: list[dict[str, Any]], lang: str = "en") -> str:
+    """'2 by …, 1 by …': why each of `its` drafted fewer than the run's γ, most common first, in `lang`."""
+    said, named = _said(lang), reason_words(lang)
+    counts = _reason_counts(trace, its)
+    return said["drafting_list_sep"].join(
+        said["drafting_reason_count"].format(n=n, reason=named[r]) for r, n in counts.items()
+    )
+
+
+def run_summary(trace, lang: str = "en") -> str | None:
+    """One sentence for a whole run, in `lang`: how many iterations drafted fewer than γ, and why (None
+    when every iteration drafted all γ). Says, for instance, why γ 1, 3 and 6 can give the same trace."""
     gamma = trace.config.get("gamma") or 0
     its = trace.iterations
     short = [it for it in its if len(it["drafts"]) < gamma]
     if not gamma or not short:
         return None
+    said = _said(lang)
     made = sum(len(it["drafts"]) for it in its) / len(its)
-    reasons = _reasons(trace, short)
-    return (
-        f"{len(short)} of {plural(len(its), 'iteration')} drafted fewer than γ = {gamma} ({reasons}); "
-        f"the run drafted {made:.2f} of γ per iteration on average. So γ is the most it drafted, not what it "
-        "drafted, and a larger γ changes nothing where the drafting stopped before it."
-        + (" " + UNRECORDED if REASON_WORDS["unrecorded"] in reasons else "")
-    )
+    text = said["drafting_run_summary"].format(
+        short=len(short), iterations=iterations_word(len(its), lang), gamma=gamma,
+        reasons=_reasons(trace, short, lang), made=made,
+    )  # fmt: skip
+    return text + (" " + said["drafting_unrecorded"] if "unrecorded" in _reason_counts(trace, short) else "")
 
 
 def first_drafted(trace) -> int:
@@ -218,35 +228,34 @@ def first_drafted(trace) -> int:
     return next((i for i, it in enumerate(trace.iterations, 1) if it["drafts"]), 1)
 
 
-def iteration_counts(trace) -> str | None:
-    """Why the pages count a run's iterations differently, in one sentence: all of them (the inspector's
-    iterations, the timeline's and the headline's target passes), those that drafted (acceptance at
-    position 1 rests on them) and those the histogram of tokens per iteration and its mean count
-    (counted_iterations: they drafted and ended with a correction). None for a trace with no drafts."""
+def iteration_counts(trace, lang: str = "en") -> str | None:
+    """Why the pages count a run's iterations differently, in one sentence in `lang`: all of them (the
+    inspector's iterations, the timeline's and the headline's target passes), those that drafted
+    (acceptance at position 1 rests on them) and those the histogram of tokens per iteration and its mean
+    count (counted_iterations: they drafted and ended with a correction). None for a trace with no drafts."""
     its = trace.iterations
     if trace.mode != "speculative" or not its:
         return None
+    said = _said(lang)
     gamma, prefill = trace.config.get("gamma") or None, reads_features(trace.config)
     idle = [it for it in its if not it["drafts"]]
     first = [it for it in idle if it["index"] == 0 and stop_reason(it, gamma, prefill) == "no_features"]
-    parts = [f"{plural(len(its), 'iteration')}, one target pass each"]
+    parts = [said["drafting_counts_all"].format(iterations=iterations_word(len(its), lang))]
     if first:
-        parts.append(
-            "the first is the prefill, which drafts nothing (the draft head reads the target's features, and "
-            "there are none before the target's first pass)"
-        )
+        parts.append(said["drafting_counts_prefill"])
     if others := [it for it in idle if it not in first]:
-        parts.append(f"{len(others)}{' more' if first else ''} drafted nothing ({_reasons(trace, others)})")
+        idle_key = "drafting_counts_idle_more" if first else "drafting_counts_idle"
+        parts.append(said[idle_key].format(n=len(others), reasons=_reasons(trace, others, lang)))
     drafted = len(its) - len(idle)
     rows = position_table(trace)
     reached = rows[0]["reached"] if rows else drafted
-    parts.append(f"{drafted} drafted, and acceptance at position 1 rests on those {reached}")
+    parts.append(said["drafting_counts_drafted"].format(drafted=drafted, reached=reached))
     counted = len(counted_iterations(trace))
     if counted < drafted:
         ended = (
-            "the last ended the text on an accepted draft, so it has no correction and is not a whole iteration"
+            said["drafting_counts_last_ended"]
             if drafted - counted == 1
-            else f"{drafted - counted} ended without a correction, so they are not whole iterations"
+            else said["drafting_counts_ended"].format(n=drafted - counted)
         )
-        parts.append(f"the histogram of tokens per iteration counts {counted}: {ended}")
-    return "; ".join(parts) + "."
+        parts.append(said["drafting_counts_histogram"].format(counted=counted, ended=ended))
+    return said["drafting_sentence"].format(text=said["drafting_part_sep"].join(parts))

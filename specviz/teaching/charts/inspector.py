@@ -114,9 +114,8 @@ def draft_figure(
         fig, labels, overlap, w["min_pq"], "min(p, q)", marker_color=ACCEPTED_MASS_COLOR, offset=-0.43, width=0.86
     )
     # q to the left of each token, p to the right, the drafted token's two bars outlined.
-    for vals, name, color, offset, who in ((q_vals, w["q_draft"], Q_COLOR, -0.4, "q (draft)"),
-                                           (p_vals, w["p_target"], P_COLOR, 0.0, "p (target)")):  # fmt: skip
-        add_token_bars(fig, labels, vals, name, who, marker=_outlined(color, labels), offset=offset, width=0.4)
+    for vals, name, color, offset in ((q_vals, w["q_draft"], Q_COLOR, -0.4), (p_vals, w["p_target"], P_COLOR, 0.0)):
+        add_token_bars(fig, labels, vals, name, name, marker=_outlined(color, labels), offset=offset, width=0.4)
     mark = w["drafted_mark"].format(status=w.get(f"status_{status}", status))
     _mark_chosen(fig, labels[0], max(q_vals[0], p_vals[0]), mark, STATUS_COLORS.get(status, "#000"))
     where = w["draft_n"].format(slot=slot) if slot else w["draft"]
@@ -152,7 +151,7 @@ def residual_figure(
         labels,
         normalised,
         name,
-        "normalised residual",
+        w["inspector_norm_hover"],
         marker=_outlined(RESIDUAL_COLOR, labels),
         offsetgroup="normalised",
         legendgroup="normalised",
@@ -176,7 +175,7 @@ def bonus_figure(
     labels = _categories(extra, ids, correction["token"], w["other"])
     values = _values(ids, top, {tid: correction.get("p", 0.0)})
     fig = house_figure()
-    add_token_bars(fig, labels, values, w["p_target"], "p (target)", marker=_outlined(P_COLOR, labels))
+    add_token_bars(fig, labels, values, w["p_target"], w["p_target"], marker=_outlined(P_COLOR, labels))
     mark = w["drawn_mark" if no_draft else "bonus_mark"]
     _mark_chosen(fig, labels[0], values[0], mark, STATUS_COLORS["target" if no_draft else "bonus"])
     title = w["alone_title" if no_draft else "bonus_title"].format(

@@ -58,10 +58,10 @@ def iteration_note(it: dict, gamma: int | None = None, lang: str = "en") -> str:
     return f'<span class="sv-it">{"<br>".join(html.escape(line) for line in lines)}</span>'
 
 
-def token_span(row: dict, extra: dict, column: int, note: str = "") -> str:
+def token_span(row: dict, extra: dict, column: int, note: str = "", lang: str = "en") -> str:
     text = html.escape(display_token(row["token"]) if not row["token"].strip() else row["token"])
     text = text.replace("\n", "↵<br>")
-    card = hover_card(row, extra) + note
+    card = hover_card(row, extra, lang=lang) + note
     side = " sv-r" if column % LINE_GUESS > LINE_GUESS // 2 else ""
     return f'<span class="sv-tok sv-{row["status"]}{side}">{text}<span class="sv-card">{card}</span></span>'
 
@@ -79,7 +79,7 @@ def token_stream_html(
     notes = {it["index"]: iteration_note(it, gamma, lang) for it in iterations}
     spans, column = [], 0
     for r in rows:
-        spans.append(token_span(r, extra, column, notes[r["iteration"]]))
+        spans.append(token_span(r, extra, column, notes[r["iteration"]], lang))
         token = r["token"]
         column = len(token) - token.rfind("\n") - 1 if "\n" in token else column + len(token)
     spans = "".join(spans)

@@ -82,40 +82,40 @@ def decision_text(row: dict[str, Any], lang: str = "en") -> str:
     return said.get(f"decision_{status}{greedy}", said["decision_target"])
 
 
-def hover_card(row: dict[str, Any], extra: dict[str, Any] | None = None, markup: bool = True) -> str:
-    """The hover card of one token: position, text, q, p, p/q, r, decision and top alternatives.
+def hover_card(row: dict[str, Any], extra: dict[str, Any] | None = None, markup: bool = True, lang: str = "en") -> str:
+    """The hover card of one token, in `lang`: position, text, q, p, p/q, r, decision and top alternatives.
 
     markup=True gives Plotly hover text (lines joined by <br>, token text HTML-escaped here);
     markup=False gives plain lines for an HTML title attribute (the caller escapes the whole string).
     """
-    extra = extra or {}
+    extra, w = extra or {}, words(lang)
 
     def tok(text: str) -> str:
         return html.escape(label_token(text)) if markup else label_token(text)
 
     lines = [
         f"<b>{tok(row['token'])}</b>" if markup else tok(row["token"]),
-        f"position {row['position']} · iteration {row['iteration'] + 1}",
+        w["stream_position"].format(position=row["position"], iteration=row["iteration"] + 1),
     ]
     if row["is_draft"]:
         q, p = row["q"], row["p"]
         ratio = "∞" if q == 0 else f"{p / q:.3f}"
-        lines.append(f"q (draft) {q:.3g} · p (target) {p:.3g} · p/q {ratio}")
+        lines.append(w["stream_qp"].format(q=q, p=p, ratio=ratio))
         if row["status"] == "discarded":  # after the first rejection: never compared with any r
-            r = "not drawn (never checked)"
+            r = w["stream_r_not_drawn"]
         else:
-            r = "none (greedy)" if row.get("r") is None else f"{row['r']:.3g}"
-        lines.append(f"accept prob min(1, p/q) {row['accept_prob']:.3g} · r {r}")
+            r = w["r_greedy"] if row.get("r") is None else f"{row['r']:.3g}"
+        lines.append(w["stream_accept"].format(accept=row["accept_prob"], r=r))
     else:
-        lines.append(f"its probability where it was drawn: {row.get('p', 0.0):.3g}")
-    lines.append(html.escape(decision_text(row)) if markup else decision_text(row))
+        lines.append(w["stream_drawn_prob"].format(p=row.get("p", 0.0)))
+    lines.append(html.escape(decision_text(row, lang)) if markup else decision_text(row, lang))
     if row["status"] == "resampled" and row.get("residual_top"):
-        top, name = row["residual_top"], "residual's top"
+        top, name = row["residual_top"], "stream_residual_top"
     else:
-        top, name = row.get("p_top") or [], "target's top"
+        top, name = row.get("p_top") or [], "stream_target_top"
     if top:
         alts = ", ".join(f"{tok(token_text(extra, tid))} {prob:.2f}" for tid, prob in top[:5])
-        lines.append(f"{name}: {alts}")
+        lines.append(w[name].format(alts=alts))
     return ("<br>" if markup else "\n").join(lines)
 
 
@@ -126,17 +126,17 @@ def md_escape(text: str) -> str:
 
 def draft_facts(row: dict, one_line: bool = False, lang: str = "en") -> str:
     """Markdown: one draft's q, p, p/q, min(1, p/q), r and the decision (the inspector's detail, or
-    one line with the token for the lesson, in the lesson's language `lang`)."""
-    r = "none (greedy: accept iff it is the target's top token)" if row["r"] is None else f"{row['r']:.4f}"
+    one line with the token for the lesson), in `lang`."""
+    w = words(lang)
     ratio = "∞" if row["q"] == 0 else f"{row['p'] / row['q']:.3f}"
     if one_line:
-        r = words(lang)["r_greedy"] if row["r"] is None else f"{row['r']:.3f}"
+        r = w["r_greedy"] if row["r"] is None else f"{row['r']:.3f}"
         return (
             f"**{md_escape(label_token(row['token']))}**: q = {row['q']:.3f}, p = {row['p']:.3f}, p/q = {ratio}, "
             f"min(1, p/q) = {row['accept_prob']:.3f}, r = {r} → {decision_text(row, lang)}"
         )
-    return (
-        f"q (draft) **{row['q']:.4f}** · p (target) **{row['p']:.4f}** · p/q {ratio}  \n"
-        f"accept probability min(1, p/q) **{row['accept_prob']:.4f}** · r **{r}** · β {row['beta']:.3f}  \n"
-        f"decision: **{decision_text(row)}**"
-    )
+    r = w["inspector_r_greedy"] if row["r"] is None else f"{row['r']:.4f}"
+    return w["inspector_facts"].format(
+        q=row["q"], p=row["p"], ratio=ratio, accept=row["accept_prob"], r=r, beta=row["beta"],
+        decision=decision_text(row, lang),
+    )  # fmt: skip
