@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -93,10 +94,50 @@ def _background_threads_end_with_the_session():
     background.stop_all()
 
 
-def wait_for(condition, timeout_s: float = 60.0) -> bool:
+def wait_for(condition, timeout_s: float = 60.0, poll_s: float = 0.005) -> bool:
     """Wait until `condition()` holds (True) or `timeout_s` passes (False): a test waits for the
-    state it needs, not for a number of seconds; the timeout only bounds a hang."""
+    state it needs, not for a number of seconds; the timeout only bounds a hang. poll_s: how often
+    to look again (a server's health check: less often, so the polls leave the CPU to the server).
+    The one sleep of the suite's waits (tests/test_house_rules.py counts them)."""
     deadline = time.monotonic() + timeout_s
     while not (held := condition()) and time.monotonic() < deadline:
-        time.sleep(0.005)
+        time.sleep(poll_s)
     return bool(held)
+
+
+def wait_until_serving(proc, url: str, log_path, timeout_s: float = 90.0) -> None:
+    """Wait until the server `proc` (started to serve `url`, logging to `log_path`) answers its
+    health check; fail at once if it exits first, and after `timeout_s` (a hang)."""
+    from specviz_app.replicas import healthy
+
+    def up() -> bool:
+        if proc.poll() is not None:
+            tail = Path(log_path).read_text(errors="replace")[-3000:]
+            pytest.fail(f"the server exited with code {proc.returncode}; see {log_path}:\n{tail}")
+        return healthy(url)
+
+    if not wait_for(up, timeout_s, poll_s=0.2):
+        pytest.fail(f"the server did not answer {url}/_stcore/health within {timeout_s:.0f} s; see {log_path}")
+
+
+class FakeClock:
+    """A clock that moves only when the test moves it. Patched in as a module's `time`
+    (monkeypatch.setattr(module, "time", fake_clock)), it stands in for work that takes time (a
+    drafting turn, a kernel, a held gate): the test chooses the durations and asserts what the code
+    does with them, exactly, whatever the machine's speed."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    perf_counter = monotonic
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def fake_clock() -> FakeClock:
+    return FakeClock()

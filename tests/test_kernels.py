@@ -13,12 +13,12 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 import torch
 from torch import nn
 
+from specviz.config import DecodeOptions
 from specviz.engine import kernels
 from specviz.engine.packing import EAGER, NATIVE, PACKED, PACKED_ONE_ROW, KernelLinear, kernel_linears
 
@@ -135,28 +135,30 @@ def test_packing_refuses_what_it_cannot_pack():
     assert kernel_linears(nn.Sequential(nn.ReLU())) == ([], "no weights")
 
 
-def _fake_pass(model: nn.Module, cost_ms: dict):
-    """A pass that sleeps as long as its kernels cost: cost_ms[(shape, linear index, kernel)]."""
+def _fake_pass(model: nn.Module, cost_ms: dict, clock):
+    """A pass that moves the measuring clock on by what its kernels cost: cost_ms[(shape, linear
+    index, kernel)] milliseconds."""
 
     def run(rows: int) -> None:
         linears = [m for m in model.modules() if isinstance(m, KernelLinear)]  # swapped in by choose()
         shape = "one_row" if rows == 1 else "many_rows"
         kernel = [lin.one_row if rows == 1 else lin.many_rows for lin in linears]
-        units = sum(cost_ms[(shape, i, k)] for i, k in enumerate(kernel))
-        time.sleep(3 * units / 1e3)  # 3 ms a unit: well above timer noise
+        clock.advance(sum(cost_ms[(shape, i, k)] for i, k in enumerate(kernel)) / 1e3)
 
     return run
 
 
 @pytest.fixture
-def measuring(tmp_path, monkeypatch):
+def measuring(tmp_path, monkeypatch, fake_clock):
+    """The measuring clock is fake: a fake pass costs what the test says, whatever the machine's speed."""
     monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
     monkeypatch.setenv("SPECVIZ_KERNELS", "measure")
-    monkeypatch.setattr(kernels, "MEASURE_REPS", 3)  # a median of three shrugs off one late wake-up
+    monkeypatch.setattr(kernels, "MEASURE_REPS", 3)
+    monkeypatch.setattr(kernels, "time", fake_clock)
     return tmp_path
 
 
-def test_the_measured_fastest_kernel_is_chosen_per_group_and_shape(measuring, monkeypatch):
+def test_the_measured_fastest_kernel_is_chosen_per_group_and_shape(measuring, monkeypatch, fake_clock):
     model = _mlp()
     head = model[2]  # the output projection: its own group
     # body (layer 0): eager wins one row, packed several; head (layer 2): packed1 wins one row, eager several
@@ -168,7 +170,7 @@ def test_the_measured_fastest_kernel_is_chosen_per_group_and_shape(measuring, mo
         ("one_row", 0, NATIVE): 7, ("one_row", 1, NATIVE): 7, ("many_rows", 0, NATIVE): 7, ("many_rows", 1, NATIVE): 7,
     }  # fmt: skip
     cache = measuring / "kernels.json"
-    record = kernels.choose("test-model", cache, model, lambda: model[2], _fake_pass(model, cost), (3, 5))
+    record = kernels.choose("test-model", cache, model, lambda: model[2], _fake_pass(model, cost, fake_clock), (3, 5))
     assert record["one_row"] == {"body": EAGER, "head": PACKED_ONE_ROW}
     assert record["many_rows"] == {"body": PACKED, "head": EAGER}
     assert record["source"] == "measured at load"
@@ -176,7 +178,8 @@ def test_the_measured_fastest_kernel_is_chosen_per_group_and_shape(measuring, mo
     candidates = (EAGER, PACKED, PACKED_ONE_ROW, NATIVE)  # native too: it builds on this project's machines
     assert set(timings["one_row"]) == {f"{g}={k}" for g in ("body", "head") for k in candidates}
     assert set(timings["many_rows"]) == {f"{g}={k}" for g in ("body", "head") for k in (EAGER, PACKED, NATIVE)}
-    assert timings["many_rows"]["body=eager"] > timings["many_rows"]["body=packed"]
+    # Each the time of its passes: two (3 and 5 rows) of the body's candidate beside the head held packed.
+    assert timings["many_rows"]["body=eager"] == 2 * (8 + 8) and timings["many_rows"]["body=packed"] == 2 * (1 + 8)
     assert model[0].one_row == EAGER and model[0].many_rows == PACKED and head is not model[2]
     assert model[2].one_row == PACKED_ONE_ROW and model[2].many_rows == EAGER
     assert kernels.describe(record) == "one row body eager, head packed1; several rows body packed, head eager"
@@ -202,7 +205,7 @@ def test_native_is_measured_only_where_it_runs(monkeypatch):
     assert kernels.candidates("many_rows", float32) == (EAGER, PACKED)
 
 
-def test_a_cached_native_choice_is_measured_again_where_native_no_longer_builds(measuring, monkeypatch):
+def test_a_cached_native_choice_is_measured_again_where_native_no_longer_builds(measuring, monkeypatch, fake_clock):
     cache = measuring / "kernels.json"
     model = _mlp()
     native_everywhere = {shape: {"body": NATIVE, "head": NATIVE} for shape in kernels.SHAPES}
@@ -210,7 +213,7 @@ def test_a_cached_native_choice_is_measured_again_where_native_no_longer_builds(
     monkeypatch.setenv("SPECVIZ_KERNELS", "")
     monkeypatch.setattr(kernels.native, "unavailable", lambda: "no compiler here")
     cost = {(shape, i, k): 1 for shape in kernels.SHAPES for i in (0, 1) for k in (EAGER, PACKED, PACKED_ONE_ROW)}
-    record = kernels.choose("m", cache, model, lambda: model[2], _fake_pass(model, cost), (3,))
+    record = kernels.choose("m", cache, model, lambda: model[2], _fake_pass(model, cost, fake_clock), (3,))
     assert record["source"] == "measured at load"
     assert NATIVE not in {k for shape in kernels.SHAPES for k in record[shape].values()}
 
@@ -258,8 +261,8 @@ def test_mixed_kernels_differ_from_the_target_alone_only_at_float32_near_ties(mo
     assert mixed.kernels["one_row"]["body"] == EAGER and mixed.kernels["many_rows"]["body"] == PACKED
     verdicts = []
     for prompt in PROMPTS[:4]:
-        spec = speculative_generate(prompt, target=mixed, temperature=0, max_new_tokens=40)
-        base = autoregressive_generate(prompt, target=mixed, temperature=0, max_new_tokens=40)
+        spec = speculative_generate(prompt, target=mixed, options=DecodeOptions(temperature=0, max_new_tokens=40))
+        base = autoregressive_generate(prompt, target=mixed, options=DecodeOptions(temperature=0, max_new_tokens=40))
         assert spec.config["kernels"] == mixed.kernels  # the choice is in the trace
         same = compare_runs(spec, base, mixed)
         assert same.verdict in ("identical", "near_tie"), same

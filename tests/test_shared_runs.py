@@ -4,12 +4,12 @@ runs and its recording afterwards; bounded, oldest first; a replaced model's rec
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from conftest import wait_for
 from specviz_app.shared_runs import Recording, SharedRuns, made_words, run_key
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,14 +23,15 @@ def test_sessions_asking_at_once_share_one_decode_and_later_ones_get_it_at_once(
     runs = SharedRuns()
     target = _model()
     key = run_key(("prompt", 4), True, target, "ngram")
-    decodes, got = [], []
+    decodes, got, following = [], [], set()
     release = threading.Event()
 
     def session() -> None:
-        recording, lead = runs.claim(key, poll_s=0.02)
+        me = threading.get_ident()
+        recording, lead = runs.claim(key, on_wait=lambda: following.add(me), poll_s=0.02)
         if lead is not None:
             decodes.append(1)
-            release.wait(10)
+            release.wait(60)  # bounds a hang only: the test releases it
             recording = Recording(trace=object(), baseline=None)
             lead.finish(recording)
         got.append(recording)
@@ -38,7 +39,7 @@ def test_sessions_asking_at_once_share_one_decode_and_later_ones_get_it_at_once(
     threads = [threading.Thread(target=session) for _ in range(8)]
     for th in threads:
         th.start()
-    time.sleep(0.2)
+    assert wait_for(lambda: len(following) == 7)  # the other seven wait for the one decode in flight
     release.set()
     for th in threads:
         th.join(10)
@@ -53,15 +54,15 @@ def test_a_leader_that_fails_or_is_cancelled_hands_the_lead_to_a_follower():
     runs = SharedRuns()
     key = run_key(("p",), False, _model(), None)
     _, first = runs.claim(key)
-    result = {}
+    result, following = {}, threading.Event()
 
     def follower() -> None:
-        recording, lead = runs.claim(key, poll_s=0.02)
+        recording, lead = runs.claim(key, on_wait=following.set, poll_s=0.02)
         result["lead"] = lead
 
     th = threading.Thread(target=follower)
     th.start()
-    time.sleep(0.1)
+    assert following.wait(60)  # it follows the first leader's decode
     first.abandon()  # a closed tab, Cancel, or an error
     th.join(10)
     assert result["lead"] is not None  # the follower decodes instead
