@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from specviz.config import DecodeOptions  # noqa: E402
 from specviz.decoding.decoder import autoregressive_generate, speculative_generate  # noqa: E402
 from specviz.engine import models  # noqa: E402
 from specviz.shipped import ASSETS  # noqa: E402
@@ -111,18 +113,17 @@ def record_lesson(target) -> None:
     from specviz.teaching.lesson import CONTRAST_TRACE, MAIN_TRACE, race_numbers
 
     for path, draft, gamma in ((MAIN_TRACE, PAPER_DRAFT, 3), (CONTRAST_TRACE, models.TRAINED_DRAFT, CONTRAST_GAMMA)):
-        settings = {**LESSON_SETTINGS, "gamma": gamma}
-        speculative_generate(LESSON_PROMPT, target=target, draft=draft, **{**settings, "max_new_tokens": 4})
-        spec = speculative_generate(LESSON_PROMPT, target=target, draft=draft, **settings)
+        options = DecodeOptions(**{**LESSON_SETTINGS, "gamma": gamma})
+        speculative_generate(LESSON_PROMPT, target=target, draft=draft, options=replace(options, max_new_tokens=4))
+        spec = speculative_generate(LESSON_PROMPT, target=target, draft=draft, options=options)
         if path == MAIN_TRACE:
             check_teaches(spec)
-        alone = {k: v for k, v in LESSON_SETTINGS.items() if k != "gamma"}
-        base = autoregressive_generate(LESSON_PROMPT, target=target, **alone)
+        base = autoregressive_generate(LESSON_PROMPT, target=target, options=options)
         time_pairs(
             spec,
             base,
-            partial(speculative_generate, LESSON_PROMPT, target=target, draft=draft, **settings),
-            partial(autoregressive_generate, LESSON_PROMPT, target=target, **alone),
+            partial(speculative_generate, LESSON_PROMPT, target=target, draft=draft, options=options),
+            partial(autoregressive_generate, LESSON_PROMPT, target=target, options=options),
         )
         spec.extra["recorded_with"] = f"{spec.config['device']}, {torch_threads()} torch thread(s)"
         path.write_text(spec.to_json(indent=None), encoding="utf-8")
@@ -177,16 +178,16 @@ def main() -> int:
     for name, title, note, draft, prompt, gamma, temperature, seed, max_new in EXAMPLES:
         if args.only and name != args.only:
             continue
-        common = {"temperature": temperature, "seed": seed, "max_new_tokens": max_new}
+        options = DecodeOptions(gamma=gamma, temperature=temperature, seed=seed, max_new_tokens=max_new)
         # Warm up once so the first example's timings do not include one-off start-up costs.
-        speculative_generate(prompt, target=target, draft=draft, gamma=gamma, **{**common, "max_new_tokens": 4})
-        spec = speculative_generate(prompt, target=target, draft=draft, gamma=gamma, **common)
-        base = autoregressive_generate(prompt, target=target, **common)
+        speculative_generate(prompt, target=target, draft=draft, options=replace(options, max_new_tokens=4))
+        spec = speculative_generate(prompt, target=target, draft=draft, options=options)
+        base = autoregressive_generate(prompt, target=target, options=options)
         time_pairs(
             spec,
             base,
-            partial(speculative_generate, prompt, target=target, draft=draft, gamma=gamma, **common),
-            partial(autoregressive_generate, prompt, target=target, **common),
+            partial(speculative_generate, prompt, target=target, draft=draft, options=options),
+            partial(autoregressive_generate, prompt, target=target, options=options),
         )
         s = spec.summary
         spec.extra["example"] = {

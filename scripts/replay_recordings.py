@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import specviz
+from specviz.config import DecodeOptions
 
 ASSETS = Path(specviz.__file__).resolve().parent / "assets"
 # Keys left out wherever they occur (any key containing one of these). "cache": the iterations' KV-cache
@@ -48,10 +49,20 @@ def replay(path: Path) -> tuple[bool, str]:
     recorded = json.loads(path.read_text(encoding="utf-8"))
     c = recorded["config"]
     fresh = specviz.speculative_generate(
-        recorded["prompt"], target=c["target"], draft=c["draft"], gamma=c["gamma"], temperature=c["temperature"],
-        top_k=c.get("top_k"), top_p=c.get("top_p"), seed=c["seed"], max_new_tokens=c["max_new_tokens"],
-        rule=c.get("rule", "exact"), chat_template=c.get("chat_template", True),
-    )  # fmt: skip
+        recorded["prompt"],
+        target=c["target"],
+        draft=c["draft"],
+        options=DecodeOptions(
+            gamma=c["gamma"],
+            temperature=c["temperature"],
+            top_k=c.get("top_k"),
+            top_p=c.get("top_p"),
+            seed=c["seed"],
+            max_new_tokens=c["max_new_tokens"],
+            rule=c.get("rule", "exact"),
+            chat_template=c.get("chat_template", True),
+        ),
+    )
     data = json.loads(fresh.to_json())
     shape = timing_free({"tokens": data["output_token_ids"], "iterations": data["iterations"]})
     digest = hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]

@@ -35,8 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from specviz.engine.gate import BUSY  # noqa: E402
 from specviz.engine.machine import cpu_name  # noqa: E402
+from specviz.serving.gate import BUSY  # noqa: E402
 from specviz.traces import metrics  # noqa: E402
 from specviz_app import ws_client  # noqa: E402
 from specviz_app.replicas import start_one_app, stop_process  # noqa: E402 - one app on a free port, and its stop

@@ -13,7 +13,7 @@ from typing import Any
 from specviz.traces import trace as _trace
 
 __all__ = [
-    "DecodeConfig",
+    "DecodeOptions",
     "SamplingConfig",
     "Trace",
     "autoregressive_generate",
@@ -27,7 +27,7 @@ _LAZY = {
     "speculative_generate": "specviz.decoding.decoder",
     "autoregressive_generate": "specviz.decoding.decoder",
     "Trace": "specviz.traces.trace",
-    "DecodeConfig": "specviz.config",
+    "DecodeOptions": "specviz.config",
     "SamplingConfig": "specviz.config",
     "load_model": "specviz.engine.models",
     "compare_runs": "specviz.traces.sameness",

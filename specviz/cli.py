@@ -18,7 +18,7 @@ import importlib
 import sys
 from pathlib import Path
 
-from specviz.config import DEFAULT_GAMMA
+from specviz.config import DEFAULT_GAMMA, DecodeOptions
 from specviz.errors import SpecvizError
 from specviz.teaching.charts.tokens import iteration_tokens
 
@@ -96,14 +96,16 @@ def _generate(args) -> int:
         args.prompt,
         target=args.target,
         draft=args.draft,
-        gamma=args.gamma,
-        temperature=args.temperature,
-        top_k=args.top_k,
-        top_p=args.top_p,
-        seed=args.seed,
-        max_new_tokens=args.max_new_tokens,
         device=args.device,
         dtype=args.dtype,
+        options=DecodeOptions(
+            gamma=args.gamma,
+            temperature=args.temperature,
+            top_k=args.top_k,
+            top_p=args.top_p,
+            seed=args.seed,
+            max_new_tokens=args.max_new_tokens,
+        ),
     )
     color = not args.no_color and sys.stdout.isatty()
     print(render_tokens(trace, color=color))

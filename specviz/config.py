@@ -100,7 +100,7 @@ def default_verify_rows() -> tuple[int, ...]:
 SPEEDUP_MIN_PAIRS, SPEEDUP_MAX_PAIRS = 3, 12
 SPEEDUP_TIMED_SECONDS = 16.0
 
-# The queue of decodes waiting for one device (specviz.engine.gate). The app refuses a new run at once when
+# The queue of decodes waiting for one device (specviz.serving.gate). The app refuses a new run at once when
 # MAX_QUEUED_RUNS decodes already hold or wait for the device: past that a student would wait
 # minutes, so it is better told to come back. Each app run queues one decode at a time (its
 # speculative run, then its baseline), so a class of 30 fits. The gate itself refuses any caller
@@ -109,7 +109,7 @@ MAX_QUEUED_RUNS = 40
 GATE_QUEUE_MAX = 2 * MAX_QUEUED_RUNS
 GATE_HISTORY = 20  # recent decode durations the gate keeps for a waiting caller's estimate
 
-# Batched decodes (specviz.engine.batching): at most BATCH_MAX_SESSIONS hold the device together, their
+# Batched decodes (specviz.serving.batching): at most BATCH_MAX_SESSIONS hold the device together, their
 # target passes run as one forward. A pass waits for every seated decode's request while requests
 # keep coming, but no longer than BATCH_WINDOW_S after the last progress (a submission, a pass, a
 # decode seated or leaving), so a decode stalled outside the compute lock never holds the others
@@ -171,18 +171,22 @@ class SamplingConfig:
 
 
 @dataclass(frozen=True)
-class DecodeConfig:
-    """One run: which models, how many drafts per iteration, how to sample, how long."""
+class DecodeOptions:
+    """How one decode runs, whatever its models: the paper's gamma, the sampling (applied to p and q
+    alike), the seed, the length, the acceptance rule and whether a drafter may draft a tree."""
 
-    target: str | None = None  # None: the offline default target
-    draft: str | None = None  # None: the default draft of the offline pair
-    gamma: int = DEFAULT_GAMMA  # draft tokens proposed per iteration
-    sampling: SamplingConfig = SamplingConfig()
+    gamma: int = DEFAULT_GAMMA  # the most draft tokens proposed per iteration
+    temperature: float = 1.0  # 0 means greedy
+    top_k: int | None = None  # keep only the k most likely tokens (None: all)
+    top_p: float | None = None  # keep the smallest set whose mass reaches top_p (None: all)
     seed: int = 0  # seeds the single torch.Generator of the run
     max_new_tokens: int = 64
+    rule: str = "exact"  # the acceptance rule (specviz.decoding.verify.RULES; the lab's wrong ones too)
+    tree: bool = True  # a drafter that drafts trees may (the exact rule only); False: chains
     chat_template: bool = True  # wrap a text prompt in the tokenizer's chat template if it has one
 
     def __post_init__(self) -> None:
+        self.sampling  # noqa: B018 (validates temperature, top_k and top_p)
         g = self.gamma
         if isinstance(g, bool) or not isinstance(g, int) or not GAMMA_MIN <= g <= GAMMA_MAX:
             raise ConfigError(f"gamma must be a whole number from {GAMMA_MIN} to {GAMMA_MAX}; got {g!r}.")
@@ -192,6 +196,10 @@ class DecodeConfig:
         m = self.max_new_tokens
         if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= MAX_NEW_TOKENS_MAX:
             raise ConfigError(f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS_MAX}; got {m!r}.")
+
+    @property
+    def sampling(self) -> SamplingConfig:
+        return SamplingConfig(self.temperature, self.top_k, self.top_p)
 
     def to_dict(self) -> dict:
         return asdict(self)

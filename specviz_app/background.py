@@ -16,7 +16,7 @@ starts a pair when none is running, and a pair that met one is marked disturbed 
 (speedup.keep_disturbed), so the run ends with the pairs its timing line counted towards.
 
 The extra pairs are low priority: each waits until no other session's decode is queued at the
-device gate (specviz.engine.gate), so a class's first runs are never held up by anyone's timing. Batched
+device gate (specviz.serving.gate), so a class's first runs are never held up by anyone's timing. Batched
 runs holding the gate together count as queued, so the pairs wait for the last of them. And the
 pairs decode solo, never batched: a run's own decode is batched with other sessions' (so its
 first pair never counts, specviz.traces.speedup), and these are the pairs its speedup comes from.
@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
 from specviz.config import SPEEDUP_TIMED_SECONDS
-from specviz.engine.gate import device_gate
+from specviz.serving.gate import device_gate
 from specviz.traces import speedup
 
 _preload_lock = threading.Lock()

@@ -7,7 +7,7 @@ cores: thirty decodes at once in the engine alone (threads, no Streamlit) grew t
 hundreds of megabytes with their KV caches already sized to their runs, and kept it; two arenas
 halved the growth at the same speed (docs/reliability.md; the figures: docs/benchmarks.md, "Figures
 once kept in code comments", "Memory bounds"). Torch runs
-in one decode's thread at a time (specviz.engine.batching's compute lock), so sharing two arenas
+in one decode's thread at a time (specviz.serving.batching's compute lock), so sharing two arenas
 costs no waiting worth measuring.
 
 Only the server sets this (app.py and specviz_app/asgi.py call `limit_arenas` as they start):

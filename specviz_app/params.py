@@ -23,6 +23,7 @@ from specviz.config import (
     GAMMA_MAX,
     GAMMA_MIN,
     PAPER_DRAFT,
+    DecodeOptions,
     drafter_kind,
     slug,
 )
@@ -135,14 +136,12 @@ class Settings:
             "top_p": None if self.top_p >= TOP_P_OFF else float(self.top_p),
         }
 
-    def decode_kwargs(self) -> dict[str, Any]:
-        return {
-            "gamma": self.gamma,
-            "temperature": float(self.temperature),
-            **self.filters(),
-            "seed": self.seed,
-            "max_new_tokens": self.max_new,
-        }
+    def decode_options(self) -> DecodeOptions:
+        """How the run decodes: γ, the sampling (filters set off as None), the seed and the length."""
+        return DecodeOptions(
+            gamma=self.gamma, temperature=float(self.temperature), **self.filters(), seed=self.seed,
+            max_new_tokens=self.max_new,
+        )  # fmt: skip
 
     def to_query(self) -> dict[str, str]:
         """The URL form. Custom model names only appear for the custom pair."""

@@ -6,9 +6,9 @@ through loading.load_pair, the run key, the decode's arguments with γ apart); e
 (sharing, the decode, its baseline, the timing pairs, the page) takes that request and goes on.
 preload_defaults, as the app opens, decodes a short RunRequest of the default settings.
 
-A run waits for the device in specviz.engine.gate's queue (its place and estimate on the status line); a
+A run waits for the device in specviz.serving.gate's queue (its place and estimate on the status line); a
 failed or cancelled run stores nothing, so the previous trace stays on show. The run and its
-baseline decode batched (specviz.engine.batching): sessions running at once share their target passes.
+baseline decode batched (specviz.serving.batching): sessions running at once share their target passes.
 The timing pairs decode solo, so the speedup a page shows never comes from a batched timing.
 
 Its words (status lines, progress, the queue's place, Cancel): the catalogue's section "running", in
@@ -19,16 +19,16 @@ says it in a language).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from types import MappingProxyType
 from typing import Any
 
 import streamlit as st
 
 from specviz import config
-from specviz.engine.gate import device_gate, ordinal
+from specviz.config import DecodeOptions
 from specviz.engine.models import LoadedModel
+from specviz.serving.gate import device_gate, ordinal
+from specviz.serving.hooks import ServingHooks
 from specviz.traces import metrics, speedup, trace_store
 from specviz_app import background, keys, language, params, render, shared_runs
 from specviz_app.loading import float32_of, load_pair
@@ -50,23 +50,20 @@ class RunRequest:
     baseline: bool  # whether the target alone decodes beside the run
     target: LoadedModel
     draft: Any  # as the decoder takes it (loading.resolve_draft): a loaded model, or a strategy's name
-    gamma: int
-    sampling: Mapping[str, Any]  # read-only: every decode of the run gets the same values
+    options: DecodeOptions  # γ, the sampling, the seed, the length: the same for every decode of the run
     reference: LoadedModel | None  # the target in float32, which the baseline's sameness check reads
 
     def speculative(self, **extra):
-        """The speculative decode of this request (extra: the decoder's callbacks, batched=...)."""
+        """The speculative decode of this request (extra: on_iteration, and the hooks of a shared device)."""
         from specviz.decoding.decoder import speculative_generate
 
-        return speculative_generate(
-            self.prompt, target=self.target, draft=self.draft, gamma=self.gamma, **self.sampling, **extra
-        )
+        return speculative_generate(self.prompt, target=self.target, draft=self.draft, options=self.options, **extra)
 
     def target_alone(self, **extra):
         """The baseline: the target decoding alone, with the same sampling and seed."""
         from specviz.decoding.decoder import autoregressive_generate
 
-        return autoregressive_generate(self.prompt, target=self.target, **self.sampling, **extra)
+        return autoregressive_generate(self.prompt, target=self.target, options=self.options, **extra)
 
 
 def run_request(settings: Settings) -> RunRequest:
@@ -75,13 +72,10 @@ def run_request(settings: Settings) -> RunRequest:
     with the float32 reference a baseline's sameness check needs."""
     target_name, draft_name = settings.model_names()
     key = settings.run_key()
-    sampling = settings.decode_kwargs()
-    gamma = sampling.pop("gamma")  # the one place γ leaves them: the target alone drafts nothing
     target, draft = load_pair(target_name, draft_name, settings.dtype)
     reference = float32_of(target) if settings.baseline else None  # target itself when it is float32
-    return RunRequest(
-        settings.prompt, key, settings.baseline, target, draft, gamma, MappingProxyType(sampling), reference
-    )
+    options = settings.decode_options()  # the target alone reads its sampling, seed and length
+    return RunRequest(settings.prompt, key, settings.baseline, target, draft, options, reference)
 
 
 def preload_defaults() -> None:
@@ -101,7 +95,7 @@ def run(settings: Settings) -> None:
         # First, so the click is answered at once, even while the preload still holds the models.
         status = st.status(w["loading_models"], expanded=True)
         # Clicking it reruns the script, which interrupts this run at its next status update (every
-        # poll while it queues, every redraw while it decodes): specviz.engine.gate frees its place and
+        # poll while it queues, every redraw while it decodes): specviz.serving.gate frees its place and
         # nothing is stored, so the previous trace stays on show.
         st.button(w["cancel"], key=keys.CANCEL_RUN, on_click=_cancelled, icon=":material/close:")
         lead = shared_runs.SOLO
@@ -179,7 +173,7 @@ def _cancelled() -> None:
 
 
 def _place(ahead: int, estimate_s: float | None, w: dict[str, str]) -> str:
-    """A waiting run's place in the queue: "3rd in line, about 8 s" (as specviz.engine.gate.place_words
+    """A waiting run's place in the queue: "3rd in line, about 8 s" (as specviz.serving.gate.place_words
     says it in English), in the language on show."""
     nth = ordinal(ahead) if language.current() == "en" else str(ahead)
     if estimate_s is None:
@@ -206,18 +200,18 @@ def _decode_with_progress(request: RunRequest, status, timer: metrics.RunTimer |
             pr.new_tokens / pr.max_new_tokens,
             text=w["decoding_progress"].format(new=pr.new_tokens, most=pr.max_new_tokens, iteration=pr.iteration),
         )
-        stream.html(render.token_stream_html(records, {"token_text": pr.token_text}, gamma=request.gamma))
+        stream.html(render.token_stream_html(records, {"token_text": pr.token_text}, gamma=request.options.gamma))
         if timer is not None:
             timer.first_token()
 
-    def on_wait(ahead: int) -> None:  # one decode per device at a time (specviz.engine.gate)
+    def on_wait(ahead: int) -> None:  # one decode per device at a time (specviz.serving.gate)
         # Called every poll while queued; a closed tab or Cancel raises out of status.update here.
         status.update(label=w["waiting"].format(place=_place(ahead, gate.estimate_s(ahead), w)))
 
     # Batched: when other sessions decode this target too, their target passes run as one forward
-    # (specviz.engine.batching), the tokens unchanged; a target that cannot batch decodes alone. Its timing
+    # (specviz.serving.batching), the tokens unchanged; a target that cannot batch decodes alone. Its timing
     # is then no solo run's, so the speedup comes from the solo pairs timed after (_time_more_pairs).
-    trace = request.speculative(on_iteration=on_spec, on_wait=on_wait, batched=True)
+    trace = request.speculative(on_iteration=on_spec, hooks=ServingHooks(on_wait=on_wait, batched=True))
     baseline = _baseline_with_progress(request, trace, status, bar, on_wait) if request.baseline else None
     status.update(label=w["done"], state="complete")
     return trace, baseline
@@ -241,7 +235,8 @@ def _baseline_with_progress(request: RunRequest, trace, status, bar, on_wait):
         )
 
     # Behind: other sessions' runs pass the baseline at the gate, so their first tokens never wait for it.
-    baseline = request.target_alone(on_iteration=on_base, on_wait=on_wait, batched=True, behind=True)
+    shared = ServingHooks(on_wait=on_wait, batched=True, behind=True)  # every first run passes it in the queue
+    baseline = request.target_alone(on_iteration=on_base, hooks=shared)
     trace.extra["sameness"] = compare_runs(trace, baseline, request.reference).to_dict()
     return baseline
 

@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from specviz.engine.gate import all_gates, observe_waits
+from specviz.serving.gate import all_gates, observe_waits
 from specviz.traces import metrics
 
 

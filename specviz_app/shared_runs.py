@@ -1,7 +1,7 @@
 """One run, many viewers: sessions asking for identical settings share one decode and its recording.
 
 A class opening the teacher's link would otherwise run the same decode thirty times, one after the
-other (specviz.engine.gate). Here the first session to ask for a key leads: it decodes. Sessions asking
+other (specviz.serving.gate). Here the first session to ask for a key leads: it decodes. Sessions asking
 for the same key meanwhile follow: they wait for the leader's recording instead of queueing a decode
 of their own, and sessions asking later get the recording at once. A recording is the run's trace
 and baseline, and the TimingPairs that keep timing that same trace (so a viewer sees the pairs come

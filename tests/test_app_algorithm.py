@@ -36,4 +36,6 @@ def test_a_paper_link_drafts_one_chain_of_gamma_and_the_inspector_says_so():
     assert full and all(len(it["drafts"]) == 3 and "tree" not in it for it in full)
     at.switch_page("app_pages/inspector.py").run()
     assert not at.exception, [e.value for e in at.exception]
+    assert at.slider(key="inspect_iter").value == 2  # it opens on the first iteration that drafted
+    at.slider(key="inspect_iter").set_value(1).run()  # the prefill, one step back, says why it drafted nothing
     assert any("this is the first iteration: the draft head reads" in c.value for c in at.caption)

@@ -66,7 +66,7 @@ def test_run_key_ignores_the_baseline_switch_but_not_the_seed():
     assert Settings(baseline=False).run_key() == DEFAULTS.run_key()
     assert Settings(seed=1).run_key() != DEFAULTS.run_key()
     # "off" values mean the same run as None
-    assert Settings(top_k=0, top_p=1.0).decode_kwargs()["top_k"] is None
+    assert Settings(top_k=0, top_p=1.0).decode_options().top_k is None
 
 
 def test_a_trace_config_maps_back_to_its_pair():

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from specviz.config import DecodeConfig, SamplingConfig, validate_prompt
+from specviz.config import DecodeOptions, SamplingConfig, validate_prompt
 from specviz.decoding.decoder import speculative_generate
 from specviz.engine.models import check_vocabulary, load_model
 from specviz.engine.toy import tiny_llama
@@ -29,7 +29,7 @@ def test_empty_prompt_is_refused_before_any_model_loads(tiny_pair):
 @pytest.mark.parametrize("gamma", [0, 17, -1, 2.5, True])
 def test_gamma_outside_range(gamma):
     with pytest.raises(ConfigError, match="gamma must be a whole number from 1 to 16"):
-        DecodeConfig(gamma=gamma)
+        DecodeOptions(gamma=gamma)
 
 
 @pytest.mark.parametrize("temperature", [-0.1, math.nan, math.inf, 11.0, "hot"])
@@ -53,23 +53,23 @@ def test_bad_top_k(top_k):
 @pytest.mark.parametrize("max_new_tokens", [0, 100_000])
 def test_max_new_tokens_bounded(max_new_tokens):
     with pytest.raises(ConfigError, match="max_new_tokens"):
-        DecodeConfig(max_new_tokens=max_new_tokens)
+        DecodeOptions(max_new_tokens=max_new_tokens)
 
 
 def test_bad_settings_reach_the_public_api(tiny_pair):
     target, draft = tiny_pair
     with pytest.raises(ConfigError, match="gamma"):
-        speculative_generate([1, 2], target=target, draft=draft, gamma=0)
+        speculative_generate([1, 2], target=target, draft=draft, options=DecodeOptions(gamma=0))
     with pytest.raises(ConfigError, match="temperature"):
-        speculative_generate([1, 2], target=target, draft=draft, temperature=float("nan"))
+        speculative_generate([1, 2], target=target, draft=draft, options=DecodeOptions(temperature=float("nan")))
     with pytest.raises(ConfigError, match="rule"):
-        speculative_generate([1, 2], target=target, draft=draft, rule="made-up")
+        speculative_generate([1, 2], target=target, draft=draft, options=DecodeOptions(rule="made-up"))
 
 
 def test_prompt_longer_than_the_context_is_refused(tiny_pair):
     target, draft = tiny_pair
     with pytest.raises(ConfigError, match="reads at most 256 tokens"):
-        speculative_generate([1] * 250, target=target, draft=draft, max_new_tokens=10)
+        speculative_generate([1] * 250, target=target, draft=draft, options=DecodeOptions(max_new_tokens=10))
 
 
 def test_mismatched_vocabularies_are_refused(tiny_pair):

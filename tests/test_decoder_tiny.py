@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specviz.config import SamplingConfig
+from specviz.config import DecodeOptions, SamplingConfig
 from specviz.decoding.decoder import autoregressive_generate, speculative_generate
 from specviz.drafters import lookup_continuation
 from specviz.engine.sampling import probabilities
@@ -38,9 +38,8 @@ def _strip_timing(trace: Trace) -> dict:
 @pytest.mark.parametrize("drafter", ["model", "ngram"])
 def test_trace_invariants_hold(tiny_pair, settings, drafter):
     target, draft = tiny_pair
-    trace = speculative_generate(
-        PROMPT, target=target, draft=draft if drafter == "model" else "ngram", max_new_tokens=40, seed=7, **settings
-    )
+    options = DecodeOptions(max_new_tokens=40, seed=7, **settings)
+    trace = speculative_generate(PROMPT, target=target, draft=draft if drafter == "model" else "ngram", options=options)
     validate(trace.to_dict())  # prefix property, output = accepted + corrections, accept_prob, r, summary
     assert len(trace.output_token_ids) == 40
     for it in trace.iterations:
@@ -63,24 +62,34 @@ def test_trace_invariants_hold(tiny_pair, settings, drafter):
 
 def test_same_seed_same_trace(tiny_pair):
     target, draft = tiny_pair
-    a = speculative_generate(PROMPT, target=target, draft=draft, gamma=4, seed=11, max_new_tokens=30)
-    b = speculative_generate(PROMPT, target=target, draft=draft, gamma=4, seed=11, max_new_tokens=30)
-    c = speculative_generate(PROMPT, target=target, draft=draft, gamma=4, seed=12, max_new_tokens=30)
+    a = speculative_generate(
+        PROMPT, target=target, draft=draft, options=DecodeOptions(gamma=4, seed=11, max_new_tokens=30)
+    )
+    b = speculative_generate(
+        PROMPT, target=target, draft=draft, options=DecodeOptions(gamma=4, seed=11, max_new_tokens=30)
+    )
+    c = speculative_generate(
+        PROMPT, target=target, draft=draft, options=DecodeOptions(gamma=4, seed=12, max_new_tokens=30)
+    )
     assert _strip_timing(a) == _strip_timing(b)
     assert a.output_token_ids != c.output_token_ids
 
 
 def test_json_round_trip_of_a_real_trace(tiny_pair):
     target, draft = tiny_pair
-    trace = speculative_generate(PROMPT, target=target, draft=draft, gamma=3, max_new_tokens=20)
+    trace = speculative_generate(PROMPT, target=target, draft=draft, options=DecodeOptions(gamma=3, max_new_tokens=20))
     again = Trace.from_json(trace.to_json())
     assert again.to_dict() == trace.to_dict()
 
 
 def test_untraced_run_matches_traced_tokens(tiny_pair):
     target, draft = tiny_pair
-    traced = speculative_generate(PROMPT, target=target, draft=draft, gamma=3, seed=5, max_new_tokens=30)
-    plain = speculative_generate(PROMPT, target=target, draft=draft, gamma=3, seed=5, max_new_tokens=30, trace=False)
+    traced = speculative_generate(
+        PROMPT, target=target, draft=draft, options=DecodeOptions(gamma=3, seed=5, max_new_tokens=30)
+    )
+    plain = speculative_generate(
+        PROMPT, target=target, draft=draft, trace=False, options=DecodeOptions(gamma=3, seed=5, max_new_tokens=30)
+    )
     assert plain.output_token_ids == traced.output_token_ids
     assert plain.iterations == []
     for key in ("iterations", "drafted", "accepted", "new_tokens"):
@@ -104,7 +113,10 @@ def test_kv_cache_probabilities_match_a_full_forward(tiny_pair, temperature):
     target, draft = tiny_pair
     sampling = SamplingConfig(temperature)
     trace = speculative_generate(
-        PROMPT, target=target, draft=draft, gamma=4, temperature=temperature, seed=3, max_new_tokens=40
+        PROMPT,
+        target=target,
+        draft=draft,
+        options=DecodeOptions(gamma=4, temperature=temperature, seed=3, max_new_tokens=40),
     )
     full = trace.prompt_token_ids + trace.output_token_ids
     probs = _full_forward_probs(target, full, sampling)
@@ -126,19 +138,23 @@ def test_kv_cache_probabilities_match_a_full_forward(tiny_pair, temperature):
 def test_greedy_equals_transformers_greedy_on_tiny_models(tiny_pair, gamma, drafter):
     target, draft = tiny_pair
     draft_arg = {"model": draft, "ngram": "ngram", "self": "self"}[drafter]
-    trace = speculative_generate(PROMPT, target=target, draft=draft_arg, gamma=gamma, temperature=0, max_new_tokens=30)
+    trace = speculative_generate(
+        PROMPT, target=target, draft=draft_arg, options=DecodeOptions(gamma=gamma, temperature=0, max_new_tokens=30)
+    )
     with torch.inference_mode():
         reference = target.model.generate(
             torch.tensor([PROMPT]), max_new_tokens=30, do_sample=False, min_new_tokens=30, pad_token_id=0
         )
     assert trace.output_token_ids == reference[0, len(PROMPT) :].tolist()
-    baseline = autoregressive_generate(PROMPT, target=target, temperature=0, max_new_tokens=30)
+    baseline = autoregressive_generate(PROMPT, target=target, options=DecodeOptions(temperature=0, max_new_tokens=30))
     assert baseline.output_token_ids == trace.output_token_ids
 
 
 def test_self_draft_accepts_everything(tiny_pair):
     target, _ = tiny_pair
-    trace = speculative_generate(PROMPT, target=target, draft="self", gamma=4, temperature=1.0, max_new_tokens=30)
+    trace = speculative_generate(
+        PROMPT, target=target, draft="self", options=DecodeOptions(gamma=4, temperature=1.0, max_new_tokens=30)
+    )
     assert trace.summary["acceptance_rate"] == pytest.approx(1.0, abs=0.05)
     assert trace.summary["alpha"] == pytest.approx(1.0, abs=1e-4)
 
@@ -146,14 +162,17 @@ def test_self_draft_accepts_everything(tiny_pair):
 def test_eos_stops_the_run(tiny_pair):
     """With an end-of-sequence id set, the run stops right after it, wherever it appears."""
     target, draft = tiny_pair
-    baseline = autoregressive_generate(PROMPT, target=target, temperature=0, max_new_tokens=30)
+    baseline = autoregressive_generate(PROMPT, target=target, options=DecodeOptions(temperature=0, max_new_tokens=30))
     eos = baseline.output_token_ids[5]
     first = baseline.output_token_ids.index(eos)
     target.model.config.eos_token_id = eos
     try:
         for gamma in (1, 4, 8):
             trace = speculative_generate(
-                PROMPT, target=target, draft="self", gamma=gamma, temperature=0, max_new_tokens=30
+                PROMPT,
+                target=target,
+                draft="self",
+                options=DecodeOptions(gamma=gamma, temperature=0, max_new_tokens=30),
             )
             assert trace.output_token_ids == baseline.output_token_ids[: first + 1]
             assert trace.stop_reason == "eos"
@@ -176,7 +195,9 @@ def test_every_token_a_chart_may_label_has_its_text_in_the_trace():
     from specviz.engine.toy import tiny_llama
 
     target, draft = tiny_llama(vocab_size=300, seed=1), tiny_llama(vocab_size=300, seed=2, layers=1)
-    trace = speculative_generate(PROMPT, target=target, draft=draft, gamma=3, seed=5, max_new_tokens=40)
+    trace = speculative_generate(
+        PROMPT, target=target, draft=draft, options=DecodeOptions(gamma=3, seed=5, max_new_tokens=40)
+    )
     texts = {int(k) for k in trace.extra["token_text"]}
     residual_ids = {
         token_id

@@ -10,6 +10,7 @@ import pytest
 import torch
 from test_head import ALPHA_LEVEL, PROMPT, TRAINED_SUBSET, VOCAB, RecordingHeadDrafter, random_head
 
+from specviz.config import DecodeOptions
 from specviz.decoding.decoder import autoregressive_generate, speculative_generate
 from specviz.drafters import HeadDrafter
 from specviz.engine.lean_llama import LeanLlama
@@ -67,12 +68,14 @@ def test_keeping_a_branch_leaves_the_cache_a_fresh_pass_builds(target, branch, a
 
 
 def test_greedy_tree_output_equals_the_target_alone_and_records_the_tree(target):
-    base = autoregressive_generate(PROMPT, target=target, temperature=0, max_new_tokens=40)
+    base = autoregressive_generate(PROMPT, target=target, options=DecodeOptions(temperature=0, max_new_tokens=40))
     kept_other = 0
     for gamma in (1, 3):
         head = random_head(target, subset=TRAINED_SUBSET, feature_layers=(0,), scale=0.3)
         drafter = RecordingHeadDrafter(head, "head", branches=3)
-        spec = speculative_generate(PROMPT, target=target, draft=drafter, gamma=gamma, temperature=0, max_new_tokens=40)
+        spec = speculative_generate(
+            PROMPT, target=target, draft=drafter, options=DecodeOptions(gamma=gamma, temperature=0, max_new_tokens=40)
+        )
         assert spec.output_token_ids == base.output_token_ids, gamma
         assert spec.config["draft_tree"] == 3
         trees = [it["tree"] for it in spec.iterations if "tree" in it]
@@ -140,7 +143,9 @@ def test_sampled_tree_keeps_the_target_distribution_and_records_its_tests(target
     assert result.impossible_spec == 0
     assert result.spec_test.p_value > ALPHA_LEVEL, result.spec_test
 
-    spec = speculative_generate(PROMPT, target=target, draft=drafter, gamma=3, temperature=1.0, max_new_tokens=60)
+    spec = speculative_generate(
+        PROMPT, target=target, draft=drafter, options=DecodeOptions(gamma=3, temperature=1.0, max_new_tokens=60)
+    )
     validate(spec.to_dict())
     assert spec.config["draft_tree"] == 2
     trees = [it for it in spec.iterations if "tree" in it]
@@ -164,7 +169,10 @@ def test_the_wrong_rule_variants_draft_chains(target):
     drafter = HeadDrafter(head, "head", branches=2)
     for rule in ("resample_from_p", "no_bonus"):
         spec = speculative_generate(
-            PROMPT, target=target, draft=drafter, gamma=3, temperature=1.0, rule=rule, max_new_tokens=20
+            PROMPT,
+            target=target,
+            draft=drafter,
+            options=DecodeOptions(gamma=3, temperature=1.0, rule=rule, max_new_tokens=20),
         )
         assert spec.config["draft_tree"] == 1 and not any("tree" in it for it in spec.iterations), rule
         assert sum(len(it["drafts"]) for it in spec.iterations) > 0, rule
@@ -176,8 +184,9 @@ def test_early_stop_is_recorded_with_its_confidence_and_threshold(target, temper
     head's confidence, below the threshold it stopped at; the first iteration has no features yet."""
     head = random_head(target, subset=TRAINED_SUBSET, scale=0.3)
     drafter = HeadDrafter(head, "head", branches=2, min_confidence=0.9)
-    spec = speculative_generate(PROMPT, target=target, draft=drafter, gamma=4, temperature=temperature,
-                                max_new_tokens=40)  # fmt: skip
+    spec = speculative_generate(
+        PROMPT, target=target, draft=drafter, options=DecodeOptions(gamma=4, temperature=temperature, max_new_tokens=40)
+    )
     validate(spec.to_dict())
     first = spec.iterations[0]
     assert first["drafts"] == [] and first["drafting"]["stop"] == "no_features"
@@ -201,7 +210,9 @@ def test_the_paper_preset_drafts_one_chain_of_gamma(target):
     first drafts exactly gamma, as a chain, and records no stop: Algorithm 1 as the paper states it."""
     head = random_head(target, subset=TRAINED_SUBSET, scale=0.3)
     drafter = HeadDrafter(head, "head", branches=1, min_confidence=0.0)
-    spec = speculative_generate(PROMPT, target=target, draft=drafter, gamma=3, temperature=1.0, max_new_tokens=40)
+    spec = speculative_generate(
+        PROMPT, target=target, draft=drafter, options=DecodeOptions(gamma=3, temperature=1.0, max_new_tokens=40)
+    )
     validate(spec.to_dict())
     assert spec.config["draft_tree"] == 1
     assert all("tree" not in it for it in spec.iterations)

@@ -13,6 +13,7 @@ import pytest
 from test_charts import EVIL, make_baseline, make_trace
 
 from specviz import config
+from specviz.config import DecodeOptions
 from specviz.engine import models
 from specviz.errors import ConfigError, ModelError, SpecvizError, TraceError
 from specviz.traces.trace import MAX_TRACE_BYTES, Trace, parse_json, validate
@@ -170,7 +171,7 @@ def test_the_app_caps_sit_inside_the_library_caps():
     assert settings.max_new == params.MAX_NEW_RANGE[1] and settings.gamma == config.GAMMA_MAX
     assert len(messages) == 2
     with pytest.raises(ConfigError, match="max_new_tokens"):
-        config.DecodeConfig(max_new_tokens=config.MAX_NEW_TOKENS_MAX + 1)
+        config.DecodeOptions(max_new_tokens=config.MAX_NEW_TOKENS_MAX + 1)
 
 
 def _worst_case_trace(tokens: int, gamma: int) -> dict:
@@ -251,7 +252,9 @@ def test_a_prompt_longer_than_the_offline_targets_context_is_refused_before_deco
 
     limit = offline_target.max_positions
     with pytest.raises(ConfigError, match=f"reads at most {limit} tokens. Shorten the prompt"):
-        speculative_generate("word " * (limit + 10), target=offline_target, draft="ngram", max_new_tokens=4)
+        speculative_generate(
+            "word " * (limit + 10), target=offline_target, draft="ngram", options=DecodeOptions(max_new_tokens=4)
+        )
 
 
 def test_a_model_folder_with_another_vocabulary_is_refused(tmp_path):

@@ -111,15 +111,15 @@ def test_bad_uploads_get_clear_errors_and_keep_the_trace(name, content, words):
 
 
 def test_runs_are_told_when_they_wait_for_another_sessions_decode(monkeypatch):
-    """state.run hands the decoder an on_wait callback; what it shows is the queue position."""
+    """state.run hands the decoder hooks whose on_wait reports the queue position."""
     import specviz.decoding.decoder
     from specviz.errors import ConfigError
 
     seen = []
 
-    def fake(*args, on_wait=None, **kwargs):
-        seen.append(on_wait)
-        on_wait(2)  # what specviz.engine.gate does while two runs are ahead
+    def fake(*args, hooks=None, **kwargs):
+        seen.append(hooks.on_wait)
+        hooks.on_wait(2)  # what specviz.serving.gate does while two runs are ahead
         raise ConfigError("stop here")
 
     monkeypatch.setattr(specviz.decoding.decoder, "speculative_generate", fake)

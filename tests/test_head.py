@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from specviz.config import DecodeOptions
 from specviz.decoding.decoder import autoregressive_generate, speculative_generate
 from specviz.drafters import HeadDrafter
 from specviz.engine.draft_head import DraftHead, HeadCache, head_config_for, init_from_target, load_head
@@ -47,7 +48,9 @@ def trained_head(target):
 
     def written(seed: int) -> Sequence:
         prompt = torch.randint(0, VOCAB, (6,), generator=torch.Generator().manual_seed(seed)).tolist()
-        out = autoregressive_generate(prompt, target=target, temperature=1.0, max_new_tokens=30, seed=seed)
+        out = autoregressive_generate(
+            prompt, target=target, options=DecodeOptions(temperature=1.0, max_new_tokens=30, seed=seed)
+        )
         ids = torch.tensor(prompt + out.output_token_ids)
         with torch.inference_mode():
             feats = target.model.model(input_ids=ids[None]).last_hidden_state[0, :-1].clone()
@@ -126,7 +129,9 @@ CACHED_VS_FULL = {"atol": 1e-4, "rtol": 1e-4}
 
 def test_features_handed_to_the_head_equal_a_cache_free_full_pass(target):
     drafter = RecordingHeadDrafter(random_head(target), "head")
-    trace = speculative_generate(PROMPT, target=target, draft=drafter, gamma=3, temperature=1.0, max_new_tokens=30)
+    trace = speculative_generate(
+        PROMPT, target=target, draft=drafter, options=DecodeOptions(gamma=3, temperature=1.0, max_new_tokens=30)
+    )
     assert trace.summary["drafted"] > 0 and trace.summary["accepted"] < trace.summary["drafted"]  # rollbacks ran
     seq = torch.tensor(trace.prompt_token_ids + trace.output_token_ids)
     with torch.inference_mode():
@@ -140,7 +145,9 @@ def test_features_of_earlier_layers_equal_a_cache_free_full_pass(target):
     """A head fusing layer 0 gets that layer's output and the final feature of every position
     still on the text, across rollbacks, as a full pass without a cache computes them."""
     drafter = RecordingHeadDrafter(random_head(target, feature_layers=(0,)), "head")
-    trace = speculative_generate(PROMPT, target=target, draft=drafter, gamma=3, temperature=1.0, max_new_tokens=30)
+    trace = speculative_generate(
+        PROMPT, target=target, draft=drafter, options=DecodeOptions(gamma=3, temperature=1.0, max_new_tokens=30)
+    )
     assert trace.summary["accepted"] < trace.summary["drafted"]  # rollbacks ran
     seq = torch.tensor(trace.prompt_token_ids + trace.output_token_ids)
     with torch.inference_mode():
@@ -172,25 +179,25 @@ def test_a_fused_head_starts_as_the_single_feature_head(target):
 
 
 def test_greedy_fused_two_layer_head_output_equals_the_target_alone(target):
-    base = autoregressive_generate(PROMPT, target=target, temperature=0, max_new_tokens=40)
+    base = autoregressive_generate(PROMPT, target=target, options=DecodeOptions(temperature=0, max_new_tokens=40))
     head = random_head(target, subset=TRAINED_SUBSET, feature_layers=(0,), depth=2, scale=0.05)
     drafter = HeadDrafter(head, "head")
-    spec = speculative_generate(PROMPT, target=target, draft=drafter, gamma=3, temperature=0, max_new_tokens=40)
+    spec = speculative_generate(
+        PROMPT, target=target, draft=drafter, options=DecodeOptions(gamma=3, temperature=0, max_new_tokens=40)
+    )
     assert spec.output_token_ids == base.output_token_ids
     assert spec.summary["drafted"] > 0
 
 
 def test_greedy_head_output_equals_the_target_alone(target, trained_head):
-    base = autoregressive_generate(PROMPT, target=target, temperature=0, max_new_tokens=40)
+    base = autoregressive_generate(PROMPT, target=target, options=DecodeOptions(temperature=0, max_new_tokens=40))
     accepted = rejected = 0
     for gamma in (1, 3, 6):
         spec = speculative_generate(
             PROMPT,
             target=target,
             draft=HeadDrafter(trained_head[0], "head"),
-            gamma=gamma,
-            temperature=0,
-            max_new_tokens=40,
+            options=DecodeOptions(gamma=gamma, temperature=0, max_new_tokens=40),
         )
         assert spec.output_token_ids == base.output_token_ids, gamma
         accepted += spec.summary["accepted"]
@@ -203,10 +210,7 @@ def test_head_q_is_zero_outside_its_vocabulary(target):
         PROMPT,
         target=target,
         draft=HeadDrafter(random_head(target), "head"),
-        gamma=4,
-        temperature=1.0,
-        max_new_tokens=30,
-        seed=2,
+        options=DecodeOptions(gamma=4, temperature=1.0, max_new_tokens=30, seed=2),
     )
     allowed = set(SUBSET.tolist())
     drafted = [d for it in trace.iterations for d in it["drafts"]]
@@ -223,7 +227,9 @@ def test_head_keeps_the_target_distribution_over_three_tokens(target, trained_he
     result = run_lab(PROMPT, target=target, draft=drafter, k=3, n=700, gamma=2, temperature=1.0, seed=0)
     assert result.impossible_spec == 0
     assert result.spec_test.p_value > ALPHA_LEVEL, result.spec_test
-    spec = speculative_generate(PROMPT, target=target, draft=drafter, gamma=2, temperature=1.0, max_new_tokens=40)
+    spec = speculative_generate(
+        PROMPT, target=target, draft=drafter, options=DecodeOptions(gamma=2, temperature=1.0, max_new_tokens=40)
+    )
     assert 0 < spec.summary["accepted"] < spec.summary["drafted"]  # accept and reject both ran
 
 

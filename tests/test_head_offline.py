@@ -14,6 +14,7 @@ import json
 import pytest
 import torch
 
+from specviz.config import DecodeOptions
 from specviz.decoding.decoder import autoregressive_generate, speculative_generate
 from specviz.engine.models import HEAD_DRAFT, load_model
 from specviz.labs.bench import PROMPTS as BENCH_PROMPTS
@@ -57,8 +58,10 @@ def test_default_target_is_packed_and_verification_rows_match_single_steps(offli
 def test_eager_fallback_is_recorded_and_still_exact(offline_target, monkeypatch):
     eager = load_model(dtype="float32", pack=False)
     assert eager.kernels_label.startswith("eager: ")
-    spec = speculative_generate(PROMPTS[0], target=eager, draft="ngram", gamma=3, temperature=0, max_new_tokens=16)
-    base = autoregressive_generate(PROMPTS[0], target=eager, temperature=0, max_new_tokens=16)
+    spec = speculative_generate(
+        PROMPTS[0], target=eager, draft="ngram", options=DecodeOptions(gamma=3, temperature=0, max_new_tokens=16)
+    )
+    base = autoregressive_generate(PROMPTS[0], target=eager, options=DecodeOptions(temperature=0, max_new_tokens=16))
     assert spec.config["kernels"] == eager.kernels
     assert spec.output_token_ids == base.output_token_ids
 
@@ -67,7 +70,10 @@ def test_eager_fallback_is_recorded_and_still_exact(offline_target, monkeypatch)
 def bfloat16_baselines():
     """The bfloat16 target alone on each prompt: what both gammas' speculative runs are compared with."""
     bf16 = load_model(dtype="bfloat16")
-    return bf16, [autoregressive_generate(p, target=bf16, temperature=0, max_new_tokens=32) for p in PROMPTS]
+    return bf16, [
+        autoregressive_generate(p, target=bf16, options=DecodeOptions(temperature=0, max_new_tokens=32))
+        for p in PROMPTS
+    ]
 
 
 @pytest.mark.parametrize("gamma", [2, 4])
@@ -76,7 +82,7 @@ def test_bfloat16_greedy_differs_only_at_near_ties(offline_target, bfloat16_base
     verdicts = []
     for prompt, base in zip(PROMPTS, baselines, strict=True):
         spec = speculative_generate(
-            prompt, target=bf16, draft=HEAD_DRAFT, gamma=gamma, temperature=0, max_new_tokens=32
+            prompt, target=bf16, draft=HEAD_DRAFT, options=DecodeOptions(gamma=gamma, temperature=0, max_new_tokens=32)
         )
         same = compare_runs(spec, base, offline_target)
         assert same.verdict in ("identical", "near_tie"), same
@@ -88,8 +94,12 @@ def test_bfloat16_greedy_differs_only_at_near_ties(offline_target, bfloat16_base
 
 def test_a_real_greedy_mismatch_is_called_one(offline_target):
     """The sameness check itself: a corrupted output with a large logit gap is a mismatch."""
-    base = autoregressive_generate(PROMPTS[1], target=offline_target, temperature=0, max_new_tokens=12)
-    spec = speculative_generate(PROMPTS[1], target=offline_target, draft="ngram", temperature=0, max_new_tokens=12)
+    base = autoregressive_generate(
+        PROMPTS[1], target=offline_target, options=DecodeOptions(temperature=0, max_new_tokens=12)
+    )
+    spec = speculative_generate(
+        PROMPTS[1], target=offline_target, draft="ngram", options=DecodeOptions(temperature=0, max_new_tokens=12)
+    )
     assert compare_runs(spec, base, offline_target).verdict == "identical"
     spec.output_token_ids = spec.output_token_ids[:3] + [13] + spec.output_token_ids[4:]  # "." instead
     same = compare_runs(spec, base, offline_target)
@@ -130,7 +140,10 @@ def test_train_head_recipe_smoke(tmp_path):
     head = load_head(tmp_path / "head", target.model)
     assert head.cfg.feature_layers == (1, 14) and history["recipe"]["feature_layers"] == [1, 14]
     trace = speculative_generate(
-        PROMPTS[0], target=target, draft=HeadDrafter(head, "smoke"), gamma=2, temperature=1.0, max_new_tokens=8
+        PROMPTS[0],
+        target=target,
+        draft=HeadDrafter(head, "smoke"),
+        options=DecodeOptions(gamma=2, temperature=1.0, max_new_tokens=8),
     )
     assert trace.summary["new_tokens"] == 8
 

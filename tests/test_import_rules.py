@@ -121,10 +121,11 @@ BASICS = ("config", "errors", "shipped")
 MAY_IMPORT = {
     "engine": {*BASICS},
     "traces": {*BASICS},
+    "serving": {*BASICS, "engine"},
     "drafters": {*BASICS, "engine"},
-    "decoding": {*BASICS, "engine", "drafters", "traces"},
-    "labs": {*BASICS, "engine", "drafters", "decoding", "traces"},
-    "training": {*BASICS, "engine", "drafters", "decoding", "traces", "labs"},
+    "decoding": {*BASICS, "engine", "serving", "drafters", "traces"},
+    "labs": {*BASICS, "engine", "serving", "drafters", "decoding", "traces"},
+    "training": {*BASICS, "engine", "serving", "drafters", "decoding", "traces", "labs"},
     "teaching": {*BASICS, "engine", "traces", "labs"},
 }
 ENTRY_POINTS = ("__init__", "__main__", "cli")

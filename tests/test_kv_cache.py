@@ -13,6 +13,7 @@ import pytest
 import torch
 from test_head import PROMPT, TRAINED_SUBSET, VOCAB, random_head
 
+from specviz.config import DecodeOptions
 from specviz.decoding.decoder import autoregressive_generate, speculative_generate
 from specviz.drafters import HeadDrafter
 from specviz.drafters import model as model_drafter
@@ -85,7 +86,9 @@ def _check_rows(trace: Trace) -> None:
 
 def test_a_chain_records_the_engine_s_cache_lengths(engine_rows):
     target, draft = toy_pair()  # a draft close to the target: drafts pass and fail
-    trace = speculative_generate(PROMPT, target=target, draft=draft, gamma=4, temperature=0, max_new_tokens=30)
+    trace = speculative_generate(
+        PROMPT, target=target, draft=draft, options=DecodeOptions(gamma=4, temperature=0, max_new_tokens=30)
+    )
     assert _target_rows(trace) == engine_rows["target"]
     # The draft model rolls back at the start of each proposal: its recorded after_rollback is the
     # engine's length right after that crop, and it then writes what it had not seen and g - 1 drafts.
@@ -106,7 +109,9 @@ def test_a_chain_records_the_engine_s_cache_lengths(engine_rows):
         assert c.draft.before + c.draft.written == nxt["before"]
     assert (
         trace.output_token_ids
-        == autoregressive_generate(PROMPT, target=target, temperature=0, max_new_tokens=30).output_token_ids
+        == autoregressive_generate(
+            PROMPT, target=target, options=DecodeOptions(temperature=0, max_new_tokens=30)
+        ).output_token_ids
     )
 
 
@@ -118,7 +123,9 @@ def test_a_tree_records_its_branches_rows_and_keeps_one(forward, engine_rows):
     )
     head = random_head(target, subset=TRAINED_SUBSET, feature_layers=(0,), scale=0.3)
     drafter = HeadDrafter(head, "head", branches=3, min_confidence=0.0)
-    trace = speculative_generate(PROMPT, target=target, draft=drafter, gamma=3, temperature=0, max_new_tokens=30)
+    trace = speculative_generate(
+        PROMPT, target=target, draft=drafter, options=DecodeOptions(gamma=3, temperature=0, max_new_tokens=30)
+    )
     assert _target_rows(trace) == engine_rows["target"]
     trees = [i for i, it in enumerate(trace.iterations) if "tree" in it]
     assert trees
@@ -148,7 +155,9 @@ def test_the_hybrid_s_head_cache_stands_still_while_the_lookup_drafts():
     head = random_head(tiny, subset=TRAINED_SUBSET, feature_layers=(0,), scale=0.3)
     drafter = HybridDrafter(HeadDrafter(head, "head", branches=2, min_confidence=0.0), "hybrid")
     prompt = [3, 1, 4, 1, 5, 3, 1, 4, 1, 5, 3, 1, 4]  # repeats: the lookup finds matches
-    trace = speculative_generate(prompt, target=tiny, draft=drafter, gamma=3, temperature=0, max_new_tokens=30)
+    trace = speculative_generate(
+        prompt, target=tiny, draft=drafter, options=DecodeOptions(gamma=3, temperature=0, max_new_tokens=30)
+    )
     sources = [it["drafting"]["source"] for it in trace.iterations]
     assert "ngram" in sources and "head" in sources
     for i, it in enumerate(trace.iterations):
@@ -163,7 +172,9 @@ def test_the_hybrid_s_head_cache_stands_still_while_the_lookup_drafts():
 
 def test_an_ngram_draft_says_it_has_no_cache(tiny_pair):
     target, _ = tiny_pair
-    trace = speculative_generate([1, 2, 3, 1, 2, 3, 1, 2], target=target, draft="ngram", gamma=3, max_new_tokens=12)
+    trace = speculative_generate(
+        [1, 2, 3, 1, 2, 3, 1, 2], target=target, draft="ngram", options=DecodeOptions(gamma=3, max_new_tokens=12)
+    )
     assert all(it["cache"]["draft"] is None for it in trace.iterations)
     assert "keeps no KV cache" in charts.cache_caption(trace, 0)[1]
     assert [bar.name for bar in charts.cache_figure(trace, 0).data if bar.y[-1] == "draft"] == []
@@ -171,7 +182,9 @@ def test_an_ngram_draft_says_it_has_no_cache(tiny_pair):
 
 def test_a_damaged_cache_record_is_refused(tiny_pair):
     target, draft = tiny_pair
-    data = speculative_generate(PROMPT, target=target, draft=draft, gamma=2, max_new_tokens=8).to_dict()
+    data = speculative_generate(
+        PROMPT, target=target, draft=draft, options=DecodeOptions(gamma=2, max_new_tokens=8)
+    ).to_dict()
     data["iterations"][0]["cache"]["target"]["after_pass"] = -1
     with pytest.raises(TraceError, match="after_pass"):
         validate(data)
@@ -188,7 +201,7 @@ def test_no_cache_cache_and_speculative_make_the_same_tokens(tiny_pair):
     assert result.identical and len(result.run("no_cache").tokens) == 24
     assert all(len(r.wall_ms) == 2 for r in result.runs)
     # no cache at all is the engine's forward from an empty cache: the same text as the target alone
-    alone = autoregressive_generate(TOY_PROMPT, target=target, temperature=0, max_new_tokens=24)
+    alone = autoregressive_generate(TOY_PROMPT, target=target, options=DecodeOptions(temperature=0, max_new_tokens=24))
     assert result.run("no_cache").tokens == alone.output_token_ids
     again = kv_cache.KVComparison.from_dict(json.loads(json.dumps(result.to_dict())))
     assert again == result

@@ -19,7 +19,7 @@ from dataclasses import asdict
 import pytest
 import torch
 
-from specviz.config import SamplingConfig
+from specviz.config import DecodeOptions, SamplingConfig
 from specviz.decoding.decoder import speculative_generate
 from specviz.decoding.verify import RULE_NAMES, WRONG_RULES
 from specviz.engine import toy
@@ -134,8 +134,10 @@ def test_no_bonus_changes_the_run_but_not_the_distribution(pair, exact):
     iterations, outputs = {}, {}
     for rule in ("exact", "no_bonus"):
         runs = [
-            speculative_generate(PROMPT, target=target, draft=draft, gamma=GAMMA, seed=s, max_new_tokens=8,
-                                 trace=False, rule=rule)
+            speculative_generate(
+                PROMPT, target=target, draft=draft, trace=False,
+                options=DecodeOptions(gamma=GAMMA, seed=s, max_new_tokens=8, rule=rule),
+            )
             for s in range(30)
         ]  # fmt: skip
         iterations[rule] = sum(r.summary["iterations"] for r in runs)

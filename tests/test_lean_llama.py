@@ -14,6 +14,7 @@ import pytest
 import torch
 from transformers import DynamicCache
 
+from specviz.config import DecodeOptions
 from specviz.engine.lean_llama import LeanCache, LeanLlama, lean_unavailable
 from specviz.engine.target import target_forward, tree_layout
 from specviz.engine.toy import tiny_llama
@@ -95,9 +96,15 @@ def test_offline_target_runs_lean_and_decodes_as_transformers_forward(offline_ta
     plain = load_model(lean=False)
     assert plain.lean is None and plain.forward == "transformers (lean=False)"
     for prompt in PROMPTS[:3]:
-        lean_run = autoregressive_generate(prompt, target=offline_target, temperature=0, max_new_tokens=24)
-        spec = speculative_generate(prompt, target=offline_target, temperature=0, max_new_tokens=24)
-        reference = autoregressive_generate(prompt, target=plain, temperature=0, max_new_tokens=24)
+        lean_run = autoregressive_generate(
+            prompt, target=offline_target, options=DecodeOptions(temperature=0, max_new_tokens=24)
+        )
+        spec = speculative_generate(
+            prompt, target=offline_target, options=DecodeOptions(temperature=0, max_new_tokens=24)
+        )
+        reference = autoregressive_generate(
+            prompt, target=plain, options=DecodeOptions(temperature=0, max_new_tokens=24)
+        )
         assert lean_run.config["forward"] == "lean" and reference.config["forward"].startswith("transformers")
         for run in (lean_run, spec):
             same = compare_runs(run, reference, plain)

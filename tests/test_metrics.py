@@ -1,5 +1,5 @@
 """The server's metrics (specviz.traces.metrics), read back by prometheus_client's own parser; the
-gate's counts and waits they read (specviz.engine.gate); and the websocket client's reading of the
+gate's counts and waits they read (specviz.serving.gate); and the websocket client's reading of the
 server's messages (specviz_app.ws_client). The scrape of a running app: tests/test_metrics_app.py."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
-from specviz.engine import gate as gate_module
-from specviz.engine.gate import DeviceGate, observe_waits
+from specviz.serving import gate as gate_module
+from specviz.serving.gate import DeviceGate, observe_waits
 from specviz.traces import metrics
 from specviz_app import ws_client
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch import nn
 
+from specviz.config import DecodeOptions
 from specviz.engine import native
 from specviz.engine.packing import EAGER, NATIVE, PACKED, PACKED_ONE_ROW, KernelLinear
 
@@ -129,7 +130,7 @@ def test_the_offline_target_on_native_decodes_greedily_as_its_target_alone(built
     target = load_model()
     assert target.kernels["one_row"]["body"] == NATIVE and target.kernels["many_rows"]["head"] == NATIVE
     for prompt in ("List three fruits and one fact about each.", "Write a Python function that reverses a string."):
-        spec = speculative_generate(prompt, target=target, temperature=0, max_new_tokens=24)
-        alone = autoregressive_generate(prompt, target=target, temperature=0, max_new_tokens=24)
+        spec = speculative_generate(prompt, target=target, options=DecodeOptions(temperature=0, max_new_tokens=24))
+        alone = autoregressive_generate(prompt, target=target, options=DecodeOptions(temperature=0, max_new_tokens=24))
         assert spec.config["kernels"] == target.kernels
         assert spec.output_token_ids == alone.output_token_ids  # one kernel for every row count: bit-identical

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from specviz.config import DecodeOptions
 from specviz.decoding.decoder import autoregressive_generate, speculative_generate
 from specviz.engine.models import TRAINED_DRAFT, check_vocabulary, load_model, offline_path
 
@@ -33,12 +34,17 @@ def test_shipped_draft_loads_offline_and_shares_vocabulary(offline_target):
 
 @pytest.fixture(scope="module")
 def greedy_targets(offline_target):
-    return {p: autoregressive_generate(p, temperature=0, max_new_tokens=NEW_TOKENS).output_token_ids for p in PROMPTS}
+    return {
+        p: autoregressive_generate(p, options=DecodeOptions(temperature=0, max_new_tokens=NEW_TOKENS)).output_token_ids
+        for p in PROMPTS
+    }
 
 
 @pytest.mark.parametrize("gamma", [1, 3, 8])
 def test_greedy_with_shipped_draft_equals_target(greedy_targets, gamma):
     for prompt, expected in greedy_targets.items():
-        trace = speculative_generate(prompt, draft=SHIPPED, gamma=gamma, temperature=0, max_new_tokens=NEW_TOKENS)
+        trace = speculative_generate(
+            prompt, draft=SHIPPED, options=DecodeOptions(gamma=gamma, temperature=0, max_new_tokens=NEW_TOKENS)
+        )
         assert trace.config["draft"] == SHIPPED
         assert trace.output_token_ids == expected

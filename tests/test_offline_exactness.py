@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specviz.config import SamplingConfig
+from specviz.config import DecodeOptions, SamplingConfig
 from specviz.decoding.decoder import speculative_generate
 from specviz.traces.trace import validate
 
@@ -52,7 +52,10 @@ def test_greedy_speculative_equals_transformers_greedy(
     for prompt in PROMPTS:
         ids, reference = greedy_references[prompt]
         trace = speculative_generate(
-            prompt, target=offline_target, draft=draft, gamma=gamma, temperature=0, max_new_tokens=NEW_TOKENS
+            prompt,
+            target=offline_target,
+            draft=draft,
+            options=DecodeOptions(gamma=gamma, temperature=0, max_new_tokens=NEW_TOKENS),
         )
         assert trace.prompt_token_ids == ids
         assert trace.output_token_ids == reference, f"{prompt!r} gamma={gamma} drafter={drafter}"
@@ -61,7 +64,9 @@ def test_greedy_speculative_equals_transformers_greedy(
 
 def test_sampled_run_with_the_default_pair_is_a_valid_trace(offline_target):
     trace = speculative_generate(
-        PROMPTS[0], target=offline_target, gamma=4, temperature=1.0, top_p=0.9, max_new_tokens=NEW_TOKENS, seed=3
+        PROMPTS[0],
+        target=offline_target,
+        options=DecodeOptions(gamma=4, temperature=1.0, top_p=0.9, max_new_tokens=NEW_TOKENS, seed=3),
     )
     validate(trace.to_dict())
     assert trace.summary["new_tokens"] >= 1

@@ -8,7 +8,7 @@ import pytest
 import torch
 from test_lab import ALPHA_LEVEL, one_thread  # noqa: F401 (one_thread: the lab's autouse fixture, one CPU thread)
 
-from specviz.config import SamplingConfig
+from specviz.config import DecodeOptions, SamplingConfig
 from specviz.decoding.decoder import autoregressive_generate, speculative_generate
 from specviz.drafters import ModelDrafter
 from specviz.drafters.staged import StagedDrafter
@@ -47,7 +47,10 @@ def test_same_drafts_and_q_as_the_plain_draft_model_in_fewer_passes(pair, temper
     plain, staged = recording(ModelDrafter, draft), recording(StagedDrafter, draft)
     runs = [
         speculative_generate(
-            PROMPT, target=target, draft=d, gamma=gamma, temperature=temperature, max_new_tokens=40, seed=3
+            PROMPT,
+            target=target,
+            draft=d,
+            options=DecodeOptions(gamma=gamma, temperature=temperature, max_new_tokens=40, seed=3),
         )
         for d in (plain, staged)
     ]
@@ -85,9 +88,13 @@ def test_a_wrong_guess_leaves_the_cache_a_fresh_drafter_builds(pair):
 @pytest.mark.parametrize("gamma", [1, 3, 8])
 def test_greedy_output_equals_the_target_alone(pair, gamma):
     target, draft = pair
-    base = autoregressive_generate(PROMPT, target=target, temperature=0, max_new_tokens=30)
-    trace = speculative_generate(PROMPT, target=target, draft=StagedDrafter(draft), gamma=gamma, temperature=0,
-                                 max_new_tokens=30)  # fmt: skip
+    base = autoregressive_generate(PROMPT, target=target, options=DecodeOptions(temperature=0, max_new_tokens=30))
+    trace = speculative_generate(
+        PROMPT,
+        target=target,
+        draft=StagedDrafter(draft),
+        options=DecodeOptions(gamma=gamma, temperature=0, max_new_tokens=30),
+    )
     assert trace.output_token_ids == base.output_token_ids
     validate(trace.to_dict())
 

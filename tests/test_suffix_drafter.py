@@ -9,7 +9,7 @@ import torch
 from test_head import TRAINED_SUBSET, random_head
 from test_lab import ALPHA_LEVEL, one_thread  # noqa: F401 (one_thread: the lab's autouse fixture, one CPU thread)
 
-from specviz.config import SamplingConfig
+from specviz.config import DecodeOptions, SamplingConfig
 from specviz.decoding.decoder import autoregressive_generate, speculative_generate
 from specviz.drafters import HeadDrafter, HybridDrafter
 from specviz.drafters.suffix import SuffixDrafter, SuffixMemory, SuffixTree, continuation
@@ -135,12 +135,15 @@ def test_the_drafter_proposes_from_an_earlier_runs_output():
 
 @pytest.mark.parametrize("gamma", [1, 3, 8])
 def test_greedy_output_equals_the_target_alone(target, gamma):
-    base = autoregressive_generate(REPEATING, target=target, temperature=0, max_new_tokens=30)
+    base = autoregressive_generate(REPEATING, target=target, options=DecodeOptions(temperature=0, max_new_tokens=30))
     memory = SuffixMemory()
     accepted = []
     for _ in range(2):  # the second run drafts from the first run's output too
         trace = speculative_generate(
-            REPEATING, target=target, draft=SuffixDrafter(memory=memory), gamma=gamma, temperature=0, max_new_tokens=30
+            REPEATING,
+            target=target,
+            draft=SuffixDrafter(memory=memory),
+            options=DecodeOptions(gamma=gamma, temperature=0, max_new_tokens=30),
         )
         assert trace.output_token_ids == base.output_token_ids
         validate(trace.to_dict())
@@ -150,12 +153,12 @@ def test_greedy_output_equals_the_target_alone(target, gamma):
 
 def test_greedy_hybrid_with_suffix_trees_equals_the_target_alone():
     tiny = toy.tiny_llama(vocab_size=24, seed=5, init_scale=20.0)
-    base = autoregressive_generate(REPEATING, target=tiny, temperature=0, max_new_tokens=40)
+    base = autoregressive_generate(REPEATING, target=tiny, options=DecodeOptions(temperature=0, max_new_tokens=40))
     head = HeadDrafter(random_head(tiny, subset=TRAINED_SUBSET, scale=0.3), "head", branches=2)
     hybrid = HybridDrafter(head, "hybrid-suffix", lookup=SuffixDrafter(min_match=2, memory=SuffixMemory()))
     for gamma in (1, 4):
         trace = speculative_generate(
-            REPEATING, target=tiny, draft=hybrid, gamma=gamma, temperature=0, max_new_tokens=40
+            REPEATING, target=tiny, draft=hybrid, options=DecodeOptions(gamma=gamma, temperature=0, max_new_tokens=40)
         )
         assert trace.output_token_ids == base.output_token_ids, gamma
         validate(trace.to_dict())

@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 
+from specviz.config import DecodeOptions
 from specviz.training.train_draft import distill_loss
 
 
@@ -91,8 +92,10 @@ def test_train_draft_tiny_end_to_end(tmp_path):
     draft = load_model(str(out), dtype="float32")
     ids = list(range(5, 15))
     for gamma in (1, 3):
-        spec = speculative_generate(ids, target=target, draft=draft, gamma=gamma, temperature=0, max_new_tokens=10)
-        base = autoregressive_generate(ids, target=target, temperature=0, max_new_tokens=10)
+        spec = speculative_generate(
+            ids, target=target, draft=draft, options=DecodeOptions(gamma=gamma, temperature=0, max_new_tokens=10)
+        )
+        base = autoregressive_generate(ids, target=target, options=DecodeOptions(temperature=0, max_new_tokens=10))
         assert spec.output_token_ids == base.output_token_ids
 
 

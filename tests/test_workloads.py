@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from specviz.config import DecodeOptions
 from specviz.decoding.decoder import speculative_generate
 from specviz.engine import toy
 from specviz.labs import workloads
@@ -64,8 +65,12 @@ def test_a_cell_of_one_prompt_is_that_runs_own_trace(pair):
     kind = workloads.Kind("code", "code", "", (TOY_KINDS[0].prompts[0],))
     with toy.one_thread():
         result = workloads.run_workloads(target=target, drafts=[draft], kinds=[kind], max_new_tokens=MAX_NEW)
-        trace = speculative_generate(list(kind.prompts[0]), target=target, draft=draft, gamma=3, temperature=0.0,
-                                     max_new_tokens=MAX_NEW)  # fmt: skip
+        trace = speculative_generate(
+            list(kind.prompts[0]),
+            target=target,
+            draft=draft,
+            options=DecodeOptions(gamma=3, temperature=0.0, max_new_tokens=MAX_NEW),
+        )
     cell = result.cells[0]
     assert cell["alpha"] == pytest.approx(trace.summary["alpha"])
     assert cell["tokens_per_iteration"] == pytest.approx(trace.summary["mean_accepted_length"])

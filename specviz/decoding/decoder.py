@@ -30,8 +30,10 @@ random generator. Its one-token steps run the kernels measured fastest for one r
 (specviz.engine.kernels), so it is the fastest target alone specviz knows, not a handicapped one.
 
 `_decode_loop` owns everything around the iteration: timing, stopping, progress and recording.
-With batched=True a decode's target passes run in one forward with other batched decodes'
-(specviz.engine.batching): the same tokens and decisions as alone, its trace marked config.batched.
+How the decode shares the device is the `hooks` object's business (specviz.serving.hooks): the
+decoder holds `hooks.decoding(target)` for the whole run and hands what it yields to the target's
+passes. A batched decode's passes run in one forward with other sessions' (specviz.serving.batching):
+the same tokens and decisions as alone, its trace marked config.batched.
 """
 
 from __future__ import annotations
@@ -42,18 +44,19 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specviz.config import DEFAULT_GAMMA, DecodeConfig, SamplingConfig, validate_prompt
+from specviz.config import DecodeOptions, SamplingConfig, validate_prompt
 from specviz.decoding.prompting import prompt_token_ids
 from specviz.decoding.recorder import IterationRecorder
 from specviz.decoding.verify import RULES, FirstTest, Verdict, choose_branch, verify
 from specviz.drafters import Drafter, DraftReport, TreeDrafter, draft_tree, resolve_drafter
-from specviz.engine.batching import batcher_for
-from specviz.engine.gate import device_gate
 from specviz.engine.models import DEFAULT_TARGET, LoadedModel, load_model
 from specviz.engine.sampling import probabilities
 from specviz.engine.target import TargetState
 from specviz.errors import ConfigError
+from specviz.serving.hooks import ALONE, ServingHooks
 from specviz.traces.trace import Trace, reached_betas, summarize
+
+DEFAULT_OPTIONS = DecodeOptions()
 
 
 @dataclass
@@ -72,58 +75,48 @@ def speculative_generate(
     *,
     target: str | LoadedModel | None = None,
     draft: str | LoadedModel | Drafter | None = None,
-    gamma: int = DEFAULT_GAMMA,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    seed: int = 0,
-    max_new_tokens: int = 64,
+    options: DecodeOptions = DEFAULT_OPTIONS,
     trace: bool = True,
-    rule: str = "exact",
-    chat_template: bool = True,
     device: str | None = None,
     dtype: str | None = None,
     on_iteration: Callable[[Progress], None] | None = None,
-    on_wait: Callable[[int], None] | None = None,
-    batched: bool = False,
+    hooks: ServingHooks = ALONE,
 ) -> Trace:
     """Decode with speculative sampling and return its Trace (summary only when trace=False).
-    batched: share the device with other batched decodes of this target, their target passes run
-    as one (specviz.engine.batching); the same tokens and decisions, but timings that are not a solo run's."""
-    if rule not in RULES:
-        raise ConfigError(f"rule must be one of {', '.join(RULES)}; got {rule!r}.")
-    sampling = SamplingConfig(temperature, top_k, top_p)
-    cfg = DecodeConfig(_name(target), _name(draft), gamma, sampling, seed, max_new_tokens, chat_template)
+    options: gamma, the sampling, the seed, the length, the rule and the tree (specviz.config.DecodeOptions).
+    hooks: how the decode shares the device with others (specviz.serving.hooks; the default decodes alone)."""
+    if options.rule not in RULES:
+        raise ConfigError(f"rule must be one of {', '.join(RULES)}; got {options.rule!r}.")
     target_model = _target_for(prompt, target, device, dtype)
     drafter = resolve_drafter(draft, target_model, device, dtype)
-    return _decode(prompt, target_model, drafter, cfg, trace, rule, on_iteration, on_wait, batched)
+    run = Run(_name(target), _name(draft), options)
+    return _decode(prompt, target_model, drafter, run, trace, on_iteration, hooks)
 
 
 def autoregressive_generate(
     prompt: str | list[int],
     *,
     target: str | LoadedModel | None = None,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    seed: int = 0,
-    max_new_tokens: int = 64,
+    options: DecodeOptions = DEFAULT_OPTIONS,
     trace: bool = True,
-    chat_template: bool = True,
     device: str | None = None,
     dtype: str | None = None,
     on_iteration: Callable[[Progress], None] | None = None,
-    on_wait: Callable[[int], None] | None = None,
-    batched: bool = False,
-    behind: bool = False,
+    hooks: ServingHooks = ALONE,
 ) -> Trace:
-    """The target alone, one token per step: the baseline every speedup is measured against.
-    batched: as speculative_generate's. behind: while it waits for the device, every decode that
-    is not behind passes it (the app's baselines: other students' runs get their first tokens first)."""
-    sampling = SamplingConfig(temperature, top_k, top_p)
-    cfg = DecodeConfig(_name(target), None, 1, sampling, seed, max_new_tokens, chat_template)
+    """The target alone, one token per step: the baseline every speedup is measured against. Of
+    `options` it reads the sampling, the seed, the length and the chat template (no gamma, no rule)."""
     target_model = _target_for(prompt, target, device, dtype)
-    return _decode(prompt, target_model, None, cfg, trace, "exact", on_iteration, on_wait, batched, behind)
+    return _decode(prompt, target_model, None, Run(_name(target), None, options), trace, on_iteration, hooks)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One decode's names and options, as its trace's config records them."""
+
+    target: str | None
+    draft: str | None
+    options: DecodeOptions
 
 
 def _name(model: str | LoadedModel | Drafter | None) -> str | None:
@@ -162,24 +155,26 @@ class Step:
 
 
 def speculative_iteration(
-    state: TargetState, drafter: Drafter, gamma: int, sampling: SamplingConfig, generator, rule: str, eos, lap
+    state: TargetState, drafter: Drafter, gamma: int, options: DecodeOptions, generator, eos, lap
 ) -> Step:
-    """Algorithm 1, one iteration. `lap(phase)` marks the end of the draft and verify phases."""
-    # (1) draft gamma tokens: a tree of k branches (a chain is k = 1; the lab's variants draft chains).
+    """Algorithm 1, one iteration, drafting at most `gamma` (the run's, less near max_new_tokens).
+    `lap(phase)` marks the end of the draft and verify phases."""
+    sampling = options.sampling
+    # (1) draft gamma tokens with q: a chain [1, g] (the paper), or a draft tree [k, g] where the
+    # drafter drafts one and the rule is the exact one (the lab's wrong rules draft chains).
     draft_rows = getattr(drafter, "cache_rows", None)  # None: a drafter with no cache (the n-gram)
-    tree, q_tree = _draft(state, drafter, gamma, rule == "exact", eos)  # [k, g], [k, g, V]
+    tree, q_tree = _draft(state, drafter, gamma, options.tree and options.rule == "exact", eos)  # [k, g], [k, g, V]
     lap("draft")
 
-    # (2) verify: one target pass gives p at every draft of every branch and at the position after;
-    # keep one branch, scored from here on as a chain.
+    # (2) verify: one target pass gives p at every draft and at the position after the last.
     feature_layers = drafter.feature_layers if drafter.reads_features else None
     target_rows = [state.cache.get_seq_length()]  # the cache's length: before, after the pass, after (5)
     logits, features = state.forward(tree, feature_layers)  # [1 + k*g, V], [T, (n+1)D] or None
     target_rows.append(state.cache.get_seq_length())
-    kept = keep_branch(tree, q_tree, probabilities(logits, sampling), generator, sampling.greedy, eos)
+    kept = kept_drafts(tree, q_tree, probabilities(logits, sampling), generator, sampling.greedy, eos)
 
     # (3) accept with min(1, p/q) against r; (4) resample from the residual, or the bonus.
-    verdict = verify(kept.drafts, kept.q, kept.p, generator, sampling.greedy, rule, kept.first_r)
+    verdict = verify(kept.drafts, kept.q, kept.p, generator, sampling.greedy, options.rule, kept.first_r)
     correction, ended = _end_of_text(verdict, kept.drafts, eos)
     lap("verify")
 
@@ -193,8 +188,9 @@ def speculative_iteration(
         on_text = torch.cat([torch.arange(unseen, device=state.device), unseen + kept.rows[:n]])
         drafter.observe(features[on_text], first_fed)
     return Step(
-        kept.drafts, kept.q, kept.p, verdict, correction, emitted, ended, kept.index, kept.others, kept.rejected,
-        gamma, getattr(drafter, "report", None), cache,
+        drafts=kept.drafts, q=kept.q, p=kept.p, verdict=verdict, correction=correction, emitted=emitted,
+        ended=ended, kept_branch=kept.index, other_branches=kept.others, rejected_first=kept.rejected,
+        gamma=gamma, report=getattr(drafter, "report", None), cache=cache,
     )  # fmt: skip
 
 
@@ -222,7 +218,7 @@ def target_step(state: TargetState, sampling: SamplingConfig, generator, eos, la
     lap("verify")
     emitted = _emitted(none[0], correction)
     state.accept(emitted, none[0], 1)
-    return Step(none[0], q[0], p, verdict, correction, emitted, ended)
+    return Step(drafts=none[0], q=q[0], p=p, verdict=verdict, correction=correction, emitted=emitted, ended=ended)
 
 
 def _draft(
@@ -258,6 +254,23 @@ class KeptBranch:
     first_r: torch.Tensor | None  # [1] the first draft's draw, made while choosing (None: verify draws it)
     others: torch.Tensor | None  # [k - 1, g] the branches not kept (None for a chain)
     rejected: list[FirstTest] | None  # the first tokens rejected before the kept one (None for a chain)
+
+
+def kept_drafts(tree, q_tree, p_fed, generator, greedy: bool, eos) -> KeptBranch:
+    """What steps (3)-(5) judge, from tree [k, g], q_tree [k, g, V] and the pass's p_fed [1 + k*g, V]."""
+    if tree.shape[0] == 1:  # the paper's chain: p before each draft and after the last
+        return chain(tree[0], q_tree[0], p_fed, eos)
+    # the extension: a tree keeps one branch (recursive rejection sampling over its first tokens)
+    return keep_branch(tree, q_tree, p_fed, generator, greedy, eos)
+
+
+def chain(drafts: torch.Tensor, q: torch.Tensor, p_fed: torch.Tensor, eos) -> KeptBranch:
+    """The paper's case: drafts [g] with q [g, V] and the pass's p_fed [1 + g, V] (row j: p before
+    draft j; row g: after the last), cut at a drafted end of sequence."""
+    drafts, q = _until_eos(drafts, q, eos)
+    g = drafts.shape[0]
+    rows = torch.arange(g, device=drafts.device)  # [g] the drafts' rows among those fed
+    return KeptBranch(0, drafts, q, p_fed[: g + 1], rows, None, None, None)
 
 
 def keep_branch(tree, q_tree, p_fed, generator, greedy: bool, eos) -> KeptBranch:
@@ -310,27 +323,11 @@ def _emitted(accepted: torch.Tensor, correction: int | None) -> torch.Tensor:
 # ----- the loop around it -----------------------------------------------------------------------
 
 
-def _decode(
-    prompt,
-    target: LoadedModel,
-    drafter,
-    cfg: DecodeConfig,
-    traced: bool,
-    rule: str,
-    on_iteration,
-    on_wait,
-    batched,
-    behind: bool = False,
-) -> Trace:
-    # One decode per device at a time (see specviz.engine.gate); on_wait(ahead) reports the queue. A batched
-    # decode of a lean target shares its turn with that target's other batched decodes, each seated at
-    # its batcher for the whole run (specviz.engine.batching); any other target decodes alone.
-    batcher = batcher_for(target) if batched else None
-    with device_gate(target.device).turn(on_wait, share=batcher, behind=behind), torch.inference_mode():
-        if batcher is None:
-            return _decode_loop(prompt, target, drafter, cfg, traced, rule, on_iteration)
-        with batcher.seat() as seat:
-            return _decode_loop(prompt, target, drafter, cfg, traced, rule, on_iteration, seat)
+def _decode(prompt, target: LoadedModel, drafter, run: Run, traced: bool, on_iteration, hooks) -> Trace:
+    # The hooks hold the device for the whole decode (specviz.serving.hooks: a turn at its gate, and a
+    # seat at the target's batcher when batched); their seat goes to the target's passes untouched.
+    with hooks.decoding(target) as seat, torch.inference_mode():
+        return _decode_loop(prompt, target, drafter, run, traced, on_iteration, seat)
 
 
 class _Clock:
@@ -389,20 +386,19 @@ class _Tally:
         )
 
 
-def _decode_loop(
-    prompt, target: LoadedModel, drafter, cfg: DecodeConfig, traced, rule, on_iteration, seat=None
-) -> Trace:
-    prompt_ids = _prompt_ids(prompt, target, cfg)
-    generator = torch.Generator(device=target.device).manual_seed(cfg.seed)
+def _decode_loop(prompt, target: LoadedModel, drafter, run: Run, traced, on_iteration, seat=None) -> Trace:
+    options = run.options
+    prompt_ids = _prompt_ids(prompt, target, options)
+    generator = torch.Generator(device=target.device).manual_seed(options.seed)
     if drafter is not None:
-        drafter.start(cfg.sampling, generator, target.vocab_size)
+        drafter.start(options.sampling, generator, target.vocab_size)
     state = TargetState(target, prompt_ids, seat)
     recorder = IterationRecorder(target.tokenizer, speculative=drafter is not None)
-    tally = _iterate(state, drafter, cfg, generator, rule, recorder, traced, on_iteration)
+    tally = _iterate(state, drafter, options, generator, recorder, traced, on_iteration)
     output_ids = state.seq[len(prompt_ids) :].tolist()
     return Trace(
         mode="speculative" if drafter is not None else "autoregressive",
-        config=_config_dict(target, drafter, cfg, state.device, traced, rule, batched=seat is not None),
+        config={**_config_dict(target, drafter, run, state.device, traced), "batched": seat is not None},
         prompt=prompt if isinstance(prompt, str) else "",
         prompt_token_ids=prompt_ids,
         output_token_ids=output_ids,
@@ -423,18 +419,18 @@ def _extra(recorder: IterationRecorder, traced: bool, seat) -> dict:
     return extra
 
 
-def _iterate(state: TargetState, drafter, cfg: DecodeConfig, generator, rule, recorder, traced, on_iteration) -> _Tally:
+def _iterate(state: TargetState, drafter, options: DecodeOptions, generator, recorder, traced, on_iteration) -> _Tally:
     """Iterations until max_new_tokens or end of sequence, each timed, recorded and reported."""
     clock, tally, eos = _Clock(state.device, traced), _Tally(), state.target.eos_token_id
     sync_device(state.device)
     t_start = time.perf_counter()
-    while tally.new_tokens < cfg.max_new_tokens:
+    while tally.new_tokens < options.max_new_tokens:
         position0, t0 = tally.new_tokens, clock.start()
         if drafter is None:
-            step = target_step(state, cfg.sampling, generator, eos, clock.lap)
+            step = target_step(state, options.sampling, generator, eos, clock.lap)
         else:  # leave room for the correction, so the run never overshoots max_new_tokens
-            gamma = min(cfg.gamma, cfg.max_new_tokens - position0 - 1)
-            step = speculative_iteration(state, drafter, gamma, cfg.sampling, generator, rule, eos, clock.lap)
+            gamma = min(options.gamma, options.max_new_tokens - position0 - 1)
+            step = speculative_iteration(state, drafter, gamma, options, generator, eos, clock.lap)
         draft_ms, verify_ms = clock.phase_ms()
         tally.add(step, draft_ms, verify_ms)
         record = None
@@ -442,7 +438,8 @@ def _iterate(state: TargetState, drafter, cfg: DecodeConfig, generator, rule, re
             record = recorder.record(tally.iterations - 1, (t0 - t_start) * 1e3, draft_ms, verify_ms, step, position0)
             tally.records.append(record)
         if on_iteration is not None:
-            on_iteration(Progress(tally.iterations, tally.new_tokens, cfg.max_new_tokens, record, recorder.token_text))
+            said = Progress(tally.iterations, tally.new_tokens, options.max_new_tokens, record, recorder.token_text)
+            on_iteration(said)
         if step.ended:
             tally.stop_reason = "eos"
             break
@@ -451,7 +448,7 @@ def _iterate(state: TargetState, drafter, cfg: DecodeConfig, generator, rule, re
     return tally
 
 
-def _prompt_ids(prompt, target: LoadedModel, cfg: DecodeConfig) -> list[int]:
+def _prompt_ids(prompt, target: LoadedModel, cfg: DecodeOptions) -> list[int]:
     if not isinstance(prompt, str):
         ids = list(prompt)
     elif target.tokenizer is None:
@@ -477,16 +474,15 @@ def _decode_text(tokenizer, ids: list[int]) -> str:
     return tokenizer.decode(ids, skip_special_tokens=False)
 
 
-def _config_dict(
-    target: LoadedModel, drafter, cfg: DecodeConfig, device, traced: bool, rule: str, batched: bool = False
-) -> dict:
-    s = cfg.sampling
+def _config_dict(target: LoadedModel, drafter, run: Run, device, traced: bool) -> dict:
+    cfg = run.options
+    s, rule = cfg.sampling, cfg.rule
     return {
         "target": target.name,
         "draft": drafter.name if drafter is not None else None,
         "gamma": cfg.gamma if drafter is not None else 0,
         # branches of the draft tree at the first draft position (1: a chain; the lab's variants run chains)
-        "draft_tree": drafter.branches if isinstance(drafter, TreeDrafter) and rule == "exact" else 1,
+        "draft_tree": drafter.branches if isinstance(drafter, TreeDrafter) and rule == "exact" and cfg.tree else 1,
         "temperature": s.temperature,
         "top_k": s.top_k,
         "top_p": s.top_p,
@@ -499,9 +495,10 @@ def _config_dict(
         "draft_kernels": getattr(drafter, "kernels", None),
         "rule": rule,
         "traced": traced,
-        # decoded batched (specviz.engine.batching): its passes ran with any other batched decode's; with
-        # extra.batch.most_sessions above 1 they did, and its timings are not a solo run's
-        "batched": batched,
+        # decoded batched (specviz.serving.batching; set from the hooks' seat by _decode_loop): its passes ran
+        # with any other batched decode's; with extra.batch.most_sessions above 1 they did, and its timings
+        # are not a solo run's
+        "batched": False,
         "chat_template": cfg.chat_template,
     }
 

@@ -5,7 +5,7 @@ over the positions it has not seen and every draft of a tree (`tree_layout`: pos
 tree attention mask), then keeps in its cache the text and the accepted drafts only
 (`select_cache_positions`, `crop_cache`). A Llama-family target on the CPU runs the lean forward
 (specviz.engine.lean_llama, `LoadedModel.lean`), on its own or, for a batched decode, in one pass with
-other decodes' (specviz.engine.batching); any other runs transformers' own forward (`target_forward`),
+other decodes' (specviz.serving.batching); any other runs transformers' own forward (`target_forward`),
 which the model drafter also uses (`forward_logits`).
 """
 
@@ -23,7 +23,7 @@ class TargetState:
     """The target's side of a run: the text so far, its KV cache, and how much of it is cached."""
 
     def __init__(self, target: LoadedModel, prompt_ids: list[int], seat=None):
-        """seat: a specviz.engine.batching.Seat when this decode's passes run batched with other decodes'
+        """seat: a specviz.serving.batching.Seat when this decode's passes run batched with other decodes'
         (a lean target only), else None: each pass runs on its own."""
         from transformers import DynamicCache
 
@@ -45,7 +45,7 @@ class TargetState:
         unseen = self.seq[self.seen :]  # [u]
         feed = torch.cat([unseen, tree.T.reshape(-1)])  # [T = u + k*g]
         layout = None if k == 1 else tree_layout(self.seen, unseen.shape[0], k, g, self.device, self.target.model.dtype)
-        if self.seat is not None:  # one pass shared with the other batched decodes (specviz.engine.batching)
+        if self.seat is not None:  # one pass shared with the other batched decodes (specviz.serving.batching)
             logits, features = self.seat.forward(LeanRequest(feed, self.cache, k * g + 1, feature_layers, layout))
         elif self.lean is not None:
             logits, features = self.lean.forward(feed, self.cache, k * g + 1, feature_layers, layout)

@@ -117,14 +117,15 @@ class Bench:
         return {"tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds, "traces": traces}
 
     def _one(self, method: str, ids: list[int], temperature: float, gamma: int, seed: int):
+        from specviz.config import DecodeOptions
         from specviz.decoding.decoder import autoregressive_generate, speculative_generate
 
-        common = {"target": self.target, "temperature": temperature, "seed": seed}
-        common["max_new_tokens"] = self.max_new_tokens
+        options = DecodeOptions(gamma=gamma, temperature=temperature, seed=seed, max_new_tokens=self.max_new_tokens)
         if method == "baseline":
-            return autoregressive_generate(ids, trace=False, **common)
+            return autoregressive_generate(ids, target=self.target, options=options, trace=False)
         if method in ("traced", "untraced"):
-            return speculative_generate(ids, draft=self.draft, gamma=gamma, trace=method == "traced", **common)
+            traced = method == "traced"
+            return speculative_generate(ids, target=self.target, draft=self.draft, options=options, trace=traced)
         if method == "hf":
             return self._hf(ids, temperature, gamma, seed)
         if method in ("hf_generate", "hf_lookup"):

@@ -148,6 +148,7 @@ def compare(
 ) -> KVComparison:
     """Decode `prompt` greedily the three ways (MODES), `rounds` times each, interleaved.
     target: a LoadedModel or name (None: the default target); draft: as speculative_generate's."""
+    from specviz.config import DecodeOptions
     from specviz.decoding.decoder import autoregressive_generate, speculative_generate
     from specviz.decoding.prompting import prompt_token_ids
     from specviz.engine import machine
@@ -158,7 +159,11 @@ def compare(
     target = target if target is not None and not isinstance(target, str) else load_model(target or DEFAULT_TARGET)
     draft = draft if draft is not None else default_draft(target.name)
     ids = prompt_token_ids(target.tokenizer, prompt, chat_template) if isinstance(prompt, str) else list(prompt)
-    common = {"target": target, "temperature": 0.0, "max_new_tokens": max_new_tokens, "trace": False}
+    common = {
+        "target": target,
+        "options": DecodeOptions(temperature=0.0, max_new_tokens=max_new_tokens),
+        "trace": False,
+    }
     decode = {
         "no_cache": lambda: no_cache_generate(target, ids, max_new_tokens),
         "kv_cache": lambda: autoregressive_generate(ids, **common).output_token_ids,

@@ -15,7 +15,7 @@ For one prompt (token ids) and one pair, the lab
 Everything it returns is plain data (ints, floats, lists), so the app can plot it and keep it in
 session state. Sample i uses seed `seed + 2 i` for speculative decoding and `seed + 2 i + 1` for
 the target alone: the two samplers are independent, and raising n keeps the earlier samples.
-Samples are independent decodes, so on a target whose passes batch (specviz.engine.batching) up to
+Samples are independent decodes, so on a target whose passes batch (specviz.serving.batching) up to
 config.LAB_WORKERS of them decode at once, one thread each, every target pass serving all
 of them (a CPU pass streams the weights once for all their rows): the same tokens as one at a time,
 since the seeds fix them.
@@ -38,11 +38,12 @@ import numpy as np
 import torch
 
 from specviz import config
-from specviz.config import SamplingConfig
+from specviz.config import DecodeOptions, SamplingConfig
 from specviz.decoding.decoder import autoregressive_generate, speculative_generate
 from specviz.decoding.verify import RULE_LABELS, RULE_NAMES, RULES
 from specviz.engine.models import LoadedModel
 from specviz.engine.sampling import probabilities
+from specviz.serving.hooks import ServingHooks
 
 MIN_EXPECTED = 5.0  # Cochran's rule: every cell of a chi-square test should expect >= 5 counts
 # Even with every cell at 5 or more, the chi-square curve's tail is a little too thin for a test of
@@ -411,17 +412,14 @@ def draw_sample(
     """The output token ids of a lab run's sample i: "spec" (speculative decoding under `rule`, seed
     seed + 2 i) or "target" (the target alone, the control, seed seed + 2 i + 1). One home for the
     seeds, so that scripts/lab_false_alarms.py draws exactly the samples the page draws."""
-    common = dict(
-        target=target, temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p, trace=False,
-        batched=batched,
-    )  # fmt: skip
+    sampled = {"temperature": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p}
+    common = {"target": target, "trace": False, "hooks": ServingHooks(batched=batched)}
     if which == "spec":
-        run = speculative_generate(
-            prompt_ids, draft=draft, gamma=gamma, seed=seed + 2 * i, max_new_tokens=max(k, gamma + 2), rule=rule,
-            **common,
-        )  # fmt: skip
+        options = DecodeOptions(gamma=gamma, seed=seed + 2 * i, max_new_tokens=max(k, gamma + 2), rule=rule, **sampled)
+        run = speculative_generate(prompt_ids, draft=draft, options=options, **common)
     elif which == "target":
-        run = autoregressive_generate(prompt_ids, seed=seed + 2 * i + 1, max_new_tokens=k, **common)
+        options = DecodeOptions(seed=seed + 2 * i + 1, max_new_tokens=k, **sampled)
+        run = autoregressive_generate(prompt_ids, options=options, **common)
     else:
         raise ValueError(f"which must be 'spec' or 'target'; got {which!r}.")
     return run.output_token_ids
@@ -429,10 +427,10 @@ def draw_sample(
 
 def sample_workers(target: LoadedModel, draft: Any) -> int:
     """How many of the lab's samples decode at once: config.LAB_WORKERS when the target's
-    passes can batch (a lean target, specviz.engine.batching), so that every pass serves that many
+    passes can batch (a lean target, specviz.serving.batching), so that every pass serves that many
     samples; 1 otherwise, and for a ready-made Drafter, whose state belongs to one decode."""
     from specviz.drafters import resolve_drafter
-    from specviz.engine.batching import batcher_for
+    from specviz.serving.batching import batcher_for
 
     if batcher_for(target) is None or not (draft is None or isinstance(draft, str | LoadedModel)):
         return 1
@@ -529,9 +527,14 @@ def tokens_per_iteration(
     emitted = iterations = 0
     for i in range(runs):
         run = speculative_generate(
-            list(prompt_ids), target=target, draft=draft, gamma=gamma, temperature=temperature,
-            seed=seed + 10_000 + i, max_new_tokens=tokens, rule=rule, trace=False,
-        )  # fmt: skip
+            list(prompt_ids),
+            target=target,
+            draft=draft,
+            trace=False,
+            options=DecodeOptions(
+                gamma=gamma, temperature=temperature, seed=seed + 10_000 + i, max_new_tokens=tokens, rule=rule
+            ),
+        )
         emitted += run.summary["new_tokens"]
         iterations += run.summary["iterations"]
     return emitted / max(iterations, 1)

@@ -14,9 +14,10 @@ import csv
 import io
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
-from specviz.config import DEFAULT_GAMMA, DRAFTERS, drafter_kind
+from specviz.config import DEFAULT_GAMMA, DRAFTERS, DecodeOptions, drafter_kind
 from specviz.labs.theory import walltime_improvement
 from specviz.shipped import ASSETS
 from specviz.traces.speedup import measured_costs, speedup
@@ -47,9 +48,10 @@ def run_race(
     """Race `drafts` on one prompt with the loaded `target`; returns plain data (JSON-ready)."""
     from specviz.decoding.decoder import autoregressive_generate, speculative_generate
 
-    common = {"target": target, "temperature": temperature, "seed": seed}
-    autoregressive_generate(prompt, max_new_tokens=4, **common)  # warm-up
-    base = autoregressive_generate(prompt, max_new_tokens=max_new_tokens, **common)
+    run = DecodeOptions(gamma=gamma, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens)
+    warm = replace(run, max_new_tokens=4)
+    autoregressive_generate(prompt, target=target, options=warm)  # warm-up
+    base = autoregressive_generate(prompt, target=target, options=run)
     b = base.summary
     rows: list[dict[str, Any]] = []
     for i, name in enumerate(drafts):
@@ -57,8 +59,8 @@ def run_race(
             break
         if on_progress is not None:
             on_progress(i, len(drafts), name)
-        speculative_generate(prompt, draft=name, gamma=gamma, max_new_tokens=4, **common)  # warm-up (loads it)
-        trace = speculative_generate(prompt, draft=name, gamma=gamma, max_new_tokens=max_new_tokens, **common)
+        speculative_generate(prompt, target=target, draft=name, options=warm)  # warm-up (loads it)
+        trace = speculative_generate(prompt, target=target, draft=name, options=run)
         rows.append(race_row(name, trace, base))
     return {
         "schema": RACE_SCHEMA,

@@ -7,7 +7,7 @@ A server batching B requests fills the same pass another way, with B requests' r
 is full (compute-bound), speculation's extra rows are no longer free: its drafted-then-rejected
 tokens cost real compute, and its gain over the target alone shrinks, then turns into a loss.
 This module measures where that happens on this machine, with the real decoder and the batched
-verification the app's sessions share (specviz.engine.batching: each request decodes in its own
+verification the app's sessions share (specviz.serving.batching: each request decodes in its own
 thread, seated at the target's VerifyBatcher, its passes one `LeanLlama.forward_many` with the
 others'). Per batch size B and mode ("target": the target alone, "speculative": the given draft):
 
@@ -130,7 +130,7 @@ class ServingError(SpecvizError, ValueError):
 
 
 def _check(target: Any, batch_sizes: Sequence[int], max_new_tokens: int) -> None:
-    from specviz.engine.batching import batcher_for
+    from specviz.serving.batching import batcher_for
 
     if batcher_for(target) is None:
         raise ServingError(
@@ -201,15 +201,20 @@ def _decoder(target, draft, prompts, gamma: int, temperature: float, seed: int, 
     """decode(mode, requests, max_new) -> each request's Trace (summary only), decoding them batched in
     threads of their own, released together; each trace carries its seconds from the release
     (extra["serving_s"]) and the wall time of all (extra["serving_wall_s"] on the first)."""
+    from specviz.config import DecodeOptions
     from specviz.decoding.decoder import autoregressive_generate, speculative_generate
+    from specviz.serving.hooks import ServingHooks
+
+    BATCHED = ServingHooks(batched=True)
 
     def one(mode: str, i: int, n: int):
         prompt = prompts[i % len(prompts)]
         prompt = prompt if isinstance(prompt, str) else list(prompt)
-        common = {"target": target, "temperature": temperature, "seed": seed + i, "max_new_tokens": n}
+        options = DecodeOptions(gamma=gamma, temperature=temperature, seed=seed + i, max_new_tokens=n)
+        common = {"target": target, "options": options, "trace": False, "hooks": BATCHED}
         if mode == "target":
-            return autoregressive_generate(prompt, trace=False, batched=True, **common)
-        return speculative_generate(prompt, draft=draft, gamma=gamma, trace=False, batched=True, **common)
+            return autoregressive_generate(prompt, **common)
+        return speculative_generate(prompt, draft=draft, **common)
 
     def decode(mode: str, requests: list[int], n: int = max_new) -> list:
         release = threading.Barrier(len(requests) + 1)
@@ -234,7 +239,7 @@ def _decoder(target, draft, prompts, gamma: int, temperature: float, seed: int, 
 
 def _measure(target, decode: Callable, batch: int, mode: str) -> tuple[dict[str, Any], list[list[int]]]:
     """One (B, mode) cell: B requests decoded together, the batcher's passes timed meanwhile."""
-    from specviz.engine.batching import batcher_for
+    from specviz.serving.batching import batcher_for
 
     with batcher_for(target).timed() as passes:
         runs = decode(mode, list(range(batch)))

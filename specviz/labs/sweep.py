@@ -29,7 +29,7 @@ import math
 import numbers
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from specviz.errors import SpecvizError
@@ -229,9 +229,12 @@ def _run_grid(
 ) -> None:
     """Decode `result`'s grid into it: the warm-up, then per temperature the target alone and every
     gamma, with `common` settings. Returns early, `result` marked stopped, when should_stop() asks."""
+    from specviz.config import DecodeOptions
     from specviz.decoding.decoder import autoregressive_generate, speculative_generate
 
     gammas, temperatures = result.config["gammas"], result.config["temperatures"]
+    target = common["target"]
+    options = DecodeOptions(**{k: v for k, v in common.items() if k != "target"})
 
     def stop() -> bool:
         if should_stop is not None and should_stop():
@@ -247,20 +250,21 @@ def _run_grid(
     if warmup:
         if stop():
             return
-        speculative_generate(
-            prompt, draft=draft, gamma=gammas[0], temperature=temperatures[0], trace=False,
-            **{**common, "max_new_tokens": min(4, common["max_new_tokens"])},
-        )  # fmt: skip
+        warm = replace(
+            options, gamma=gammas[0], temperature=temperatures[0], max_new_tokens=min(4, options.max_new_tokens)
+        )
+        speculative_generate(prompt, target=target, draft=draft, options=warm, trace=False)
     for temperature in temperatures:
         if stop():
             return
-        base = autoregressive_generate(prompt, temperature=temperature, trace=False, **common)
+        at = replace(options, temperature=temperature)
+        base = autoregressive_generate(prompt, target=target, options=at, trace=False)
         result.baselines[str(temperature)] = float(base.summary["tokens_per_s"])
         one_more_run()
         for gamma in gammas:
             if stop():
                 return
-            run = speculative_generate(prompt, draft=draft, gamma=gamma, temperature=temperature, **common)
+            run = speculative_generate(prompt, target=target, draft=draft, options=replace(at, gamma=gamma))
             result.cells.append(_cell(gamma, temperature, run, base))
             one_more_run()
 

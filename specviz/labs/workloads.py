@@ -30,10 +30,10 @@ import json
 import numbers
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from specviz.config import DEFAULT_GAMMA, DRAFTERS, drafter_kind
+from specviz.config import DEFAULT_GAMMA, DRAFTERS, DecodeOptions, drafter_kind
 from specviz.errors import SpecvizError
 from specviz.labs.saved_results import check_cells, number
 from specviz.labs.theory import expected_tokens_per_iteration, walltime_improvement
@@ -212,7 +212,7 @@ def run_workloads(
         },
         pairs_total=sum(min(prompts_per_kind, len(k.prompts)) for k in kinds) * len(drafts),
     )  # fmt: skip
-    common = {"target": target, "temperature": temperature, "seed": seed}
+    common = {"target": target, "temperature": temperature, "seed": seed}  # the decodes' target and options
     _measure(result, kinds, list(zip(names, drafts, strict=True)), common, gamma, max_new_tokens, on_progress,
              should_stop)  # fmt: skip
     result.config["load_after"] = load_average()
@@ -224,13 +224,16 @@ def _measure(result, kinds, drafts, common, gamma, max_new, on_progress, should_
     from specviz.decoding.decoder import autoregressive_generate, speculative_generate
     from specviz.traces.speedup import time_pair
 
+    target = common["target"]
+    options = DecodeOptions(gamma=gamma, temperature=common["temperature"], seed=common["seed"], max_new_tokens=max_new)
+    warm = replace(options, max_new_tokens=4)
     first = _as_prompt(kinds[0].prompts[0])
-    autoregressive_generate(first, max_new_tokens=4, trace=False, **common)
+    autoregressive_generate(first, target=target, options=warm, trace=False)
     for _, draft in drafts:
         if should_stop is not None and should_stop():
             result.stopped = True
             return
-        speculative_generate(first, draft=draft, gamma=gamma, max_new_tokens=4, trace=False, **common)
+        speculative_generate(first, target=target, draft=draft, options=warm, trace=False)
     for kind in kinds:
         runs: dict[str, tuple[list, list]] = {name: ([], []) for name, _ in drafts}
         for prompt in kind.prompts[: result.config["prompts_per_kind"]]:
@@ -242,12 +245,11 @@ def _measure(result, kinds, drafts, common, gamma, max_new, on_progress, should_
                 traces, pairs = runs[name]
 
                 def spec(draft=draft, prompt=prompt, traces=traces):
-                    traces.append(speculative_generate(prompt, draft=draft, gamma=gamma, max_new_tokens=max_new,
-                                                       **common))  # fmt: skip
+                    traces.append(speculative_generate(prompt, target=target, draft=draft, options=options))
                     return traces[-1]
 
                 def alone(prompt=prompt):
-                    return autoregressive_generate(prompt, max_new_tokens=max_new, **common)
+                    return autoregressive_generate(prompt, target=target, options=options)
 
                 pairs.append(time_pair(spec, alone, result.pairs_done, traced=True))
                 _set_cell(result, kind.key, name, traces, pairs, gamma, common["temperature"])

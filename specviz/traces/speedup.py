@@ -27,7 +27,7 @@ alone, so the paper's cost model reads: an iteration costs γc + v target steps.
 Each is the median over the pairs, so the same run gives the same c and v on every page, in the
 bench and in the exports. No torch here: the charts and the theory read it.
 
-Batched timings never count. A run decoded batched with other sessions (specviz.engine.batching:
+Batched timings never count. A run decoded batched with other sessions (specviz.serving.batching:
 config.batched, and a pass it shared, extra.batch.most_sessions > 1; `was_batched`) spent part of
 each verify phase waiting for their drafting and shared its passes, so its wall time is no solo
 run's. A pair with a batched run is marked "batched" and left out of every figure and every count:
@@ -191,7 +191,7 @@ def was_batched(*runs: Any) -> bool:
     A decode that asked to batch and met nobody (most_sessions 1) is timed as a solo run: each of
     its passes was LeanLlama.forward's own computation (a forward_many of one request), and it never
     waited for another decode, since a decode that waits for another's work always has its request
-    swept into that one's pass (specviz.engine.batching). So the app's runs, all decoded batched=True, keep
+    swept into that one's pass (specviz.serving.batching). So the app's runs, all decoded batched=True, keep
     their own first pair on a quiet server, and lose it only when another session really shared it."""
     return any(run.config.get("batched") and _most_sessions(run) > 1 for run in runs)
 

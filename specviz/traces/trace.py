@@ -7,7 +7,7 @@ torch and round-trips through JSON unchanged. Field meanings (p is always the ta
     mode                "speculative" or "autoregressive" (the target-only baseline)
     config              target, draft, gamma, temperature, top_k, top_p, seed, max_new_tokens,
                         device, dtype, rule, traced; batched (optional: true when its target
-                        passes ran in one forward with other sessions', specviz.engine.batching, so its
+                        passes ran in one forward with other sessions', specviz.serving.batching, so its
                         timings are not a solo run's and no speedup is figured from them)
     prompt, prompt_token_ids, output_token_ids, output_text, stop_reason
     iterations[]        index (0-based: its place in this list), iteration (index + 1: the number

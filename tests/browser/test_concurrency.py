@@ -1,7 +1,7 @@
 """Several browser sessions decode at once against the one app process and its shared cached models.
 
 Each session opens a link with its own settings, so all runs start together. The app's runs decode
-batched (specviz.engine.batching): specviz.engine.gate lets the sessions' decodes of the one target hold it
+batched (specviz.serving.batching): specviz.serving.gate lets the sessions' decodes of the one target hold it
 together, their target passes run as one forward; a session that finds the device held by a decode
 it cannot join is told it waits. Afterwards every session's trace is downloaded and checked: its
 invariants hold, it is the session's own (prompt, seed, γ), greedy output equals the target's own
@@ -18,6 +18,7 @@ import urllib.parse
 
 import pytest
 
+from specviz.config import DecodeOptions
 from specviz.traces.trace import validate
 
 from .helpers import (
@@ -83,7 +84,9 @@ def test_three_sessions_decode_at_once_and_each_gets_its_own_correct_trace(new_p
         validate(baseline)
         assert trace["prompt"] == query["prompt"] and baseline["prompt"] == query["prompt"]
         assert trace["config"]["gamma"] == int(query["gamma"]) and trace["config"]["seed"] == int(query["seed"])
-        reference = autoregressive_generate(query["prompt"], temperature=0, max_new_tokens=MAX_NEW)
+        reference = autoregressive_generate(
+            query["prompt"], options=DecodeOptions(temperature=0, max_new_tokens=MAX_NEW)
+        )
         assert trace["output_token_ids"] == reference.output_token_ids  # greedy: exactly the target's text
         assert baseline["output_token_ids"] == reference.output_token_ids
         shared = max(run["extra"].get("batch", {}).get("most_sessions", 0) for run in (trace, baseline))
@@ -153,7 +156,7 @@ def test_the_queue_shows_places_a_closed_tab_frees_its_place_and_cancel_keeps_th
     # itself (every draft a full target step) and its baseline, 256 tokens each, about 25 s here;
     # the default pair's 128 tokens once finished before the queue had formed (1st and 1st in line).
     # In bfloat16: another target than the short runs' float32 one, so they cannot join its batch
-    # (specviz.engine.batching) and must queue behind it.
+    # (specviz.serving.batching) and must queue behind it.
     long_run = {"prompt": "Write a long story about a lighthouse keeper.", "max_new": "256", "temperature": "0"}
     holder = new_page(dict(long_run, baseline="1", pair="offline-self", seed="1", dtype="bfloat16"), wait=False)
     _wait_for_status = time.monotonic()

@@ -11,7 +11,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from specviz.config import DEFAULT_GAMMA
+from specviz.config import DEFAULT_GAMMA, DecodeOptions
 from specviz.teaching.charts.style import STATUS_COLORS
 from specviz.traces.trace import validate
 
@@ -50,7 +50,7 @@ def greedy_reference():
 
     def get(prompt: str, n: int) -> list[int]:
         if (prompt, n) not in cache:
-            trace = autoregressive_generate(prompt, temperature=0, max_new_tokens=n)
+            trace = autoregressive_generate(prompt, options=DecodeOptions(temperature=0, max_new_tokens=n))
             cache[prompt, n] = trace.output_token_ids
         return cache[prompt, n]
 

@@ -5,7 +5,7 @@ never share caches or generators, but two decodes at once on one device only hal
 other's speed (and make timings meaningless), and tokenizers are not safe to use from two
 threads at once. So each decode takes its device's gate.
 
-Batched decodes are the exception (specviz.engine.batching): decodes of one target that ask to share
+Batched decodes are the exception (specviz.serving.batching): decodes of one target that ask to share
 (`turn(share=batcher)`) hold the gate together, up to config.BATCH_MAX_SESSIONS, their target
 passes run as one forward and their other work in turn under the batcher's compute lock (the
 tokenizer included). A decode that does not ask still gets the device to itself.
@@ -112,7 +112,7 @@ class DeviceGate:
         """Hold the gate for the body. on_wait(ahead) is called (outside the lock) while queued,
         at least every poll_s seconds, so a caller that wants to leave gets a chance to raise.
         share: None holds the gate alone; callers passing the same object (a batcher,
-        specviz.engine.batching) may hold it together, up to config.BATCH_MAX_SESSIONS, still first come
+        specviz.serving.batching) may hold it together, up to config.BATCH_MAX_SESSIONS, still first come
         first served (a caller never passes one queued before it). behind: this caller lets every
         caller that is not behind pass it while it waits, even one that came later (the app's
         target-alone baselines, so no student's first tokens wait for another's baseline)."""
