@@ -25,7 +25,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import threading
-import time
 
 import pytest
 import torch
@@ -360,15 +359,17 @@ class _CountingLean:
         return [(torch.zeros(r.keep, 4), None) for r in requests]
 
 
-def test_decodes_drafting_in_turn_share_every_pass():
+def test_decodes_drafting_in_turn_share_every_pass(monkeypatch, fake_clock):
     """Six decodes draft one after another under the compute lock, together for longer than the
     batcher's window, as a class's thirty do: every pass still waits for all six, since each
     submission is progress (the old rule, a window counted from the oldest request, cut each pass
     to those that had submitted within it). The window only bounds how long the lock may lie free
-    with no seated decode taking it (a hand-over, microseconds unless the machine is busy), so
-    0.4 s leaves a busy machine's scheduling a wide margin; the turns' length does not matter to it."""
+    with no seated decode taking it. The batcher's clock is fake: a drafting turn lasts what the
+    test says, and the hand-overs between threads, however slow the machine, last nothing."""
+    from specviz.engine import batching
     from specviz.engine.batching import VerifyBatcher
 
+    monkeypatch.setattr(batching, "time", fake_clock)
     lean, sessions, steps = _CountingLean(), 6, 3
     batcher = VerifyBatcher(lean, window_s=0.4, max_sessions=8)
 
@@ -376,7 +377,7 @@ def test_decodes_drafting_in_turn_share_every_pass():
         cache = _Cache()
         with batcher.seat() as seat:
             for _ in range(steps):
-                time.sleep(0.1)  # drafting, holding the compute lock: six turns outlast the window
+                fake_clock.advance(0.1)  # drafting, holding the compute lock: six turns outlast the window
                 seat.forward(LeanRequest(torch.zeros(3, dtype=torch.long), cache, keep=1))
 
     threads = [threading.Thread(target=decode, daemon=True) for _ in range(sessions)]

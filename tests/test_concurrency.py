@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -102,19 +101,19 @@ def _through(gate: DeviceGate) -> None:
         pass
 
 
-def test_a_waiting_caller_is_told_its_place_and_an_estimate_from_recent_decodes():
+def test_a_waiting_caller_is_told_its_place_and_an_estimate_from_recent_decodes(monkeypatch, fake_clock):
+    from specviz.engine import gate as gate_module
     from specviz.engine.gate import place_words
 
+    monkeypatch.setattr(gate_module, "time", fake_clock)  # the turns last what the test says
     gate = DeviceGate()
     assert gate.estimate_s(1) is None  # no decode has finished: no estimate yet
-    held = []
-    for _ in range(3):
-        start = time.monotonic()
+    for held_s in (3.0, 1.0, 2.0):
         with gate.turn():
-            time.sleep(0.05)
-        held.append(time.monotonic() - start)
-    assert 0.05 <= gate.typical_s() <= max(held)  # the turns' own lengths, whatever the machine's speed
+            fake_clock.advance(held_s)
+    assert gate.typical_s() == 2.0  # the median of the turns' own lengths
     release, th = _hold(gate)
+    fake_clock.advance(0.5)  # the holder has held the gate for half a second
     told: list[tuple[int, float | None]] = []
     second = threading.Thread(target=_through, args=(gate,))  # queued behind the holder
     second.start()
@@ -131,9 +130,8 @@ def test_a_waiting_caller_is_told_its_place_and_an_estimate_from_recent_decodes(
         pass
     ahead, estimate = told[0]
     assert ahead == 2
-    typical = gate.typical_s()
-    assert typical <= estimate <= 2 * typical  # the holder's remainder (at most one typical) + one more
-    assert place_words(2, estimate).startswith("2nd in line, about ")
+    assert estimate == (2.0 - 0.5) + 2.0  # the holder's remainder of a typical turn, then one more
+    assert place_words(2, estimate) == "2nd in line, about 4 s"
     assert place_words(3, 8.4) == "3rd in line, about 8 s"
     assert place_words(11, 0.2) == "11th in line, about 1 s"
     assert "no estimate yet" in place_words(1, None)
@@ -196,7 +194,9 @@ def test_a_caller_behind_lets_later_runs_pass_and_never_shares_a_solo_turn():
                 overlaps.append(name)  # two solo turns at once
                 return
             order.append(name)
-            time.sleep(0.05)
+            if name == "run":  # hold the turn until the baseline, still waiting, looked at the gate again
+                looks = len(places["baseline"])
+                wait_for(lambda: len(places["baseline"]) > looks or overlaps)  # or it came in beside
             inside.release()
 
     baseline = threading.Thread(target=caller, args=("baseline", True))
@@ -358,8 +358,18 @@ def test_timing_pairs_wait_while_batched_runs_hold_the_gate_and_run_once_they_en
     from specviz_app import background
 
     monkeypatch.setattr(background, "SETTLE_S", 0.0)
+    monkeypatch.setattr(background, "IDLE_POLL_S", 0.01)
     gate, share = device_gate("test-timing-behind-a-batch"), object()
     holding, release = threading.Barrier(3), threading.Event()
+    looks = []  # each time the timing worker asks whether the gate is busy
+    waiting = gate.waiting
+
+    def looked_at() -> int:
+        if threading.current_thread().name == "specviz-timing":
+            looks.append(1)
+        return waiting()
+
+    monkeypatch.setattr(gate, "waiting", looked_at)
 
     def batched_run() -> None:
         with gate.turn(share=share, poll_s=0.05):
@@ -380,7 +390,7 @@ def test_timing_pairs_wait_while_batched_runs_hold_the_gate_and_run_once_they_en
     timing = background.TimingPairs(
         trace, "test-timing-behind-a-batch", _fake_run("speculative", calls), _fake_run("autoregressive", calls)
     ).start()
-    time.sleep(5 * background.IDLE_POLL_S)
+    assert wait_for(lambda: len(looks) >= 5 or calls)  # the worker found the gate held, and again, and again
     assert calls == [] and timing.running()  # no pair while the batch holds the gate
     release.set()
     for th in holders:
@@ -394,16 +404,18 @@ def test_timing_pairs_wait_while_batched_runs_hold_the_gate_and_run_once_they_en
     assert spread.complete and (spread.timed, spread.pairs, spread.wanted) == (3, 3, 3)
 
 
-def test_the_estimate_counts_a_full_batch_as_one_round(monkeypatch):
+def test_the_estimate_counts_a_full_batch_as_one_round(monkeypatch, fake_clock):
     """Behind decodes holding the gate together, the queue moves a batch at a time: with three
     holders and three waiting, the next caller is about one turn away, not three."""
     from specviz import config
+    from specviz.engine import gate as gate_module
 
     monkeypatch.setattr(config, "BATCH_MAX_SESSIONS", 3)
+    monkeypatch.setattr(gate_module, "time", fake_clock)  # the turns last what the test says
     gate, share = DeviceGate(), object()
     for _ in range(3):
         with gate.turn():
-            time.sleep(0.05)
+            fake_clock.advance(2.0)
     typical = gate.typical_s()
     started, release = threading.Barrier(4), threading.Event()
 
@@ -421,6 +433,7 @@ def test_the_estimate_counts_a_full_batch_as_one_round(monkeypatch):
     for th in threads[3:]:
         th.start()
     assert wait_for(lambda: gate.waiting() >= 6)
+    fake_clock.advance(0.5)  # the batch has held the gate for half a second
     told: list[tuple[int, float | None]] = []
 
     def on_wait(ahead: int) -> None:
@@ -434,7 +447,7 @@ def test_the_estimate_counts_a_full_batch_as_one_round(monkeypatch):
         pass
     ahead, estimate = told[0]
     assert ahead == 4  # three waiting before it, the holders counting as one
-    assert estimate <= 2 * typical  # the batch's remainder and one round, not four turns
+    assert estimate == (typical - 0.5) + typical  # the batch's remainder and one round, not four turns
     release.set()
     for th in threads:
         th.join(10)
@@ -489,6 +502,19 @@ def test_a_pair_a_page_was_drawn_beside_is_timed_again_and_a_busy_server_still_e
             drawing.set()
             release.wait(120)  # bounds a hang only: the test releases it
 
+    class Watched(threading.Condition):
+        """The pages' condition, counting the waits for a script run to end."""
+
+        waits = 0
+
+        def wait(self, timeout=None):
+            self.waits += 1
+            return super().wait(timeout)
+
+    activity = background.PageActivity()
+    activity._changed = watched = Watched()
+    monkeypatch.setattr(background, "PAGE_ACTIVITY", activity)
+    monkeypatch.setattr(background, "QUIET_WAIT_S", 120.0)  # bounds a hang only: the page's run ends first
     drawer = threading.Thread(target=page)
     drawer.start()
     drawing.wait(10)
@@ -499,7 +525,7 @@ def test_a_pair_a_page_was_drawn_beside_is_timed_again_and_a_busy_server_still_e
     timing = background.TimingPairs(
         trace, "test-disturbed", _fake_run("speculative", calls), _fake_run("autoregressive", calls)
     ).start()
-    time.sleep(0.5)
+    assert wait_for(lambda: watched.waits > 0 or calls)  # the worker found a script run in progress and waits
     assert calls == [] and timing.running()
     release.set()
     drawer.join(10)
