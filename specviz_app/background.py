@@ -201,7 +201,8 @@ EXIT_JOIN_S = 60.0  # the longest the decode in progress may take to finish at e
 def _work() -> None:
     """The one thread that times every run's further pairs, one run after another. One thread for
     all: torch's CPU thread team belongs to the thread that calls it, and a new thread per run gave
-    each run's pairs its own systematic offset (five identical runs read 1.66x to 2.12x)."""
+    each run's pairs its own systematic offset (identical runs read far apart: docs/benchmarks.md,
+    "Figures once kept in code comments", "The speedup's pairs")."""
     while True:
         _jobs.get().run_here()
 

@@ -81,7 +81,7 @@ def run_request(settings: Settings) -> RunRequest:
 def preload_defaults() -> None:
     """Load and warm the offline default pair (background.preload runs this as the app opens), and
     decode a few tokens with it: the first decode of a process pays for one-off set-up (the kernels'
-    first calls at each shape took 3 s of a 14-token run), which the first Run should not."""
+    first calls at each shape: docs/benchmarks.md), which the first Run should not."""
     request = run_request(replace(params.DEFAULTS, max_new=WARM_UP_TOKENS))
     request.speculative()
     request.target_alone()

