@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 import urllib.request
 from pathlib import Path
 
@@ -16,9 +15,10 @@ from browser.conftest import serve_app
 from prometheus_client.parser import text_string_to_metric_families
 from test_metrics import FAMILIES
 
+from conftest import wait_until_serving
 from specviz.traces.metrics import CONTENT_TYPE, parse_samples
 from specviz_app import launch, ws_client
-from specviz_app.replicas import Deployment, free_port, healthy, nginx_binary
+from specviz_app.replicas import Deployment, free_port, nginx_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 P = "specviz:"
@@ -67,10 +67,7 @@ def test_specviz_app_serves_metrics_beside_the_pages(tmp_path):
     log = (tmp_path / "app.log").open("w")
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)  # any folder
     try:
-        deadline = time.monotonic() + 90
-        while not healthy(url):
-            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "app.log").read_text()
-            time.sleep(0.3)
+        wait_until_serving(proc, url, tmp_path / "app.log")
         kind, samples = scrape(url)
         with urllib.request.urlopen(url, timeout=10) as r:
             page = r.read().decode()

@@ -12,14 +12,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 import urllib.parse
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from specviz_app.replicas import free_port, healthy  # the app's own port and health checks
+from conftest import wait_until_serving
+from specviz_app.replicas import free_port  # the app's own port
 
 from .helpers import (
     APP_LOG,
@@ -42,20 +42,17 @@ def serve_app(log_path: Path, extra_env: dict | None = None):
     and stop it on the way out. Its log goes to `log_path`."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
+    # Unbuffered: what the server prints is in the log as it prints it, so a test that reads the log
+    # after its last script run ended reads all that run wrote (app_log_has_no_traceback).
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONPATH=str(ROOT))
+    env["PYTHONUNBUFFERED"] = "1"
     env.update(extra_env or {})
     log = log_path.open("w")
     cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
     cmd += ["--server.address", "127.0.0.1"]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 90
-        while not healthy(url):
-            if proc.poll() is not None:
-                pytest.fail(f"the app exited with code {proc.returncode}; see {log_path}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"the app did not answer /_stcore/health within 90 s; see {log_path}")
-            time.sleep(0.2)
+        wait_until_serving(proc, url, log_path)
         yield url
     finally:
         proc.terminate()
@@ -81,13 +78,15 @@ def app_url():
 
 @pytest.fixture(autouse=True)
 def app_log_has_no_traceback(request):
-    """The part of the app log written during each browser test holds no traceback."""
+    """The part of the app log written during each browser test holds no traceback. The test's
+    pages waited for their script runs to end (helpers.wait_idle), and the server logs a run's
+    uncaught error before it reports the run ended, unbuffered (serve_app): that part is all in.
+    A background thread's traceback that comes later fails serve_app's check of the whole log."""
     if "app_url" not in request.fixturenames:
         yield
         return
     start = APP_LOG.stat().st_size if APP_LOG.exists() else 0
     yield
-    time.sleep(0.3)  # let the server flush what the last rerun logged
     with APP_LOG.open(errors="replace") as f:
         f.seek(start)
         written = f.read()
