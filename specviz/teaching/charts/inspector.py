@@ -7,7 +7,6 @@ probability, drawn as 0. "other" holds the rest of the mass (1 minus the bars sh
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
 import plotly.graph_objects as go
@@ -22,7 +21,7 @@ from specviz.teaching.charts.style import (
     house_figure,
     titled,
 )
-from specviz.teaching.charts.tokens import label_token, token_text
+from specviz.teaching.charts.tokens import label_token, plot_escape, token_text
 from specviz.teaching.charts.words import words
 
 MAX_BARS = 8  # top tokens shown before the "other" bucket
@@ -35,12 +34,12 @@ def _categories(extra: dict, ids: list[int], chosen_text: str, other: str = "oth
     The same text twice gets its id so the categories stay distinct.
     """
     texts = [chosen_text] + [token_text(extra, t) for t in ids[1:]]
-    labels = [html.escape(label_token(t)) for t in texts]
+    labels = [plot_escape(label_token(t)) for t in texts]
     return [f"{lab} (#{t})" if labels.count(lab) > 1 else lab for lab, t in zip(labels, ids, strict=True)] + [other]
 
 
 def _esc(text: str) -> str:
-    return html.escape(label_token(text))
+    return plot_escape(label_token(text))
 
 
 def _pick_ids(chosen: int, *tops: list[list]) -> list[int]:

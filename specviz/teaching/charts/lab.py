@@ -9,7 +9,6 @@ because Plotly reads tags in labels. Every word comes from the catalogue's "char
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from specviz.teaching.charts.style import P_COLOR, STATUS_COLORS, house_figure, titled
+from specviz.teaching.charts.tokens import plot_escape
 from specviz.teaching.charts.words import words
 
 SPEC_COLOR = "#ef6c00"  # samples of speculative decoding (under the chosen rule)
@@ -90,7 +90,7 @@ def distribution_figure(result: dict[str, Any], labels: Sequence[str], top: int 
     of frequencies from n true samples land)."""
     w = words(lang)
     rows = _distribution(result, labels, top, lang)
-    x = [html.escape(r["outcome"]) for r in rows]
+    x = [plot_escape(r["outcome"]) for r in rows]
     n = max(result["n_spec"], 1)
     fig = house_figure()
     samplers = [("target-alone", w["lab_target_alone"], result["n_target"], TARGET_SAMPLE_COLOR)]
@@ -243,7 +243,7 @@ def _wrapped(label: str, width: int = 26) -> str:
             line = word
         else:
             line = f"{line} {word}".strip()
-    return "<br>".join(html.escape(part) for part in [*lines, line])
+    return "<br>".join(plot_escape(part) for part in [*lines, line])
 
 
 def rules_figure(results: dict[str, dict[str, Any]], wrong_rules: Sequence[str], lang: str = "en") -> go.Figure:

@@ -9,7 +9,6 @@ Pure functions of plain trace data: no torch, no streamlit.
 
 from __future__ import annotations
 
-import html
 import re
 import unicodedata
 from typing import Any
@@ -21,7 +20,7 @@ from specviz.labs.workloads import OFFLINE_DRAFTS, WorkloadsResult
 from specviz.teaching.charts import theory as theory_charts
 from specviz.teaching.charts.inspector import MAX_BARS, add_token_bars
 from specviz.teaching.charts.style import P_COLOR, RESIDUAL_COLOR, STATUS_COLORS, house_figure, titled
-from specviz.teaching.charts.tokens import label_token, token_text
+from specviz.teaching.charts.tokens import label_token, plot_escape, token_text
 from specviz.teaching.charts.words import words
 from specviz.teaching.charts.workloads import DRAFT_COLORS
 
@@ -107,7 +106,7 @@ def composition_figure(draft: dict[str, Any], extra: dict[str, Any], lang: str =
     labels = []
     for t in ids:
         text = draft["token"] if t == draft["token_id"] else token_text(extra, t)
-        label = html.escape(label_token(text))
+        label = plot_escape(label_token(text))
         labels.append(f"{label} (#{t})" if label in labels else label)
     p = [p_of.get(t, 0.0) for t in ids]
     q = [q_of.get(t, 0.0) for t in ids]

@@ -8,13 +8,13 @@ the time each took to write that many tokens.
 
 from __future__ import annotations
 
-import html
 import textwrap
 
 import plotly.graph_objects as go
 
 from specviz.teaching.charts.drafting import drafted_line, reads_features, tree_line
 from specviz.teaching.charts.style import P_COLOR, Q_COLOR, house_figure, titled
+from specviz.teaching.charts.tokens import plot_escape
 from specviz.teaching.charts.words import words
 from specviz.traces.trace import Trace
 
@@ -162,7 +162,7 @@ def _iteration_words(it: dict, config: dict, lang: str = "en") -> str:
     if (tree := tree_line(it, lang=lang)) is not None:
         lines.append(tree)
     # Wrapped: Plotly draws a hover label on one line per <br>, and a long one ran off the chart.
-    return "<br>".join(html.escape(part) for line in lines for part in textwrap.wrap(line, HOVER_WIDTH))
+    return "<br>".join(plot_escape(part) for line in lines for part in textwrap.wrap(line, HOVER_WIDTH))
 
 
 def _verdict_words(it: dict, config: dict, lang: str = "en") -> str:

@@ -35,6 +35,13 @@ def label_token(text: str) -> str:
     return "␣" * (len(shown) - len(stripped)) + stripped
 
 
+def plot_escape(text: str) -> str:
+    """Text for a Plotly label or hover card (and HTML element text): <, > and & escaped so Plotly
+    reads no tags, quotes left as they are. Plotly knows only a few named entities (&lt; &gt; &amp;
+    ...): html.escape's &quot; showed raw on a chart, as `!&quot;`."""
+    return html.escape(text, quote=False)
+
+
 def token_text(trace_extra: dict[str, Any], token_id: int) -> str:
     """The text of a token id from the trace's `extra.token_text`, or UNKNOWN_TOKEN (⟨token 3929⟩, not
     a raw <3929> that reads like markup) when the trace did not record it."""
@@ -91,7 +98,7 @@ def hover_card(row: dict[str, Any], extra: dict[str, Any] | None = None, markup:
     extra, w = extra or {}, words(lang)
 
     def tok(text: str) -> str:
-        return html.escape(label_token(text)) if markup else label_token(text)
+        return plot_escape(label_token(text)) if markup else label_token(text)
 
     lines = [
         f"<b>{tok(row['token'])}</b>" if markup else tok(row["token"]),
@@ -108,7 +115,7 @@ def hover_card(row: dict[str, Any], extra: dict[str, Any] | None = None, markup:
         lines.append(w["stream_accept"].format(accept=row["accept_prob"], r=r))
     else:
         lines.append(w["stream_drawn_prob"].format(p=row.get("p", 0.0)))
-    lines.append(html.escape(decision_text(row, lang)) if markup else decision_text(row, lang))
+    lines.append(plot_escape(decision_text(row, lang)) if markup else decision_text(row, lang))
     if row["status"] == "resampled" and row.get("residual_top"):
         top, name = row["residual_top"], "stream_residual_top"
     else:
