@@ -40,17 +40,11 @@ def why_rate_and_alpha_differ(lang: str = "en") -> str:
 
 
 # The English terms, for the library, the CLI and the notebook (pages ask term(name, lang)).
-ACCEPTANCE_RATE = term("acceptance_rate")
-ACCEPTANCE_AT_POSITION = term("acceptance_at_position")
-ALPHA = term("alpha")
-BETA = term("beta")
-MEAN_ACCEPTED_LENGTH = term("mean_accepted_length")
-DRAFTS_MADE = term("drafts_made")
-EARLY_STOP = term("early_stop")
-DRAFT_TREE = term("draft_tree")
-HISTOGRAM_PREDICTION = term("histogram_prediction")
-ALGORITHM_FASTEST = term("algorithm_fastest")
-ALGORITHM_PAPER = term("algorithm_paper")
-C = term("c")
-VERIFY_COST = term("verify_cost")
+(
+    ACCEPTANCE_RATE, ACCEPTANCE_AT_POSITION, ALPHA, BETA, MEAN_ACCEPTED_LENGTH, DRAFTS_MADE, EARLY_STOP, DRAFT_TREE,
+    HISTOGRAM_PREDICTION, ALGORITHM_FASTEST, ALGORITHM_PAPER, C, VERIFY_COST,
+) = (term(name) for name in (
+    "acceptance_rate", "acceptance_at_position", "alpha", "beta", "mean_accepted_length", "drafts_made",
+    "early_stop", "draft_tree", "histogram_prediction", "algorithm_fastest", "algorithm_paper", "c", "verify_cost",
+))  # fmt: skip
 WHY_RATE_AND_ALPHA_DIFFER = why_rate_and_alpha_differ()
