@@ -36,7 +36,9 @@ def long_functions(paths: list[Path], limit: int) -> list[str]:
 
 
 def test_no_function_of_the_decoder_is_over_40_lines():
-    assert long_functions([ROOT / "specviz" / "decoding" / "decoder.py"], DECODER_FUNCTION_MAX) == []
+    # Algorithm 1 and its loop (decoder.py), and the draft tree that extends its chain (branches.py)
+    decoder = [ROOT / "specviz" / "decoding" / name for name in ("decoder.py", "branches.py")]
+    assert long_functions(decoder, DECODER_FUNCTION_MAX) == []
 
 
 def test_no_function_outside_the_tests_is_over_60_lines():

@@ -9,18 +9,14 @@ in the trace:
     (5) roll the target's KV cache back to the accepted prefix (the drafter rolls its own back
         at its next proposal); the trace's `cache` records both caches' lengths (`_cache_rows`)
 
-A drafter may propose a tree (specviz.drafters.draft_tree): k branches of g drafts that start
-with different first tokens; a chain is the tree of one branch. Step (2) then verifies every
-branch in the same single pass (a tree attention mask: a draft sees the text and its own branch's
-earlier drafts), and `keep_branch` keeps one by recursive rejection sampling over the first
-tokens (specviz.decoding.verify.choose_branch): the first candidate that passes its test, each test made
-against what the earlier rejections left of p. At T=0 that is the branch starting with the
-target's own choice. From there it is the chain algorithm on that branch, with p from the same
-pass (its first row the p its first token was tested against), so steps (3)-(5) and every
-recorded number keep their meaning; the rejected first tokens and the other branches are recorded
-in `tree`. The wrong-rule variants of the lab run chains.
+Step (1) drafts one chain of gamma, the paper's case, or, where the drafter drafts one, a draft
+tree (specviz.drafters.draft_tree): k branches that start with different first tokens. The tree is
+a visible extension of the chain, kept in specviz.decoding.branches: step (2) verifies every
+branch in the same single pass, and `kept_drafts` hands steps (3)-(5) one branch as a chain (the
+chain keeps itself), so they and every recorded number keep their meaning. The wrong-rule variants
+of the lab run chains.
 
-End of sequence: nothing follows it. A drafted end of sequence ends its branch (`_until_eos`: a
+End of sequence: nothing follows it. A drafted end of sequence ends its branch (`until_eos`: a
 chain before the pass, a tree's kept branch after it, since a tree's branches share one
 rectangular pass), and `_end_of_text` alone decides whether the text ended, and on which token.
 
@@ -45,9 +41,10 @@ from dataclasses import dataclass, field
 import torch
 
 from specviz.config import DecodeOptions, SamplingConfig, validate_prompt
+from specviz.decoding.branches import kept_drafts, until_eos
 from specviz.decoding.prompting import prompt_token_ids
 from specviz.decoding.recorder import IterationRecorder
-from specviz.decoding.verify import RULES, FirstTest, Verdict, choose_branch, verify
+from specviz.decoding.verify import RULES, FirstTest, Verdict, verify
 from specviz.drafters import Drafter, DraftReport, TreeDrafter, draft_tree, resolve_drafter
 from specviz.engine.models import DEFAULT_TARGET, LoadedModel, load_model
 from specviz.engine.sampling import probabilities
@@ -231,7 +228,7 @@ def _draft(
     tree, q_tree = draft_tree(drafter, state.seq, gamma, allow_tree)
     tree, q_tree = tree.to(state.device), q_tree.to(state.device)
     if tree.shape[0] == 1:
-        drafts, q = _until_eos(tree[0], q_tree[0], eos)
+        drafts, q = until_eos(tree[0], q_tree[0], eos)
         tree, q_tree = drafts[None], q[None]
     return tree, q_tree
 
@@ -240,66 +237,6 @@ def _no_drafts(state: TargetState) -> tuple[torch.Tensor, torch.Tensor]:
     """An empty chain: tokens [1, 0], q [1, 0, V]."""
     device = state.device
     return torch.empty(1, 0, dtype=torch.long, device=device), torch.empty(1, 0, state.target.vocab_size, device=device)
-
-
-@dataclass
-class KeptBranch:
-    """The branch of a draft tree that the iteration goes on with, as a chain (a chain keeps itself)."""
-
-    index: int  # which branch (0: the drafter's first choice)
-    drafts: torch.Tensor  # [g] its drafts, up to an end of sequence
-    q: torch.Tensor  # [g, V] the distributions they were drawn from
-    p: torch.Tensor  # [g + 1, V] row 0: what the first draft is tested against (what earlier rejections left)
-    rows: torch.Tensor  # [g] its drafts' indices among the k*g drafts fed (level by level)
-    first_r: torch.Tensor | None  # [1] the first draft's draw, made while choosing (None: verify draws it)
-    others: torch.Tensor | None  # [k - 1, g] the branches not kept (None for a chain)
-    rejected: list[FirstTest] | None  # the first tokens rejected before the kept one (None for a chain)
-
-
-def kept_drafts(tree, q_tree, p_fed, generator, greedy: bool, eos) -> KeptBranch:
-    """What steps (3)-(5) judge, from tree [k, g], q_tree [k, g, V] and the pass's p_fed [1 + k*g, V]."""
-    if tree.shape[0] == 1:  # the paper's chain: p before each draft and after the last
-        return chain(tree[0], q_tree[0], p_fed, eos)
-    # the extension: a tree keeps one branch (recursive rejection sampling over its first tokens)
-    return keep_branch(tree, q_tree, p_fed, generator, greedy, eos)
-
-
-def chain(drafts: torch.Tensor, q: torch.Tensor, p_fed: torch.Tensor, eos) -> KeptBranch:
-    """The paper's case: drafts [g] with q [g, V] and the pass's p_fed [1 + g, V] (row j: p before
-    draft j; row g: after the last), cut at a drafted end of sequence."""
-    drafts, q = _until_eos(drafts, q, eos)
-    g = drafts.shape[0]
-    rows = torch.arange(g, device=drafts.device)  # [g] the drafts' rows among those fed
-    return KeptBranch(0, drafts, q, p_fed[: g + 1], rows, None, None, None)
-
-
-def keep_branch(tree, q_tree, p_fed, generator, greedy: bool, eos) -> KeptBranch:
-    """Of tree [k, g] with q_tree [k, g, V] and the pass's p_fed [1 + k*g, V] (row 0: the position
-    before the drafts, then the drafts level by level), keep one branch by recursive rejection
-    sampling over the first drafts (specviz.decoding.verify.choose_branch; at T=0 the target's own choice)."""
-    k, g = tree.shape
-    if k == 1 or g == 0:
-        index, p_first, first_r, rejected = 0, p_fed[0], None, []
-    else:
-        index, p_first, first_r, rejected = choose_branch(tree[:, 0], q_tree[:, 0], p_fed[0], generator, greedy)
-    drafts, q = _until_eos(tree[index], q_tree[index], eos)
-    rows = (torch.arange(g, device=tree.device) * k + index)[: drafts.shape[0]]
-    p = torch.cat([p_first[None], p_fed[1 + rows]])  # [g + 1, V]
-    if k == 1:
-        return KeptBranch(index, drafts, q, p, rows, first_r, None, None)
-    others = tree[[b for b in range(k) if b != index]]
-    return KeptBranch(index, drafts, q, p, rows, first_r, others, rejected)
-
-
-def _until_eos(drafts: torch.Tensor, q: torch.Tensor, eos: int | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """drafts [g], q [g, V] up to and including the first end of sequence: nothing follows it."""
-    if eos is None:
-        return drafts, q
-    hits = (drafts == eos).nonzero()
-    if hits.numel():
-        end = int(hits[0, 0]) + 1
-        return drafts[:end], q[:end]
-    return drafts, q
 
 
 def _end_of_text(verdict: Verdict, drafts: torch.Tensor, eos: int | None) -> tuple[int | None, bool]:
