@@ -188,3 +188,62 @@ def test_the_drafter_kinds_are_listed_in_one_registry():
         if p.name != "config.py" and len(found := kinds_named(p)) >= 3
     }
     assert listing == {}
+
+
+# Tests wait for the state they need (conftest.wait_for, an event, a fake clock), never for seconds:
+# a sleep long enough on a busy machine makes the suite slow, and one short enough makes it flaky.
+SLEEPS_MAX = 5  # conftest.wait_for's poll is one
+
+
+def sleep_calls(folder: str) -> list[tuple[str, float | None]]:
+    """('file:line', its seconds when written as a literal, else None) for every call of time.sleep
+    (time.sleep under any name of the module, or sleep imported from time) under `folder`."""
+    found = []
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        modules, sleeps = set(), set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                modules |= {alias.asname or alias.name for alias in node.names if alias.name == "time"}
+            elif isinstance(node, ast.ImportFrom) and node.module == "time":
+                sleeps |= {alias.asname or alias.name for alias in node.names if alias.name == "sleep"}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            by_module = isinstance(func, ast.Attribute) and func.attr == "sleep"
+            by_module = by_module and isinstance(func.value, ast.Name) and func.value.id in modules
+            if by_module or (isinstance(func, ast.Name) and func.id in sleeps):
+                try:
+                    seconds = float(ast.literal_eval(node.args[0])) if node.args else None
+                except (ValueError, TypeError, SyntaxError):
+                    seconds = None  # an expression: its value is known only when it runs
+                found.append((f"{path.relative_to(ROOT)}:{node.lineno}", seconds))
+    return found
+
+
+def test_tests_wait_for_the_state_not_for_seconds():
+    found = sleep_calls("tests")
+    assert found, "not even conftest.wait_for's sleep was found: the rule no longer reads the tests"
+    assert len(found) <= SLEEPS_MAX, f"at most {SLEEPS_MAX} sleeps in the tests; wait for the state instead: {found}"
+    assert [(where, s) for where, s in found if s is not None and s >= 1] == [], "a test sleeps a second or more"
+
+
+def test_the_rule_finds_every_way_of_sleeping(tmp_path, monkeypatch):
+    (tmp_path / "tests" / "sub").mkdir(parents=True)
+    (tmp_path / "tests" / "a.py").write_text(
+        "import time\nimport time as clock\nfrom time import sleep as nap\n\n"
+        "def f(n):\n    time.sleep(1)\n    clock.sleep(n / 2)\n    nap(0.25)\n    page.wait_for_timeout(1000)\n",
+        encoding="utf-8",
+    )
+    # Spaced as "sleep (": a grep of the tests for "sleep(" finds their real calls only.
+    (tmp_path / "tests" / "sub" / "b.py").write_text(
+        "from time import sleep\nimport asyncio\n\nsleep (2.5)\nasyncio.sleep (9)\n", encoding="utf-8"
+    )
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert sleep_calls("tests") == [
+        ("tests/a.py:6", 1.0),
+        ("tests/a.py:7", None),
+        ("tests/a.py:8", 0.25),
+        ("tests/sub/b.py:4", 2.5),
+    ]
