@@ -13,7 +13,7 @@ from specviz.config import GAMMA_MAX
 from specviz.engine import models
 from specviz.labs import theory
 from specviz.teaching import glossary
-from specviz.teaching.charts import theory as theory_charts
+from specviz.teaching.charts import theory_text
 from specviz_app import keys, language, params, session
 from specviz_app.params import Settings
 
@@ -118,7 +118,7 @@ def drafting_note(loaded: session.Loaded | None) -> None:
     """Beside the button that copies the trace's α, γ, c and v: whether the trace drafted as the formula
     assumes (one chain of exactly γ), and, where it did not, the paper's algorithm one click away."""
     lang, w = language.current(), language.words("theory")
-    said = None if loaded is None else theory_charts.drafting_against_formula(loaded.trace, lang)
+    said = None if loaded is None else theory_text.drafting_against_formula(loaded.trace, lang)
     if said is None:
         return
     kind, sentence = said

@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from specviz.config import PAPER_DRAFT
 from specviz.shipped import ASSETS
-from specviz.teaching.charts import theory as theory_charts
+from specviz.teaching.charts import theory_text
 from specviz.traces.trace import Trace
 from specviz_app import keys, running
 
@@ -66,13 +66,13 @@ def theory_with(trace: Trace, baseline: Trace) -> AppTest:
 
 def test_the_words_count_what_each_trace_drafted():
     sampled, _ = example("02-sampled")
-    kind, sentence = theory_charts.drafting_against_formula(sampled)
+    kind, sentence = theory_text.drafting_against_formula(sampled)
     short = sum(len(it["drafts"]) < 4 for it in sampled.iterations)
     assert kind == "most" and f"{short} of 15 iterations drafted fewer than γ = 4" in sentence
     assert "drafted a tree" in sentence and "one chain of exactly γ = 4" in sentence
     self_draft, _ = example("03-self-draft")  # every iteration one chain of γ: nothing to say
-    assert theory_charts.drafting_against_formula(self_draft) is None
-    kind, sentence = theory_charts.drafting_against_formula(paper_trace())
+    assert theory_text.drafting_against_formula(self_draft) is None
+    kind, sentence = theory_text.drafting_against_formula(paper_trace())
     assert kind == "paper"
     assert "assumption about drafting holds" in sentence and "13 of 15 iterations drafted all γ" in sentence
     assert "the first drafted none" in sentence and "1 iteration near max new tokens had room for fewer" in sentence

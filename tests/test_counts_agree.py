@@ -17,7 +17,7 @@ from specviz.shipped import ASSETS
 from specviz.teaching.charts.acceptance import counted_iterations, position_table
 from specviz.teaching.charts.drafting import first_drafted, iteration_counts, run_summary
 from specviz.teaching.charts.headline import headline_metrics
-from specviz.teaching.charts.theory import measured_where, sliders_against_run
+from specviz.teaching.charts.theory_text import measured_where, sliders_against_run
 from specviz.traces.trace import Trace
 
 ROOT = Path(__file__).resolve().parent.parent

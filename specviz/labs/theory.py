@@ -239,7 +239,7 @@ class Explanation:
 
 CAUSE_SHARE = 0.05  # a row whose measured value differs from the formula's by more is named as a cause
 # The keys of Explanation.rows, in their order: the words of each row in a language are the
-# catalogue's (specviz.teaching.charts.theory.explanation_sentence); `rows` and `causes` stay English.
+# catalogue's (specviz.teaching.charts.theory_text.explanation_sentence); `rows` and `causes` stay English.
 ROW_KEYS = ("tokens", "drafts", "iteration_cost", "alone_cost")
 
 

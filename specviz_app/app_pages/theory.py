@@ -9,6 +9,7 @@ from specviz.config import GAMMA_MAX
 from specviz.labs import theory
 from specviz.teaching import glossary
 from specviz.teaching.charts import theory as theory_charts
+from specviz.teaching.charts import theory_text
 from specviz_app import keys, language, opening, session, theory_controls
 
 
@@ -49,7 +50,7 @@ def _verdict(alpha: float, c: float, v: float, run: theory.Explanation | None, l
         st.warning(
             w["contradicts"].format(
                 said=said, result=w["a_loss" if run.measured < 1 else "a_gain"], measured=run.measured,
-                low=run.low, high=run.high, pairs=run.pairs, sentence=theory_charts.explanation_sentence(run, lang),
+                low=run.low, high=run.high, pairs=run.pairs, sentence=theory_text.explanation_sentence(run, lang),
             ),
             icon=":material/hourglass_bottom:",
         )  # fmt: skip
@@ -72,7 +73,7 @@ def _measured_section(m: dict | None, lang: str, w: dict[str, str]) -> theory.Ex
     st.caption(
         w["current"].format(**{**m, "source": opening.source_words(m["source"], lang)})
         + "".join(w["term"].format(**vars(glossary.term(name, lang))) for name in ("c", "verify_cost"))
-        + theory_charts.measured_where(session.current().trace, here, lang)
+        + theory_text.measured_where(session.current().trace, here, lang)
     )
     explained = theory.explain_measurement(m)
     if explained is None:
@@ -85,12 +86,12 @@ def _measured_section(m: dict | None, lang: str, w: dict[str, str]) -> theory.Ex
         w["m_measured_delta"].format(low=explained.low, high=explained.high, pairs=explained.pairs),
         delta_color="off", delta_arrow="off",
     )  # fmt: skip
-    cols[3].markdown(theory_charts.explanation_sentence(explained, lang))
+    cols[3].markdown(theory_text.explanation_sentence(explained, lang))
     with st.expander(w["assumes"]):
         st.dataframe(
             [
                 {"": what, "formula": round(f, 2), "this run": round(r, 2)}
-                for what, f, r in theory_charts.explanation_rows(explained, lang)
+                for what, f, r in theory_text.explanation_rows(explained, lang)
             ],
             hide_index=True,
             column_config={"formula": w["col_formula"], "this run": w["col_run"]},
@@ -143,7 +144,7 @@ def theory_page() -> None:
     st.caption(w["intro"])
     m = theory_controls.measured()
     alpha, gamma, c, v = theory_controls.sliders(m)
-    if said := theory_charts.sliders_against_run(m, alpha, gamma, c, v, lang):
+    if said := theory_text.sliders_against_run(m, alpha, gamma, c, v, lang):
         st.caption(":material/tune: " + said)
     theory_controls.drafting_note(session.current())
     _metrics(alpha, gamma, c, v, w)
