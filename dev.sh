@@ -34,7 +34,7 @@ setup_python() {
 setup_chromium() {
     # Browser tests drive Debian's Chromium; Playwright's own browser download is never used.
     # A CJK font, so the Chinese lesson's screenshots show characters instead of empty boxes.
-    # nginx: the proxy of the two-replica test (tests/test_replicas.py, specviz_app/replicas.py).
+    # nginx: the proxy of the two-replica test (tests/test_replicas.py, specviz_app/serving/replicas.py).
     if [ ! -x /usr/bin/chromium ] || [ ! -f /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ] || [ ! -x /usr/sbin/nginx ]; then
         apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-microhei nginx >/dev/null
     fi
@@ -72,7 +72,7 @@ case "${1:-}" in
         mkdir -p artifacts
         status=0 browser_status=0
         # SPECVIZ_TIMING_SECONDS=0: the browser tests need only a run's figures, not many of them, so
-        # the app times the fewest pairs after each run (specviz_app/background.py).
+        # the app times the fewest pairs after each run (specviz_app/serving/background.py).
         OMP_NUM_THREADS=1 SPECVIZ_TIMING_SECONDS=0 "$VENV/bin/python" -m pytest -m browser \
             --durations=10 >artifacts/suite-browser.log 2>&1 &
         browser=$!

@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specviz_app.replicas import free_port, healthy  # noqa: E402 - the app's own port and health checks
+from specviz_app.serving.replicas import free_port, healthy  # noqa: E402 - the app's own port and health checks
 from tests.browser.helpers import CHROMIUM, CHROMIUM_ARGS, RUN_TIMEOUT_MS, act, wait_idle, watch_server  # noqa: E402
 
 # The goals, each with why (docs/benchmarks.md has the figures measured against them).

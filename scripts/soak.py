@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from specviz_app.replicas import start_one_app, stop_process  # noqa: E402 - one app on a free port, and its stop
+from specviz_app.serving.replicas import start_one_app, stop_process  # noqa: E402 - one app on a free port, and its stop
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]

@@ -4,7 +4,7 @@
     .venv/bin/python scripts/ws_load.py --clients 3 --shared         # 3 sessions opening one link
     .venv/bin/python scripts/ws_load.py --clients 30 --timeout 300 --out artifacts/ws-load-30.json
 
-Each client is one student (specviz_app/ws_client.py): it sends the page load's `rerun_script` with
+Each client is one student (specviz_app/serving/ws_client.py): it sends the page load's `rerun_script` with
 its own shared link's query string (its prompt and seed; greedy, --max-new tokens, the target-alone
 baseline on), which starts a decode on the first visit, and times from opening the link to its first
 tokens and to its finished run, or notes its failure (a session past the queue's bound that is told
@@ -38,8 +38,8 @@ sys.path.insert(0, str(ROOT))
 from specviz.engine.machine import cpu_name  # noqa: E402
 from specviz.serving.gate import BUSY  # noqa: E402
 from specviz.traces import metrics  # noqa: E402
-from specviz_app import ws_client  # noqa: E402
-from specviz_app.replicas import start_one_app, stop_process  # noqa: E402 - one app on a free port, and its stop
+from specviz_app.serving import ws_client  # noqa: E402
+from specviz_app.serving.replicas import start_one_app, stop_process  # noqa: E402 - one app on a free port, and its stop
 
 MAX_CLIENTS = 100  # bounded: two classes and then some; a typo of 3000 must not fork a flood
 SAMPLE_S = 0.5  # how often the app's memory and CPU are read

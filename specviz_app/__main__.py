@@ -2,6 +2,6 @@
 
 import sys
 
-from specviz_app.launch import start_app
+from specviz_app.serving.launch import start_app
 
 raise SystemExit(start_app(sys.argv[1:]))

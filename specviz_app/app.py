@@ -1,13 +1,15 @@
 """specviz: the Streamlit app. Routes the pages and draws the frame they share; no logic here.
 
 Run with `specviz app` (installed), `./dev.sh app` or `streamlit run app.py` (a checkout):
-specviz_app/launch.py holds the server settings.
+specviz_app/serving/launch.py holds the server settings.
 """
 
 import streamlit as st
 
-from specviz_app import background, keys, language, opening, running, sidebar
+from specviz_app import keys, language, sidebar
 from specviz_app.render import PAGES_DIR
+from specviz_app.runs import opening, running
+from specviz_app.serving import background
 
 sidebar.init_from_url()  # the link's settings and language, before anything is drawn in a language
 st.set_page_config(page_title=language.words("app")["page_title"], page_icon="🔎", layout="wide")
@@ -28,7 +30,7 @@ PAGES = [
     ("lesson", ":material/school:"),
 ]
 # A script run in progress: the speedup's timing pairs wait for it and time again a pair it met
-# (specviz_app/background.py), since it stalls the decode being timed.
+# (specviz_app/serving/background.py), since it stalls the decode being timed.
 with background.PAGE_ACTIVITY.drawing():
     w = language.words("app")  # the language as it stands before the sidebar's control is drawn
     pages = [

@@ -20,13 +20,15 @@ from specviz.teaching.charts.stream import escaped_text, legend_html, statuses_i
 from specviz.teaching.charts.tokens import md_escape
 from specviz.traces.sameness import Sameness, sameness_of
 from specviz.traces.speedup import Spread, speedup_spread
-from specviz_app import background, keys, language, opening, session
+from specviz_app import keys, language, session
+from specviz_app.runs import opening
+from specviz_app.serving import background
 
 # Absolute, so a link finds its page whichever main script serves the app (`specviz app` runs
 # specviz_app/app.py, `streamlit run app.py` the root's app.py, which runs it).
 PAGES_DIR = Path(__file__).resolve().parent / "app_pages"
 # How often a page looks for the timing pairs that came in (a small fragment rerun). Each poll is a
-# script run, and the pair it meets is timed again (specviz_app/background.py): polling more often
+# script run, and the pair it meets is timed again (specviz_app/serving/background.py): polling more often
 # disturbed many more pairs and made the timing take far longer (docs/benchmarks.md, "The speedup a
 # page shows", and "Figures once kept in code comments", "The app's server").
 TIMING_POLL_S = 5.0

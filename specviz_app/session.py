@@ -15,8 +15,9 @@ import streamlit as st
 
 from specviz.errors import SpecvizError
 from specviz.traces.trace import Trace
-from specviz_app import background, keys, language
+from specviz_app import keys, language
 from specviz_app.params import Settings
+from specviz_app.serving import background
 
 
 @dataclass

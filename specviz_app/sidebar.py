@@ -14,8 +14,9 @@ import streamlit as st
 from specviz.engine import models
 from specviz.teaching import catalogue
 from specviz.traces import trace_store
-from specviz_app import background, keys, language, params
+from specviz_app import keys, language, params
 from specviz_app.params import Settings
+from specviz_app.serving import background
 
 
 def _write_widget_state(settings: Settings) -> None:
@@ -43,7 +44,7 @@ def _check_pair(where, target: str, draft: str) -> None:
     from specviz.drafters import needs_no_model
     from specviz.engine import models
     from specviz.errors import SpecvizError
-    from specviz_app import loading
+    from specviz_app.runs import loading
 
     w = language.words("sidebar")
     target, draft = target.strip(), draft.strip() or "ngram"
@@ -230,7 +231,7 @@ def _write_url(sb, settings: Settings) -> None:
     loaded = st.session_state.get(keys.LOADED)
     if loaded is not None and loaded.trace_id:  # a run in the replicas' trace store: a reconnect reopens it
         query["trace"] = loaded.trace_id
-    if os.environ.get(trace_store.ENV):  # running as replicas (specviz_app/replicas.py)
+    if os.environ.get(trace_store.ENV):  # running as replicas (specviz_app/serving/replicas.py)
         with sb:
             _reconnect_beacon()
     st.query_params.from_dict(query)
@@ -242,4 +243,4 @@ def _reconnect_beacon() -> None:
     """Draws nothing. On reconnecting, Streamlit's page asks the server for a full rerun only if it
     holds a fragment that reruns by itself (else it assumes its session was resumed). Behind the
     replicas' proxy a reconnect can land on another replica, in a new session: that rerun is what
-    reopens the stored trace from the URL's ?trace= (specviz_app/replicas.py)."""
+    reopens the stored trace from the URL's ?trace= (specviz_app/serving/replicas.py)."""

@@ -77,9 +77,9 @@ def random_draft_for_offline(offline_target):
 
 @pytest.fixture(autouse=True)
 def _no_shared_recordings():
-    """Each test starts with no shared recordings: specviz_app.shared_runs keeps them per process,
+    """Each test starts with no shared recordings: specviz_app.serving.shared_runs keeps them per process,
     so a run of one AppTest would otherwise serve the same settings in the next test."""
-    from specviz_app import shared_runs
+    from specviz_app.serving import shared_runs
 
     shared_runs.RUNS.clear()
 
@@ -89,7 +89,7 @@ def _background_threads_end_with_the_session():
     """The app's background threads (the model preload, a run's timing pairs) end before Python
     exits: one still inside a torch call at exit aborts the process (exit 134 after every test passed)."""
     yield
-    from specviz_app import background
+    from specviz_app.serving import background
 
     background.stop_all()
 
@@ -108,7 +108,7 @@ def wait_for(condition, timeout_s: float = 60.0, poll_s: float = 0.005) -> bool:
 def wait_until_serving(proc, url: str, log_path, timeout_s: float = 90.0) -> None:
     """Wait until the server `proc` (started to serve `url`, logging to `log_path`) answers its
     health check; fail at once if it exits first, and after `timeout_s` (a hang)."""
-    from specviz_app.replicas import healthy
+    from specviz_app.serving.replicas import healthy
 
     def up() -> bool:
         if proc.poll() is not None:

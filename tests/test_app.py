@@ -359,7 +359,8 @@ def test_a_decoding_page_redraws_at_most_every_stream_redraw_s():
     most every render.STREAM_REDRAW_S, and the last one of max_new_tokens always."""
     from types import SimpleNamespace
 
-    from specviz_app import render, running
+    from specviz_app import render
+    from specviz_app.runs import running
 
     step = render.STREAM_REDRAW_S
     times = iter([0.0, 0.4 * step, 1.1 * step, 1.5 * step, 1.6 * step, 1.7 * step])

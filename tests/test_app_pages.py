@@ -307,7 +307,7 @@ def test_lab_compares_all_rules_with_their_cost():
 
 
 def _records(monkeypatch, head, distilled):
-    from specviz_app import gallery
+    from specviz_app.runs import gallery
 
     monkeypatch.setattr(gallery, "TRAINING_RECORDS", {"Draft head": head, "Distilled draft": distilled})
 
@@ -390,7 +390,7 @@ def test_draft_quality_bad_record_gets_an_error(tmp_path, monkeypatch):
 def test_race_page_shows_a_race_and_exports_it(monkeypatch):
     """A race (hand-made, in the shape run_race returns) is drawn, tabled and offered as JSON and CSV."""
     from specviz.labs import race
-    from specviz_app import gallery
+    from specviz_app.runs import gallery
 
     rows = [
         {"draft": d, "label": d, "new_tokens": 32, "iterations": it, "tokens_per_iteration": 32 / it,

@@ -15,7 +15,8 @@ from specviz.config import PAPER_DRAFT
 from specviz.shipped import ASSETS
 from specviz.teaching.charts import theory_text
 from specviz.traces.trace import Trace
-from specviz_app import keys, running
+from specviz_app import keys
+from specviz_app.runs import running
 
 APP = str(Path(__file__).resolve().parent.parent / "specviz_app" / "app.py")
 THEORY = "app_pages/theory.py"

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from specviz.engine import toy
 from specviz.labs import workloads
-from specviz_app import loading
+from specviz_app.runs import loading
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "specviz_app" / "app.py")

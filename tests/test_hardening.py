@@ -17,7 +17,7 @@ from specviz.config import DecodeOptions
 from specviz.engine import models
 from specviz.errors import ConfigError, ModelError, SpecvizError, TraceError
 from specviz.traces.trace import MAX_TRACE_BYTES, Trace, parse_json, validate
-from specviz_app.launch import SERVER_SETTINGS, app_command
+from specviz_app.serving.launch import SERVER_SETTINGS, app_command
 
 ROOT = Path(__file__).resolve().parent.parent
 APP_SOURCES = [

@@ -139,8 +139,8 @@ def test_a_custom_pair_without_a_target_is_refused_in_words_and_the_trace_kept()
     """One rule for a missing target (loading.load_pair), for a Run as for the pages that run the
     sidebar's pair: the message asks for a target, before any model loads or any decode starts."""
     from specviz.errors import SpecvizError
-    from specviz_app import loading
     from specviz_app.params import Settings
+    from specviz_app.runs import loading
 
     message = "Name a target model in the sidebar (custom pair), or pick another pair."
     with pytest.raises(SpecvizError, match="Name a target model"):

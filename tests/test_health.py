@@ -1,4 +1,4 @@
-"""The server's /healthz and its 404 for paths that are no page (specviz_app/health.py), on a
+"""The server's /healthz and its 404 for paths that are no page (specviz_app/serving/health.py), on a
 Starlette app built as st.App builds one: the routes, the middleware, and a catch-all that answers
 every path with the page (Streamlit's static files, for its client-side routing)."""
 
@@ -16,7 +16,7 @@ from starlette.routing import Mount, Route
 from starlette.testclient import TestClient
 
 from specviz.engine import models
-from specviz_app import background, health
+from specviz_app.serving import background, health
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,6 +78,6 @@ def test_the_page_paths_are_the_pages_app_py_registers():
 
 
 def test_both_start_commands_serve_the_health_route_and_the_404():
-    for script in (ROOT / "app.py", ROOT / "specviz_app" / "asgi.py"):
+    for script in (ROOT / "app.py", ROOT / "specviz_app" / "serving" / "asgi.py"):
         text = script.read_text()
         assert "health.ROUTES" in text and "health.UnknownPathIs404" in text, script

@@ -196,6 +196,58 @@ def test_the_library_is_folders_by_job(tmp_path, monkeypatch):
     ]
 
 
+# The app's folders (docs/design.md, section 2): what each may import of specviz_app. "top" is the
+# modules standing directly in specviz_app/ (app.py, the sidebar, session, render, ...): they may
+# import every folder but the pages. The server's wing is the ground floor: it knows no page, no
+# run and no control. A page is imported by no module (app.py names its file for st.navigation).
+APP_MAY_IMPORT = {
+    "top": {"top", "serving", "runs", "controls"},
+    "serving": {"serving"},
+    "runs": {"top", "serving", "runs"},
+    "controls": {"top", "controls"},
+    "app_pages": {"top", "runs", "controls"},
+}
+
+
+def app_room(module: str) -> str:
+    """specviz_app.serving.health -> "serving"; specviz_app.render and specviz_app -> "top"."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 else "top"
+
+
+def app_wing_faults(package: str = "specviz_app") -> list[str]:
+    """Imports between the app's folders that APP_MAY_IMPORT does not allow (deferred ones count),
+    and a folder of the app that is in no row of it."""
+    folders = {p.parent.name for p in (ROOT / package).glob("*/*.py")}
+    bad = [f"{package}/{f}/: in no row of APP_MAY_IMPORT" for f in sorted(folders - set(APP_MAY_IMPORT))]
+    for module, imported in sorted(import_graph(package).items()):
+        allowed = APP_MAY_IMPORT.get(app_room(module), set())
+        bad += [f"{module} -> {m}" for m in sorted(imported) if app_room(m) not in allowed]
+    return bad
+
+
+def test_the_apps_folders_import_only_what_their_row_allows(tmp_path, monkeypatch):
+    """The server's wing imports nothing else of the app, and no module imports a page; each fails
+    on a planted break."""
+    assert app_wing_faults() == []
+    planted = tmp_path / "app"
+    for folder in ("serving", "runs", "app_pages", "misc"):
+        (planted / folder).mkdir(parents=True)
+        (planted / folder / "__init__.py").write_text("")
+    (planted / "__init__.py").write_text("")
+    (planted / "render.py").write_text("from app.runs import running\n")  # allowed: the top reads the runs
+    (planted / "runs" / "running.py").write_text("from app import render\nfrom app.serving import gate\n")
+    (planted / "serving" / "gate.py").write_text("def later():\n    from app.runs import running\n")
+    (planted / "app_pages" / "page.py").write_text("from app import render\n")
+    (planted / "sidebar.py").write_text("from app.app_pages import page\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert app_wing_faults("app") == [
+        "app/misc/: in no row of APP_MAY_IMPORT",
+        "app.serving.gate -> app.runs.running",
+        "app.sidebar -> app.app_pages.page",
+    ]
+
+
 # What imports without torch: the traces and everything a learner sees (so the app, the notebook and
 # the charts read a trace without loading torch), the paper's formulas, and the app's settings.
 TORCH_FREE_FOLDERS = ("traces", "teaching")

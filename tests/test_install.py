@@ -90,7 +90,7 @@ def test_the_wheel_carries_the_weights_assets_pages_and_the_command(installed):
     ):
         assert needed in names, needed
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "specviz = specviz_app.launch:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "specviz = specviz_app.serving.launch:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
 
 @pytest.mark.slow
@@ -184,7 +184,7 @@ def servers_started_from(bin_dir: Path) -> list[str]:
 
 
 def test_the_specviz_command_without_streamlit_or_arguments_says_what_to_do(monkeypatch, capsys):
-    from specviz_app import launch
+    from specviz_app.serving import launch
 
     assert launch.main([]) == 2 and "specviz app" in capsys.readouterr().out
     assert launch.main(["--help"]) == 0
@@ -201,7 +201,7 @@ def test_streamlit_run_app_py_gets_the_same_server_settings():
     tests serve the app that way (tests/browser/conftest.py), so every page is visited through it."""
     import tomllib
 
-    from specviz_app.launch import SERVER_SETTINGS
+    from specviz_app.serving.launch import SERVER_SETTINGS
 
     config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
     flat = {f"{section}.{key}": value for section, values in config.items() for key, value in values.items()}

@@ -1,4 +1,4 @@
-"""The app's server limits glibc's malloc arenas (specviz_app/malloc.py): threads that allocate
+"""The app's server limits glibc's malloc arenas (specviz_app/serving/malloc.py): threads that allocate
 at once share two arenas instead of getting one each, which is what kept a class's freed tensors
 spread over sixteen arenas. Counted by glibc itself (malloc_stats), in a fresh process each time."""
 
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 PROGRAM = """
 import ctypes, sys, threading
-from specviz_app.malloc import limit_arenas
+from specviz_app.serving.malloc import limit_arenas
 limited = limit_arenas() if sys.argv[1] == "limit" else False
 ready = threading.Barrier(9)
 def allocate():
@@ -54,7 +54,7 @@ def test_the_server_shares_two_arenas_among_its_threads():
 
 
 def test_an_arena_count_in_the_environment_wins(monkeypatch):
-    from specviz_app import malloc
+    from specviz_app.serving import malloc
 
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
     assert malloc.limit_arenas() is False

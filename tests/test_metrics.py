@@ -1,6 +1,6 @@
 """The server's metrics (specviz.traces.metrics), read back by prometheus_client's own parser; the
 gate's counts and waits they read (specviz.serving.gate); and the websocket client's reading of the
-server's messages (specviz_app.ws_client). The scrape of a running app: tests/test_metrics_app.py."""
+server's messages (specviz_app.serving.ws_client). The scrape of a running app: tests/test_metrics_app.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from specviz.serving import gate as gate_module
 from specviz.serving.gate import DeviceGate, observe_waits
 from specviz.traces import metrics
-from specviz_app import ws_client
+from specviz_app.serving import ws_client
 
 P = metrics.PREFIX
 # Every family /metrics exposes, as prometheus_client's parser names and types them (a counter's

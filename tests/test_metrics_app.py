@@ -1,7 +1,7 @@
 """/metrics scraped from the running app, started as an admin starts it: `streamlit run app.py`
 (tests/browser/conftest.py's serve_app) after Runs driven through Streamlit's own websocket protocol
-(specviz_app/ws_client.py), `specviz app` (specviz_app/launch.py) answering it too, and each replica
-behind nginx (specviz_app/replicas.py) on its own port."""
+(specviz_app/serving/ws_client.py), `specviz app` (specviz_app/serving/launch.py) answering it too, and each replica
+behind nginx (specviz_app/serving/replicas.py) on its own port."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from test_metrics import FAMILIES
 
 from conftest import wait_until_serving
 from specviz.traces.metrics import CONTENT_TYPE, parse_samples
-from specviz_app import launch, ws_client
-from specviz_app.replicas import Deployment, free_port, nginx_binary
+from specviz_app.serving import launch, ws_client
+from specviz_app.serving.replicas import Deployment, free_port, nginx_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 P = "specviz:"

@@ -1,4 +1,4 @@
-"""Two app replicas behind nginx on loopback (specviz_app/replicas.py): one stops mid-class, its
+"""Two app replicas behind nginx on loopback (specviz_app/serving/replicas.py): one stops mid-class, its
 students' pages reconnect to the other by themselves and show the very runs they had finished,
 read back from the shared trace store. Skips, saying why, without nginx or Chromium.
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from browser.helpers import CHROMIUM, CHROMIUM_ARGS, RUN_TIMEOUT_MS, assert_no_traceback, classroom, showing, wait_idle
 
-from specviz_app.replicas import Deployment, free_port, nginx_binary
+from specviz_app.serving.replicas import Deployment, free_port, nginx_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = ["Name a river.", "Name a mountain.", "Name a city.", "Name a lake.", "Name a desert.", "Name a sea."]

@@ -17,7 +17,7 @@ from specviz.engine.lean_llama import LeanLlama
 from specviz.errors import SpecvizError
 from specviz.labs import serving
 from specviz.teaching.charts import serving as charts
-from specviz_app import loading
+from specviz_app.runs import loading
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "specviz_app" / "app.py")

@@ -1,4 +1,4 @@
-"""One run, many viewers (specviz_app/shared_runs.py): identical settings share one decode while it
+"""One run, many viewers (specviz_app/serving/shared_runs.py): identical settings share one decode while it
 runs and its recording afterwards; bounded, oldest first; a replaced model's recordings go."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import wait_for
-from specviz_app.shared_runs import Recording, SharedRuns, made_words, run_key
+from specviz_app.serving.shared_runs import Recording, SharedRuns, made_words, run_key
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -108,7 +108,8 @@ def test_two_app_sessions_with_one_link_share_the_recording_and_its_timing(monke
     and starts no second TimingPairs."""
     from streamlit.testing.v1 import AppTest
 
-    from specviz_app import background, keys, shared_runs
+    from specviz_app import keys
+    from specviz_app.serving import background, shared_runs
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(shared_runs, "RUNS", SharedRuns())

@@ -298,7 +298,7 @@ def test_a_stored_batched_run_keeps_its_count_of_solo_pairs(tmp_path):
 
 
 def test_disturbed_pairs_take_no_place_and_leave_the_figures_while_others_are_in():
-    """A pair a page was drawn beside (specviz_app.background marks it disturbed) reads too low or
+    """A pair a page was drawn beside (specviz_app.serving.background marks it disturbed) reads too low or
     too high: it does not count towards the pairs wanted, and the figures leave it out while any
     undisturbed solo pair is in. The run's own streamed first pair counts and is among the figures."""
     trace, base = example()

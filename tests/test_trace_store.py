@@ -1,5 +1,5 @@
 """The replicas' shared trace store (specviz/traces/trace_store.py) and the `?trace=<id>` link that opens
-a stored run (specviz_app/opening.py): by id, validated, bounded, every bad id a clear message."""
+a stored run (specviz_app/runs/opening.py): by id, validated, bounded, every bad id a clear message."""
 
 from __future__ import annotations
 

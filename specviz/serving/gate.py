@@ -36,7 +36,7 @@ from specviz.errors import SpecvizError
 
 _gates: dict[str, DeviceGate] = {}
 _gates_lock = threading.Lock()
-# Called with the seconds each turn waited, as it starts (the app's /metrics: specviz_app/server.py).
+# Called with the seconds each turn waited, as it starts (the app's /metrics: specviz_app/serving/server.py).
 _wait_observers: list[Callable[[float], None]] = []
 
 

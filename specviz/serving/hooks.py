@@ -3,7 +3,7 @@
 The decoder calls `hooks.decoding(target)` around a whole decode and passes what it yields to the
 target's passes; it knows nothing of queues or batching. The library's default, ServingHooks(),
 takes a turn at the device's gate and decodes alone: two decodes in threads of one process never
-share a model at once. The app asks for more (specviz_app/running.py): its place in the queue
+share a model at once. The app asks for more (specviz_app/runs/running.py): its place in the queue
 reported (`on_wait`), its passes batched with other sessions' (`batched`), and its target-alone
 baselines waiting behind every first run (`behind`).
 """

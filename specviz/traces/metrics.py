@@ -1,6 +1,6 @@
 """The server's metrics, kept and exposed by prometheus_client, as vLLM keeps its own.
 
-The app serves `METRICS.render()` at /metrics (specviz_app/server.py) from its own process, so an
+The app serves `METRICS.render()` at /metrics (specviz_app/serving/server.py) from its own process, so an
 admin scrapes each replica as Prometheus scrapes a vLLM server. The names are vLLM's where they fit,
 prefixed `specviz:` as vLLM prefixes `vllm:`; docs/reliability.md ("Metrics") says what each counts.
 

@@ -1,6 +1,6 @@
 """A folder of finished traces, by id, that several app replicas share (no streamlit, no torch).
 
-When the app runs as several replicas behind one proxy (specviz_app/replicas.py), a replica that
+When the app runs as several replicas behind one proxy (specviz_app/serving/replicas.py), a replica that
 stops takes its sessions' memory with it. Each finished run is therefore also written here, under
 an id made from everything the trace depends on (`run_id`), so
 

@@ -11,7 +11,8 @@ from specviz.teaching import catalogue, glossary
 from specviz.teaching.charts import race as race_charts
 from specviz.teaching.charts import theory as theory_charts
 from specviz.training.training_record import read_training_record
-from specviz_app import gallery, keys, language, loading, params, render, session
+from specviz_app import keys, language, params, render, session
+from specviz_app.runs import gallery, loading
 
 
 def _number(short: str, help: str, width: int = 96) -> st.column_config.NumberColumn:

@@ -14,7 +14,8 @@ from specviz.errors import SpecvizError
 from specviz.labs import lab_time
 from specviz.teaching.charts import lab as lab_charts
 from specviz.teaching.charts.tokens import display_token
-from specviz_app import keys, language, loading, params, render, session
+from specviz_app import keys, language, params, render, session
+from specviz_app.runs import loading
 from specviz_app.sidebar import pair_label
 
 MODELS = ("toy", "sidebar")  # the choices of models; their words: the catalogue's "models_<choice>"

@@ -2,7 +2,7 @@
 short explanation and a live figure from a shipped example trace (opens instantly, no model).
 
 Text lives in assets/lesson/lesson.<language>.json (English, Chinese). ?step=N opens step N
-(validated; the link and the step on show: specviz_app/lesson_state.py); a toggle (or ?presenter=1)
+(validated; the link and the step on show: specviz_app/controls/lesson.py); a toggle (or ?presenter=1)
 switches to the presenter view for a 1280x720 projector: no sidebar, every control in one row, the
 figure with the takeaway beside it, the step's full text in an expander, and type of at least 20 px
 (tests/browser/test_lesson_projector.py measures it).
@@ -15,8 +15,9 @@ import streamlit as st
 from specviz.errors import SpecvizError
 from specviz.teaching import lesson as lesson_content
 from specviz.teaching.charts.tokens import label_token
-from specviz_app import keys, lesson_state, render
+from specviz_app import keys, render
 from specviz_app import language as app_language
+from specviz_app.controls import lesson as lesson_controls
 
 # Presenter view fits a 1280x720 projector: Streamlit's own paddings (6rem above, 10rem below the
 # page) and header go, the body text folds into an expander, and every text a room must read (the
@@ -76,11 +77,11 @@ def _notes(shown: lesson_content.Shown) -> None:
 
 def _nav(slots, i: int, count: int, ui: dict) -> None:
     slots[0].button(
-        ui.get("back", "Back"), icon=":material/chevron_left:", on_click=lesson_state.move, args=(-1, count),
+        ui.get("back", "Back"), icon=":material/chevron_left:", on_click=lesson_controls.move, args=(-1, count),
         disabled=i == 1, width="stretch", key=keys.LESSON_BACK,
     )  # fmt: skip
     slots[1].button(
-        ui.get("next", "Next"), icon=":material/chevron_right:", on_click=lesson_state.move, args=(1, count),
+        ui.get("next", "Next"), icon=":material/chevron_right:", on_click=lesson_controls.move, args=(1, count),
         disabled=i == count, type="primary", width="stretch", key=keys.LESSON_NEXT,
     )  # fmt: skip
 
@@ -93,14 +94,14 @@ def _contents(box, steps: list[dict], i: int, big: bool, rec: lesson_content.Rec
     # Next and Back in presenter view: a popover's content is not mounted while it is closed, so the
     # browser kept sending the value the picker last showed, and Streamlit took it for a new choice
     # made before Next's callback ran (step 2 for ever after Next from step 1, issue 35).
-    picker = lesson_state.picker_key(i, app_language.current())
+    picker = lesson_controls.picker_key(i, app_language.current())
     with box:
         st.selectbox(
             ui.get("contents", "Steps"), list(range(1, count + 1)), index=i - 1, key=picker,
             format_func=lambda n: f"{n}. {steps[n - 1]['title']}", label_visibility="collapsed",
-            on_change=lesson_state.picked, args=(picker, count),
+            on_change=lesson_controls.picked, args=(picker, count),
         )  # fmt: skip
-        st.caption(f"{ui.get('link', 'Link to this step')}: `{lesson_state.link(i, big)}`")
+        st.caption(f"{ui.get('link', 'Link to this step')}: `{lesson_controls.link(i, big)}`")
         st.caption(render.md_escape(f"{ui.get('trace', 'Example used')}: {rec.name} · {rec.trace.prompt[:80]}"))
 
 
@@ -150,7 +151,7 @@ def lesson_page() -> None:
     steps = lesson["steps"]
     count = len(steps)
     ui = lesson.get("ui", {})
-    i, big = lesson_state.step_and_view_from_link(count)  # big: the presenter view (the toggle below shows it)
+    i, big = lesson_controls.step_and_view_from_link(count)  # big: the presenter view (the toggle below shows it)
     step = steps[i - 1]
 
     if big:  # one row for every control, the contents in a pop-over, so the height goes to the figure
@@ -173,7 +174,7 @@ def lesson_page() -> None:
     if big:
         st.html(PRESENTER_CSS)
 
-    lesson_state.write_link(i, big)
+    lesson_controls.write_link(i, big)
     if not big:  # on a projector the title's number says where we are; the space goes to the figure
         st.progress(i / count, text=f"{ui.get('step', 'Step')} {i} {ui.get('of', 'of')} {count}")
     st.title(f"{i}. {step['title']}")

@@ -9,7 +9,8 @@ import streamlit as st
 
 from specviz.labs import serving
 from specviz.teaching.charts import serving as serving_charts
-from specviz_app import keys, language, loading, params, render, session
+from specviz_app import keys, language, params, render, session
+from specviz_app.runs import loading
 
 # Where the result on show came from (keys.SERVING_SOURCE): the recording, a run here, or render's "file: <name>".
 RECORDED, HERE, FILE = "recorded", "here", "file: "

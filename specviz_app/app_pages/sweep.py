@@ -13,7 +13,8 @@ from specviz.errors import SpecvizError
 from specviz.labs import sweep
 from specviz.teaching import glossary
 from specviz.teaching.charts import sweep as sweep_charts
-from specviz_app import keys, language, loading, opening, params, render, session
+from specviz_app import keys, language, params, render, session
+from specviz_app.runs import loading, opening
 from specviz_app.sidebar import pair_label
 
 TEMPERATURE_CHOICES = [0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0]

@@ -1,7 +1,7 @@
 """Theory: the paper's closed forms driven by sliders for α, γ, c and v, the current trace's
 measured α, c and v as a point on the same axes with its prediction beside its measured speedup
 (and what parts them), and Table 4 recomputed as a visible check. The sliders and the buttons that
-set them from the trace live in specviz_app/theory_controls.py."""
+set them from the trace live in specviz_app/controls/theory.py."""
 
 import streamlit as st
 
@@ -10,7 +10,9 @@ from specviz.labs import theory
 from specviz.teaching import glossary
 from specviz.teaching.charts import theory as theory_charts
 from specviz.teaching.charts import theory_text
-from specviz_app import keys, language, opening, session, theory_controls
+from specviz_app import keys, language, session
+from specviz_app.controls import theory as theory_controls
+from specviz_app.runs import opening
 
 
 @st.cache_data(show_spinner=False, max_entries=64)

@@ -7,7 +7,8 @@ import streamlit as st
 
 from specviz.config import slug
 from specviz.errors import TraceError
-from specviz_app import gallery, keys, language, opening, session
+from specviz_app import keys, language, session
+from specviz_app.runs import gallery, opening
 
 
 def _file_stem(trace) -> str:

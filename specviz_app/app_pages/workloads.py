@@ -8,7 +8,8 @@ import streamlit as st
 
 from specviz.labs import workloads
 from specviz.teaching.charts import workloads as workload_charts
-from specviz_app import keys, language, loading, params, render, session
+from specviz_app import keys, language, params, render, session
+from specviz_app.runs import loading
 
 # Where the result on show came from (keys.WORKLOADS_SOURCE): the recording, a run here, or render's "file: <name>".
 RECORDED, HERE, FILE = "recorded", "here", "file: "

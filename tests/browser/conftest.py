@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import wait_until_serving
-from specviz_app.replicas import free_port  # the app's own port
+from specviz_app.serving.replicas import free_port  # the app's own port
 
 from .helpers import (
     APP_LOG,

@@ -102,7 +102,7 @@ def test_a_run_shows_its_own_range_and_every_page_the_same_speedup(new_page):
     goal: scripts/bench_app.py.)
 
     The Run has a seed of its own: the app shares a recording between identical settings
-    (specviz_app.shared_runs), so the default seed could show another test's run. The default
+    (specviz_app.serving.shared_runs), so the default seed could show another test's run. The default
     settings are greedy, so the seed changes neither a token nor any work."""
     page = new_page()
     medians = []

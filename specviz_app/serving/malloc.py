@@ -10,7 +10,7 @@ once kept in code comments", "Memory bounds"). Torch runs
 in one decode's thread at a time (specviz.serving.batching's compute lock), so sharing two arenas
 costs no waiting worth measuring.
 
-Only the server sets this (app.py and specviz_app/asgi.py call `limit_arenas` as they start):
+Only the server sets this (app.py and specviz_app/serving/asgi.py call `limit_arenas` as they start):
 the library leaves a user's process as it finds it. A MALLOC_ARENA_MAX in the environment wins.
 """
 

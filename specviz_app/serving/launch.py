@@ -17,7 +17,7 @@ from pathlib import Path
 
 # The st.App that serves the page script specviz_app/app.py with the server's routes (/metrics).
 APP_SCRIPT = Path(__file__).resolve().parent / "asgi.py"
-SOURCE_ROOT = APP_SCRIPT.parents[1]  # a source checkout, when it holds pyproject.toml
+SOURCE_ROOT = APP_SCRIPT.parents[2]  # a source checkout, when it holds pyproject.toml
 
 SERVER_SETTINGS = {
     "browser.gatherUsageStats": "false",  # no telemetry: the app must work offline

@@ -1,7 +1,7 @@
 """What the app's server answers beside its pages: /metrics, in Prometheus' text format.
 
 Streamlit serves on Starlette, and an `st.App` takes extra routes. The two ways to start the app
-both serve one: `streamlit run app.py` (the root app.py) and `specviz app` (specviz_app/asgi.py,
+both serve one: `streamlit run app.py` (the root app.py) and `specviz app` (specviz_app/serving/asgi.py,
 launch.APP_SCRIPT), each an `st.App` of the page script specviz_app/app.py with ROUTES. The numbers
 are specviz.traces.metrics' (prometheus_client's, in the process's own registry, METRICS); this
 module adds what only the app knows: the device gates' queues (read at each scrape) and each

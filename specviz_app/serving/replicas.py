@@ -1,4 +1,4 @@
-"""Several app replicas behind nginx, sharing one trace store: `python -m specviz_app.replicas`.
+"""Several app replicas behind nginx, sharing one trace store: `python -m specviz_app.serving.replicas`.
 
 One command starts N copies of the app (`streamlit run app.py`, each its own process, models and
 port on 127.0.0.1) and Debian's nginx in front of them on one port. Streamlit keeps a session in
@@ -10,8 +10,8 @@ itself and starts a new session there from the page's URL. Every finished run is
 shared trace store (specviz.traces.trace_store, SPECVIZ_TRACE_STORE) and its id put into the URL
 (`?trace=<id>`), so the new session opens the very same trace: nothing finished is lost.
 
-    python -m specviz_app.replicas                    # 2 replicas on http://127.0.0.1:8500
-    python -m specviz_app.replicas --replicas 3 --host 0.0.0.0 --port 80 --store /srv/specviz
+    python -m specviz_app.serving.replicas                    # 2 replicas on http://127.0.0.1:8500
+    python -m specviz_app.serving.replicas --replicas 3 --host 0.0.0.0 --port 80 --store /srv/specviz
 
 `Deployment` is the same thing as a Python object (tests/test_replicas.py drives it). No streamlit
 import here: this module only writes a config and starts processes.
@@ -32,14 +32,14 @@ import urllib.request
 from pathlib import Path
 
 from specviz.traces import trace_store
-from specviz_app import launch
+from specviz_app.serving import launch
 
-ROOT = Path(__file__).resolve().parent.parent  # where the replicas run (a checkout's root)
+ROOT = Path(__file__).resolve().parents[2]  # where the replicas run (a checkout's root)
 COOKIE = "specviz_replica"
 START_TIMEOUT_S = 120.0  # a replica answers /_stcore/health within this (imports on a busy CPU)
 
 NGINX_CONF = """\
-# Written by specviz_app/replicas.py: {replicas} app replicas behind one port.
+# Written by specviz_app/serving/replicas.py: {replicas} app replicas behind one port.
 {user}worker_processes 1;
 pid {work}/nginx.pid;
 error_log {work}/nginx-error.log warn;
@@ -51,7 +51,7 @@ http {{
     fastcgi_temp_path {work}/fastcgi;
     uwsgi_temp_path {work}/uwsgi;
     scgi_temp_path {work}/scgi;
-    client_max_body_size 21m;  # the app takes uploads of 20 MB (specviz_app/launch.py)
+    client_max_body_size 21m;  # the app takes uploads of 20 MB (specviz_app/serving/launch.py)
 
     map $http_upgrade $connection_upgrade {{ default upgrade; "" close; }}
     # Sticky sessions: a browser without the cookie gets a fresh random key, kept in the cookie.
@@ -246,7 +246,7 @@ def stop_process(proc: subprocess.Popen, sig: int = signal.SIGTERM, grace_s: flo
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m specviz_app.replicas", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m specviz_app.serving.replicas", description=__doc__.split("\n\n")[0])
     ap.add_argument("--replicas", type=int, default=2, help="app processes (default 2)")
     ap.add_argument("--port", type=int, default=8500, help="the port nginx listens on (default 8500)")
     ap.add_argument("--host", default="127.0.0.1", help="the address nginx listens on (0.0.0.0: the whole network)")

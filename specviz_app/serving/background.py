@@ -106,7 +106,7 @@ def session_alive() -> Callable[[], bool]:
 
 
 def preload_running() -> bool:
-    """Whether the default models are being loaded now (the server's /healthz: specviz_app/health.py)."""
+    """Whether the default models are being loaded now (the server's /healthz: specviz_app/serving/health.py)."""
     thread = _preload_thread
     return thread is not None and thread.is_alive()
 

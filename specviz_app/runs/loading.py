@@ -1,7 +1,7 @@
 """The models a run needs: loaded once per server process, warmed up, and the sidebar's pair.
 
 `load_pair` holds the one rule for a pair's names (a custom pair left without a target is refused
-in words); specviz_app.running's preload_defaults loads the offline default pair through it as the
+in words); specviz_app.runs.running's preload_defaults loads the offline default pair through it as the
 app opens, so a class's first Run finds them ready and its timings hold no one-off start-up costs.
 """
 
@@ -14,8 +14,9 @@ import streamlit as st
 
 from specviz.engine import models
 from specviz.errors import SpecvizError
-from specviz_app import background, language
+from specviz_app import language
 from specviz_app.params import Settings
+from specviz_app.serving import background
 
 # SPECVIZ_THREADS=n sets torch's CPU threads for the app's runs. On a shared CPU, one thread avoids
 # intra-op threads spinning against other programs (a verify pass measured ten times slower).

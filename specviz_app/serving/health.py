@@ -9,7 +9,7 @@
   with a plain sentence naming the pages, instead of the app's page with 200 (Streamlit's static
   files answer every unknown path with its index.html, for its client-side routing).
 
-Both are served by the st.App of specviz_app/asgi.py and the root app.py, beside server.ROUTES.
+Both are served by the st.App of specviz_app/serving/asgi.py and the root app.py, beside server.ROUTES.
 docs/reliability.md ("Health") says what each answers.
 """
 
@@ -23,10 +23,10 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from specviz.engine import models
-from specviz_app import background
+from specviz_app.serving import background
 
 HEALTH_PATH = "/healthz"
-PAGES_DIR = Path(__file__).resolve().parent / "app_pages"  # as render.PAGES_DIR (no page imports here)
+PAGES_DIR = Path(__file__).resolve().parents[1] / "app_pages"  # as render.PAGES_DIR (no page imports here)
 
 
 def health_state() -> tuple[int, dict]:

@@ -19,8 +19,9 @@ from specviz.errors import TraceError
 from specviz.teaching import catalogue
 from specviz.traces import trace_store
 from specviz.traces.trace import CSV_COLUMNS, Trace, parse_json
-from specviz_app import gallery, keys, language, params
+from specviz_app import keys, language, params
 from specviz_app.params import Settings
+from specviz_app.runs import gallery
 from specviz_app.session import Loaded, apply_settings, current, show
 
 

@@ -14,7 +14,7 @@ dropped. Memory is bounded: at most MAX_RECORDINGS are kept, the oldest evicted 
 timing pairs run until it leaves the store (not until its first viewer moves on, as a session's
 own run's did before: others may still be watching them come in).
 
-With several replicas (specviz_app/replicas.py) the finished recordings are also written to the
+With several replicas (specviz_app/serving/replicas.py) the finished recordings are also written to the
 trace store they share (specviz.traces.trace_store, under `disk_id`), so a replica reuses what another
 recorded, and a reconnecting student's `?trace=<id>` link opens it on any of them.
 

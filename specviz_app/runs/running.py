@@ -30,9 +30,10 @@ from specviz.engine.models import LoadedModel
 from specviz.serving.gate import device_gate, ordinal
 from specviz.serving.hooks import ServingHooks
 from specviz.traces import metrics, speedup, trace_store
-from specviz_app import background, keys, language, params, render, shared_runs
-from specviz_app.loading import float32_of, load_pair
+from specviz_app import keys, language, params, render
 from specviz_app.params import Settings
+from specviz_app.runs.loading import float32_of, load_pair
+from specviz_app.serving import background, shared_runs
 from specviz_app.session import ErrorGuard, Loaded, show
 
 WARM_UP_TOKENS = 8  # the preload's first decode: long enough to reach the verification passes' shapes
@@ -89,7 +90,7 @@ def preload_defaults() -> None:
 
 def run(settings: Settings) -> None:
     """Decode with the settings, streaming tokens into the page; keep the old trace on failure."""
-    timer = metrics.RunTimer()  # the server's /metrics (specviz_app/server.py)
+    timer = metrics.RunTimer()  # the server's /metrics (specviz_app/serving/server.py)
     area, w = st.empty(), language.words("running")
     with area.container(border=True):
         # First, so the click is answered at once, even while the preload still holds the models.
