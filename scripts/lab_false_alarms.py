@@ -35,7 +35,8 @@ from specviz.engine import toy
 from specviz.engine.machine import cpu_name
 from specviz.engine.models import LoadedModel
 from specviz.engine.sampling import draw, probabilities
-from specviz.labs.lab import draw_sample, exact_distribution, goodness_of_fit
+from specviz.labs.lab import draw_sample, exact_distribution
+from specviz.labs.lab_stats import goodness_of_fit
 from specviz.teaching.charts.lab import DEFAULTS, SIGNIFICANCE
 
 LEVELS = sorted({0.05, 0.01, 0.001, SIGNIFICANCE}, reverse=True)
@@ -102,7 +103,7 @@ def main() -> None:
     names = {"target": "control", "spec": f"speculative_{args.rule}"}
     for kind in kinds:
         # The same samples under both tests: the chi-square approximation's p-value (what the page
-        # used before) and the lab's test as it is now (simulated, specviz.labs.lab.SIMULATIONS).
+        # used before) and the lab's test as it is now (simulated, specviz.labs.lab_stats.SIMULATIONS).
         approx = [goodness_of_fit(row, cells, simulations=0).p_value for row in counts[kind]]
         lab = [goodness_of_fit(row, cells).p_value for row in counts[kind]]
         report[names[kind]] = {"chi2_approximation": rates(approx), "lab_test": rates(lab),
@@ -203,7 +204,7 @@ def replayed_control(page: PageRun, runs: int, decoded: list[list[int]]) -> dict
 
 def simulated_control(page: PageRun, runs: int) -> dict:
     """The test alone on `runs` multinomial samples of n drawn from the exact cells."""
-    rng = np.random.default_rng(1)  # not specviz.labs.lab.SIMULATION_SEED: these stand for fresh samples
+    rng = np.random.default_rng(1)  # not specviz.labs.lab_stats.SIMULATION_SEED: these stand for fresh samples
     probs = np.asarray(page.cells) / sum(page.cells)
     draws = [rng.multinomial(page.n, probs).tolist() for _ in range(runs)]
     return {

@@ -24,8 +24,9 @@ from specviz.decoding.decoder import speculative_generate
 from specviz.decoding.verify import RULE_NAMES, WRONG_RULES
 from specviz.engine import toy
 from specviz.engine.toy import PEAKY
-from specviz.labs import lab
-from specviz.labs.lab import exact_distribution, goodness_of_fit, marginal, run_lab
+from specviz.labs import lab_stats
+from specviz.labs.lab import exact_distribution, marginal, run_lab
+from specviz.labs.lab_stats import goodness_of_fit
 
 PROMPT = [3, 1, 4, 1, 5]
 K, GAMMA, N = 2, 1, 500
@@ -233,7 +234,7 @@ def test_bad_arguments(pair):
 def test_a_rejected_control_is_called_a_false_alarm_not_denied():
     """The page's control (the target alone) got p = 0.0084 at the 0.01 level and the page still said
     sampling from p "should not be rejected". It must say plainly that this run was rejected by chance."""
-    from specviz.labs.lab import control_verdict
+    from specviz.labs.lab_stats import control_verdict
     from specviz.teaching.charts.lab import SIGNIFICANCE
 
     rejected = goodness_of_fit([70, 30, 0], [0.5, 0.3, 0.2])
@@ -263,7 +264,7 @@ def test_cells_expecting_under_5_are_pooled_before_the_statistic():
     assert result.statistic == pytest.approx(25 / 50 + 25 / 50)
     # The simulated p-value tests the same merged cells: same statistic, same degrees of freedom.
     simulated = goodness_of_fit([45, 50, 3, 2], [0.5, 0.47, 0.02, 0.01])
-    assert (simulated.statistic, simulated.dof, simulated.simulated) == (result.statistic, 1, lab.SIMULATIONS)
+    assert (simulated.statistic, simulated.dof, simulated.simulated) == (result.statistic, 1, lab_stats.SIMULATIONS)
     # ... and its p-value is the exact binomial tail, ties included: P(|X - 50| >= 5) for X ~ Bin(100, 1/2).
     tail = sum(math.comb(100, x) for x in range(101) if abs(x - 50) >= 5) / 2**100
     assert simulated.p_value == pytest.approx(tail, abs=0.005)
@@ -279,7 +280,7 @@ def test_the_test_rejects_a_correct_sampler_at_most_at_its_level():
     n, probs = 100, [0.06, 0.06, 0.88]
     rates = {"lab": {}, "curve": {}}
     for level in (0.01, SIGNIFICANCE):
-        for name, sims in (("lab", lab.SIMULATIONS), ("curve", 0)):
+        for name, sims in (("lab", lab_stats.SIMULATIONS), ("curve", 0)):
             rates[name][level] = math.fsum(
                 math.exp(
                     math.lgamma(n + 1) - sum(math.lgamma(c + 1) for c in counts)

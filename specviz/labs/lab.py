@@ -10,7 +10,7 @@ For one prompt (token ids) and one pair, the lab
    prefix whose probability reaches `min_prob` and pooling the rest into one "other" cell;
 3. compares each empirical distribution with the exact one by a chi-square (or G) test,
    after merging cells whose expected count is too small for the test to be valid, with a
-   p-value simulated from the exact distribution (SIMULATIONS says why).
+   p-value simulated from the exact distribution (specviz.labs.lab_stats says why).
 
 Everything it returns is plain data (ints, floats, lists), so the app can plot it and keep it in
 session state. Sample i uses seed `seed + 2 i` for speculative decoding and `seed + 2 i + 1` for
@@ -28,13 +28,11 @@ from __future__ import annotations
 
 import functools
 import inspect
-import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
-import numpy as np
 import torch
 
 from specviz import config
@@ -43,20 +41,9 @@ from specviz.decoding.decoder import autoregressive_generate, speculative_genera
 from specviz.decoding.verify import RULE_LABELS, RULE_NAMES, RULES
 from specviz.engine.models import LoadedModel
 from specviz.engine.sampling import probabilities
+from specviz.labs.lab_stats import FitResult, goodness_of_fit
 from specviz.serving.hooks import ServingHooks
 
-MIN_EXPECTED = 5.0  # Cochran's rule: every cell of a chi-square test should expect >= 5 counts
-# Even with every cell at 5 or more, the chi-square curve's tail is a little too thin for a test of
-# a few hundred samples over ten cells: on the lab's default toy test (n 500) it rejected correct
-# samples more often than its level said (scripts/lab_false_alarms.py; the rates: docs/benchmarks.md,
-# "Figures once kept in code comments", "The lab"). So the p-value is simulated instead: the share of SIMULATIONS
-# samples of n drawn from p itself whose statistic reaches the observed one, which rejects a correct
-# sampler at level a at most a fraction a of the time, by construction. Its resolution is
-# 1 / (SIMULATIONS + 1), about 5e-6; a statistic beyond every simulated one gets the chi-square
-# approximation's p-value, far below any level the page uses, so a wrong rule still shows how far.
-SIMULATIONS = 200_000
-SIMULATION_SEED = 20_230_211  # fixed: the same counts always get the same p-value
-SIMULATION_CHUNK = 50_000  # simulated samples per numpy call (bounds memory: 50 000 x cells counts)
 FORWARD_BATCH = 64  # prefixes per target forward pass when enumerating the exact distribution
 
 Outcome = tuple[int, ...]
@@ -77,20 +64,6 @@ class ExactDistribution:
 
     def index(self) -> dict[Outcome, int]:
         return {o: i for i, o in enumerate(self.outcomes)}
-
-
-@dataclass
-class FitResult:
-    """A goodness-of-fit test of observed counts against n times the exact probabilities."""
-
-    method: str  # "chi2" (Pearson) or "g" (log-likelihood ratio)
-    statistic: float | None  # None when there is nothing to test, or an impossible sample decided it
-    dof: int  # cells after merging, minus one
-    p_value: float | None  # None when fewer than two cells remain (nothing to test) or n = 0
-    cells: int  # cells after merging
-    n: int  # samples tested
-    impossible: int = 0  # samples in cells of probability 0: any one of them refutes the hypothesis
-    simulated: int = 0  # null samples behind the p-value (SIMULATIONS); 0: the chi-square approximation's
 
 
 @dataclass
@@ -190,89 +163,6 @@ def exact_distribution(
         min_prob=min_prob,
         forward_passes=passes,
     )
-
-
-# ----- the test --------------------------------------------------------------------------------
-
-
-def goodness_of_fit(
-    counts: Sequence[int], probs: Sequence[float], method: str = "chi2", simulations: int = SIMULATIONS
-) -> FitResult:
-    """Test observed counts against probabilities (renormalised in float64), merging small cells.
-
-    Why merging: the chi-square approximation needs every expected count to be at least about 5.
-    Cells are taken from the most to the least expected; those below MIN_EXPECTED are pooled into
-    one cell, and if that pool still expects too little it is folded into the smallest kept cell.
-    The p-value is simulated from `simulations` multinomial samples of the merged cells (see
-    SIMULATIONS for why); simulations=0 gives the chi-square approximation's.
-    A sample in a cell of probability 0 is impossible under the hypothesis, so it decides the test
-    on its own: p-value 0, statistic None (it would be infinite; None keeps the result strict JSON),
-    and `impossible` counts those samples. Merging them into other cells would only dilute them.
-    """
-    from scipy import stats
-
-    if method not in ("chi2", "g"):
-        raise ValueError(f"method must be 'chi2' or 'g'; got {method!r}.")
-    if isinstance(simulations, bool) or not isinstance(simulations, int) or simulations < 0:
-        raise ValueError(f"simulations must be a whole number >= 0; got {simulations!r}.")
-    n = int(sum(counts))
-    total = math.fsum(probs)
-    if n == 0 or total <= 0:
-        return FitResult(method, None, 0, None, 0, n)
-    impossible = sum(c for c, p in zip(counts, probs, strict=True) if p <= 0 and c > 0)
-    if impossible:
-        return FitResult(method, None, max(0, len(counts) - 1), 0.0, len(counts), n, impossible)
-    expected = [n * p / total for p in probs]
-    order = sorted(range(len(expected)), key=lambda i: -expected[i])
-    kept_obs, kept_exp = [], []
-    pool_obs, pool_exp = 0, 0.0
-    for i in order:
-        if expected[i] >= MIN_EXPECTED:
-            kept_obs.append(counts[i])
-            kept_exp.append(expected[i])
-        else:
-            pool_obs += counts[i]
-            pool_exp += expected[i]
-    if pool_exp >= MIN_EXPECTED or (pool_exp > 0 and not kept_exp):
-        kept_obs.append(pool_obs)
-        kept_exp.append(pool_exp)
-    elif kept_exp:  # fold a too-small pool into the smallest kept cell
-        kept_obs[-1] += pool_obs
-        kept_exp[-1] += pool_exp
-    cells = len(kept_exp)
-    if cells < 2:
-        return FitResult(method, None, 0, None, cells, n)
-    lambda_ = "pearson" if method == "chi2" else "log-likelihood"
-    result = stats.power_divergence(kept_obs, kept_exp, lambda_=lambda_)
-    statistic, p_value = float(result.statistic), float(result.pvalue)
-    if simulations:
-        null = _null_statistics(tuple(kept_exp), n, lambda_, simulations)
-        # Ties count as reaching the statistic: a hair of tolerance for float sums in another order.
-        reached = len(null) - int(np.searchsorted(null, statistic * (1 - 1e-12) - 1e-12, side="left"))
-        if reached:
-            p_value = (1 + reached) / (simulations + 1)
-        else:  # beyond every simulated statistic: the approximation says how far beyond
-            p_value = min(p_value, 1 / (simulations + 1))
-    return FitResult(method, statistic, cells - 1, p_value, cells, n, simulated=simulations)
-
-
-@functools.lru_cache(maxsize=32)
-def _null_statistics(expected: tuple[float, ...], n: int, lambda_: str, simulations: int) -> np.ndarray:
-    """The statistic of `simulations` samples of n drawn from the cells' own probabilities, sorted.
-    Cached: a lab run tests every rule and the control against the same merged cells."""
-    rng = np.random.default_rng(SIMULATION_SEED)
-    probs = np.asarray(expected, dtype=np.float64) / n
-    probs /= probs.sum()
-    exp = np.asarray(expected, dtype=np.float64)
-    parts = []
-    for start in range(0, simulations, SIMULATION_CHUNK):
-        draws = rng.multinomial(n, probs, size=min(SIMULATION_CHUNK, simulations - start)).astype(np.float64)
-        if lambda_ == "pearson":  # scipy's power_divergence, written out: its generic path is ten times slower
-            parts.append(((draws - exp) ** 2 / exp).sum(axis=1))
-        else:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                parts.append(2 * np.where(draws > 0, draws * np.log(draws / exp), 0.0).sum(axis=1))
-    return np.sort(np.concatenate(parts))
 
 
 # ----- the experiment --------------------------------------------------------------------------
@@ -463,33 +353,6 @@ def draw_in_parallel(
             finished, running = wait(running, return_when=FIRST_COMPLETED)
             for future in finished:
                 record(future.result())
-
-
-def control_verdict(test: dict[str, Any] | None, n: int, level: float) -> tuple[str, str] | None:
-    """What the page says of the control, the target alone tested against its own exact distribution,
-    as (level, markdown): "caption" when the test does not reject at `level`, "warning" when it does.
-
-    A correct sampler is rejected at level a with probability a, so at 0.01 about one run in 100
-    rejects the control by chance: the page must say that plainly, never that p itself "should not be
-    rejected" beside a p-value that just was. None when there is nothing to test."""
-    if not test or test.get("p_value") is None:
-        return None
-    p = test["p_value"]
-    in_runs = round(1 / level) if level > 0 else None
-    chance = f"about 1 time in {in_runs}" if in_runs else "by chance"
-    if p < level:
-        return (
-            "warning",
-            f"**The control was rejected: a false alarm.** Target alone ({n} samples): p-value {p:.3g}, below "
-            f"{level:g}, although these samples come from p itself. At the {level:g} level a test rejects a "
-            f"correct sampler {chance}, by chance; this run is one of those. Change the seed or n to draw "
-            "other samples.",
-        )
-    return (
-        "caption",
-        f"Target alone ({n} samples): p-value {p:.3g}, not rejected at the {level:g} level. The control: "
-        f"samples drawn from p itself, which the test rejects only by chance ({chance}).",
-    )
 
 
 def marginal(result: LabResult, position: int = 0) -> dict[str, list]:
