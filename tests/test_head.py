@@ -12,7 +12,7 @@ from specviz.drafters import HeadDrafter
 from specviz.engine.draft_head import DraftHead, HeadCache, head_config_for, init_from_target, load_head
 from specviz.engine.toy import tiny_llama
 from specviz.labs.lab import run_lab
-from specviz.training.train_head import unrolled
+from specviz.training.head_unroll import unrolled
 
 ALPHA_LEVEL = 0.001  # see tests/test_lab.py
 
@@ -44,7 +44,9 @@ def trained_head(target):
     """A head trained for 150 steps with the recipe's own loss on text the tiny target wrote.
     Training must raise alpha well above the untrained head's, or the loss is wrong."""
     from specviz.training.head_data import Sequence
-    from specviz.training.train_head import HeadTrainConfig, HeldOutText, head_loss, pad_batch
+    from specviz.training.head_eval import HeldOutText
+    from specviz.training.head_unroll import head_loss, pad_batch
+    from specviz.training.train_head import HeadTrainConfig
 
     def written(seed: int) -> Sequence:
         prompt = torch.randint(0, VOCAB, (6,), generator=torch.Generator().manual_seed(seed)).tolist()

@@ -78,7 +78,7 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 class HeadLayer(nn.Module):
     """A Llama decoder layer (pre-norm attention with RoPE and grouped KV heads, SwiGLU MLP),
-    written out so training can use the unrolled attention of specviz.training.train_head."""
+    written out so training can use the unrolled attention of specviz.training.head_unroll."""
 
     def __init__(self, cfg: HeadConfig):
         super().__init__()

@@ -17,11 +17,13 @@ The recipe, with fixed seeds (the same flags give the same head on the same mach
        steps, step k reading the features the head itself predicted at step k-1, with attention to
        the true features before the chain start, exactly what drafting sees at draft position k.
        Loss per step: cross-entropy from the target's distribution over S to q, plus 0.1 x
-       SmoothL1 from the predicted to the true feature; step k weighted 0.8^(k-1);
+       SmoothL1 from the predicted to the true feature; step k weighted 0.8^(k-1)
+       (specviz.training.head_unroll);
     4. every `--eval-every` steps: alpha per draft position on held-out sampled text (T=1) and
        greedy agreement per position on held-out greedy text, both for the held-out pool prompts
        and for the bench's free-text prompts (measured, never trained on), written to
-       assets/head_training.json; a checkpoint beside the data lets an interrupted run resume;
+       assets/head_training.json (specviz.training.head_eval); a checkpoint beside the data lets an
+       interrupted run resume;
     5. the head is saved as safetensors (fp16) with its config; it borrows the target's embedding.
 
     python -m specviz train-head [--data ~/.cache/specviz/head-data] [--threads 1] [--device cpu]
@@ -40,12 +42,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-from torch import nn
 
 from specviz.engine.draft_head import DraftHead, HeadCache, head_config_for, init_from_target
 from specviz.engine.machine import machine, versions
 from specviz.shipped import ASSETS, WEIGHTS
 from specviz.training.head_data import Sequence, write_answers
+from specviz.training.head_eval import HeldOutText
+from specviz.training.head_unroll import head_loss, pad_batch
 from specviz.training.prompt_pool import head_prompts
 from specviz.training.recipe import lr_scale, run_recipe, write_record
 from specviz.training.self_prompts import write_self_prompts
@@ -143,30 +146,6 @@ def make_data(
             exact, BENCH_PROMPTS, temperature, cfg.new_tokens, len(BENCH_PROMPTS), 0, folder, tag, log, **fp32
         )
     return train, held, free, time.perf_counter() - t0
-
-
-def pad_batch(seqs: list[Sequence], device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """-> ids [B, L] (right-padded with 0), features [B, L - 1, (n+1)D] float32 (the n earlier
-    layers' outputs, when the text holds them, then f), loss mask [B, L - 1]: head index j (reading
-    f_j, x_{j+1}, predicting x_{j+2}) counts when x_{j+2} is an answer token."""
-    width = max(s.ids.shape[0] for s in seqs)
-    dim = seqs[0].features.shape[-1] * (1 + len(seqs[0].layer_ids))
-    ids = torch.zeros(len(seqs), width, dtype=torch.long)
-    feats = torch.zeros(len(seqs), width - 1, dim)
-    mask = torch.zeros(len(seqs), width - 1, dtype=torch.bool)
-    for i, s in enumerate(seqs):
-        n = s.ids.shape[0]
-        ids[i, :n] = s.ids
-        feats[i, : n - 1] = _all_features(s)
-        mask[i, max(0, s.start - 2) : n - 2] = True  # j + 2 in [start, n - 1]
-    return ids.to(device), feats.to(device), mask.to(device)
-
-
-def _all_features(s: Sequence) -> torch.Tensor:
-    """[L - 1, (n+1)D]: the earlier layers' outputs, then f, as the head's fused() reads them."""
-    if s.layers is None:
-        return s.features.float()
-    return torch.cat([s.layers.flatten(-2).float(), s.features.float()], dim=-1)
 
 
 # ----- 2. the vocabulary subset -----------------------------------------------------------------
@@ -271,172 +250,6 @@ def _time_head_step(target, subset: torch.Tensor, reps: int = 30) -> float:
     return sorted(times)[len(times) // 2] * 1e3
 
 
-# ----- 3. training-time test --------------------------------------------------------------------
-
-
-def _shift(t: torch.Tensor, by: int, dim: int) -> torch.Tensor:
-    """t shifted `by` places towards higher indices along dim, zeros coming in: out[j] = t[j - by]."""
-    if by == 0:
-        return t
-    pad = torch.zeros_like(t.narrow(dim, 0, by))
-    return torch.cat([pad, t.narrow(dim, 0, t.shape[dim] - by)], dim=dim)
-
-
-def unrolled(head: DraftHead, ids: torch.Tensor, feats: torch.Tensor, steps: int) -> list[tuple]:
-    """The head run `steps` draft positions deep at every head index at once.
-
-    ids [B, L], feats [B, N = L - 1, D] (f_0..f_{L-2}) -> per step k (0-based) f^ [B, N, D] (the
-    logits are head.lm_head(f^), left to the caller, which needs them at few positions), where
-    index j of step k is draft position k + 1 of a chain that started with
-    the true f_{j-k}: it read f^ of step k - 1 at index j - 1, and attends to step-0 keys at
-    indices <= j - k (true features) and to step-m keys at index j - (k - m) for m = 1..k.
-    """
-    n = feats.shape[1]
-    tokens = ids[:, 1:]  # [B, N] x_{j+1}
-    positions = torch.arange(1, n + 1, device=ids.device)
-    cos, sin = head.rope(positions)  # [N, hd]
-    rows = torch.arange(n, device=ids.device)
-    inputs = head.fused(feats)  # [B, N, D]
-    keys = [[] for _ in head.layers]  # keys[i][m]: layer i's keys of step m, [B, H, N, hd]
-    values = [[] for _ in head.layers]
-    outs = []
-    for k in range(steps):
-        x = head.merge(inputs, tokens)  # [B, N, D]
-        causal = rows[None, :] <= rows[:, None] - k  # [N, N] step-0 keys up to the chain start
-        for layer, lk, lv in zip(head.layers, keys, values, strict=True):
-            scale = layer.head_dim**-0.5
-            q, key, value = layer.qkv(x, cos, sin)  # [B, H, N, hd], [B, Hkv, N, hd]
-            lk.append(layer.expand_kv(key))
-            lv.append(layer.expand_kv(value))
-            scores = (q @ lk[0].transpose(-1, -2)) * scale  # [B, H, N, N]
-            scores = scores.masked_fill(~causal, float("-inf"))
-            diag = [(q * _shift(lk[m], k - m, 2)).sum(-1, keepdim=True) * scale for m in range(1, k + 1)]
-            weights = torch.softmax(torch.cat([scores, *diag], dim=-1), dim=-1)  # [B, H, N, N + k]
-            attended = weights[..., :n] @ lv[0]  # [B, H, N, hd]
-            for m in range(1, k + 1):
-                attended = attended + weights[..., n + m - 1 : n + m] * _shift(lv[m], k - m, 2)
-            x = layer.finish(x, attended)
-        f_hat = head.norm(x)
-        outs.append(f_hat)
-        inputs = _shift(f_hat, 1, 1)  # step k + 1 at index j reads f^ at j - 1
-    return outs
-
-
-def _without_threads(config: dict) -> dict:
-    """The config a checkpoint must match to resume: the thread count changes speed, not the run."""
-    return {k: v for k, v in config.items() if k not in ("threads", "data_only")}
-
-
-def head_loss(head, ids, feats, mask, cfg: HeadTrainConfig, generator) -> tuple[torch.Tensor, float]:
-    """Unrolled loss of one batch -> (loss, first-step loss as a float for the log)."""
-    d = head.cfg.hidden
-    target_f = feats[:, 1:, -d:]  # [B, N - 1, D] f_{j+1}, the true feature that index j predicts
-    m = mask[:, :-1]  # [B, N - 1] answer positions; step k also needs k <= j (its chain start exists)
-    with torch.no_grad():
-        p_sub = torch.softmax(head.lm_head(target_f[m]).float(), dim=-1)  # [M, S] target's p on S, renormalised
-    noisy = feats
-    if cfg.noise > 0:
-        blocks = feats.unflatten(-1, (-1, d))  # [B, N, n+1, D]: noise relative to each layer's own RMS
-        rms = blocks.pow(2).mean(-1, keepdim=True).sqrt()
-        u = torch.rand(blocks.shape, generator=generator, device=feats.device) * 2 - 1
-        noisy = (blocks + cfg.noise * rms * u).flatten(-2)
-    total, first = 0.0, 0.0
-    column = torch.arange(m.shape[1], device=m.device)[None, :].expand_as(m)[m]  # [M] j of each answer position
-    for k, f_hat in enumerate(unrolled(head, ids, noisy, cfg.unroll)):
-        f_sel = f_hat[:, :-1][m]  # [M, D]
-        log_q = torch.log_softmax(head.lm_head(f_sel).float(), dim=-1)  # [M, S]
-        ce = -(p_sub * log_q).sum(-1)  # [M]
-        if cfg.tv_weight:
-            ce = ce + cfg.tv_weight * (1 - torch.minimum(p_sub, log_q.exp()).sum(-1))  # [M]
-        feat = nn.functional.smooth_l1_loss(f_sel.float(), target_f[m].float(), reduction="none").mean(-1)  # [M]
-        valid = (column >= k).float()  # [M]
-        step_loss = ((ce + cfg.feature_weight * feat) * valid).sum() / valid.sum().clamp(min=1)
-        total = total + (0.8**k) * step_loss
-        if k == 0:
-            first = float(step_loss.detach())
-    return total, first
-
-
-# ----- 4. measuring alpha per draft position ----------------------------------------------------
-
-
-class HeldOutText:
-    """Held-out answers (float32 features, so p is exact) to measure alpha per draft position."""
-
-    def __init__(self, held: list[Sequence], device, positions: int = 4):
-        self.sampled = [s for s in held if s.temperature > 0]
-        self.greedy = [s for s in held if s.temperature == 0]
-        self.device, self.positions = device, positions
-
-    @torch.no_grad()
-    def measure(self, head: DraftHead, gamma: int = 4) -> dict:
-        head.eval()
-        alpha = self._sampled_alpha(head)
-        agree, accepted = self._greedy_agreement_and_accepted_length(head, gamma)
-        head.train()
-        return {
-            "alpha_by_position": [round(a, 4) for a in alpha],
-            "greedy_agreement_by_position": [round(a, 4) for a in agree],
-            "greedy_accepted_length_gamma4": round(accepted, 3),
-        }
-
-    def _runs(self, head, seqs):
-        embed = head.embed.float()
-        for s in seqs:
-            ids, feats, mask = pad_batch([s], self.device)
-            outs = unrolled(head, ids, feats, self.positions)
-            p = torch.softmax(feats[0, 1:, -embed.shape[1] :] @ embed.T, dim=-1)  # [N - 1, V] exact target p at T=1
-            yield mask[0, :-1], p, outs
-
-    def _valid(self, mask, k: int):
-        """The answer positions a draft at position k is measured at: k tokens of history at least."""
-        return mask & (torch.arange(mask.shape[0], device=mask.device) >= k)
-
-    @staticmethod
-    def _draft_q(head, p, f_hat):
-        """The head's q over the whole vocabulary at every position (0 outside its subset)."""
-        q = torch.zeros_like(p)
-        q[:, head.subset] = torch.softmax(head.lm_head(f_hat[0, :-1]).float(), dim=-1)  # [N - 1, V]
-        return q
-
-    def _sampled_alpha(self, head) -> list[float]:
-        """Mean beta = sum min(p, q) per draft position over the sampled answers."""
-        sums, counts = [0.0] * self.positions, [0] * self.positions
-        for mask, p, outs in self._runs(head, self.sampled):
-            for k, f_hat in enumerate(outs):
-                q = self._draft_q(head, p, f_hat)
-                valid = self._valid(mask, k)
-                sums[k] += float(torch.minimum(p, q).sum(-1)[valid].sum())
-                counts[k] += int(valid.sum())
-        return [s / c if c else 0.0 for s, c in zip(sums, counts, strict=True)]
-
-    def _greedy_agreement_and_accepted_length(self, head, gamma: int) -> tuple[list[float], float]:
-        """Over the greedy answers, in one pass: how often the draft's argmax equals the target's at
-        each position, and the mean tokens per iteration at T=0 and gamma draft positions over chains
-        starting at every answer position (1 + the run of leading drafts equal to the argmax)."""
-        outs_needed = min(gamma, self.positions)
-        sums, counts = [0.0] * self.positions, [0] * self.positions
-        total, chains = 0.0, 0
-        for mask, p, outs in self._runs(head, self.greedy):
-            argmax_p = p.argmax(-1)  # [N - 1]
-            # [N - 1] each: the draft at position k equals the target's argmax (the head's argmax
-            # over its subset is its argmax over the whole vocabulary: q is 0 outside the subset)
-            hits = [head.subset[head.lm_head(f_hat[0, :-1]).argmax(-1)] == argmax_p for f_hat in outs]
-            for k, hit in enumerate(hits):
-                valid = self._valid(mask, k)
-                sums[k] += float(hit.float()[valid].sum())
-                counts[k] += int(valid.sum())
-            n = argmax_p.shape[0]
-            for start in mask.nonzero()[:, 0].tolist():
-                run = 0
-                while run < outs_needed and start + run < n and bool(hits[run][start + run]) and mask[start + run]:
-                    run += 1
-                total += 1 + run
-                chains += 1
-        agree = [s / c if c else 0.0 for s, c in zip(sums, counts, strict=True)]
-        return agree, total / chains if chains else 0.0
-
-
 # ----- the recipe -------------------------------------------------------------------------------
 
 
@@ -512,6 +325,11 @@ def start_run(cfg: HeadTrainConfig, target, subset: torch.Tensor) -> _Run:
     optim = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
     generator = torch.Generator(device=cfg.device).manual_seed(cfg.seed)
     return _Run(head, optim, params, generator, random.Random(cfg.seed), len(subset))
+
+
+def _without_threads(config: dict) -> dict:
+    """The config a checkpoint must match to resume: the thread count changes speed, not the run."""
+    return {k: v for k, v in config.items() if k not in ("threads", "data_only")}
 
 
 def resume(run: _Run, cfg: HeadTrainConfig, checkpoint: Path, log) -> None:
