@@ -121,8 +121,9 @@ def test_train_head_recipe_smoke(tmp_path):
     history = json.loads((tmp_path / "h.json").read_text())
     assert history["schema"] == "specviz.head_training/1"
     assert history["data"]["answers"] == (4 + 4) * 2  # pool and own prompts, each greedy and sampled
-    own = json.loads((tmp_path / "data" / "self-prompts-0.json").read_text())["prompts"]
-    assert len(own) == 4 and not set(own) & set(BENCH_PROMPTS)
+    asked = json.loads((tmp_path / "data" / "self-prompts-0.json").read_text())["prompts"]
+    own = asked[:4]  # the file keeps every prompt its batches wrote; the recipe uses the first 4
+    assert len(own) == 4 and not set(asked) & set(BENCH_PROMPTS)
     shards = sorted(p.name for p in (tmp_path / "data").glob("*-0.pt"))
     assert "self-greedy-0.pt" in shards and "self-sampled-1-0.pt" in shards
     assert "bench-greedy-0.pt" in shards and "bench-sampled-0.pt" in shards

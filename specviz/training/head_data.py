@@ -162,7 +162,7 @@ def load_shard(path: Path) -> list[Sequence]:
     """A shard's sequences. weights_only: a shard is data (plain dicts of tensors), never code to unpickle.
     mmap: the features stay in the file and are read as a batch touches them, so a training run holds
     text many times larger than its memory (ten times the shipped head's is about 15 GB of features)."""
-    loaded = torch.load(path, weights_only=True, mmap=True)
+    loaded = torch.load(path, mmap=True, weights_only=True)
     return [Sequence(**{**d, "layer_ids": tuple(d.get("layer_ids", ()))}) for d in loaded]
 
 
