@@ -1,4 +1,4 @@
-"""Batched decoding across sessions (specviz.engine.batching): several decodes' target passes in one forward.
+"""Batched decoding across sessions (specviz.serving.batching): several decodes' target passes in one forward.
 
 - `LeanLlama.forward_many` gives every request what `forward` gives it alone (logits, features,
   the cache it leaves), for requests of different lengths, trees and feature layers;
@@ -30,15 +30,17 @@ import pytest
 import torch
 
 from conftest import wait_for
+from specviz.config import DecodeOptions
 from specviz.decoding.decoder import autoregressive_generate, speculative_generate
 from specviz.drafters import HeadDrafter
-from specviz.engine.batching import batcher_for
 from specviz.engine.draft_head import DraftHead, head_config_for, init_from_target
-from specviz.engine.gate import DeviceGate
 from specviz.engine.lean_llama import LeanLlama, LeanRequest
 from specviz.engine.packing import PACKED, kernel_linears
 from specviz.engine.target import tree_layout
 from specviz.engine.toy import PEAKY, tiny_llama
+from specviz.serving.batching import batcher_for
+from specviz.serving.gate import DeviceGate
+from specviz.serving.hooks import ServingHooks
 from specviz.traces import speedup
 from specviz.traces.trace import Trace, validate
 
@@ -228,9 +230,12 @@ def test_batched_model_draft_decodes_equal_their_solo_runs(pair, temperature):
 
     def job(prompt, seed, gamma):
         return lambda batched: speculative_generate(
-            prompt, target=target, draft=draft, gamma=gamma, temperature=temperature, seed=seed,
-            max_new_tokens=30, batched=batched,
-        )  # fmt: skip
+            prompt,
+            target=target,
+            draft=draft,
+            options=DecodeOptions(gamma=gamma, temperature=temperature, seed=seed, max_new_tokens=30),
+            hooks=ServingHooks(batched=batched),
+        )
 
     batched = check_batched_equal_solo([job(*s) for s in settings], prob_tol(target))
     if temperature > 0:  # the sampled runs met rejections, resamples and bonuses: every path compared
@@ -251,15 +256,22 @@ def test_batched_tree_and_baseline_decodes_equal_their_solo_runs(packed_pair, te
         def job(batched):
             drafter = HeadDrafter(head, "head", branches=2, min_confidence=0.0)  # one per run: it keeps its caches
             return speculative_generate(
-                prompt, target=target, draft=drafter, gamma=gamma, temperature=temperature, seed=seed,
-                max_new_tokens=24, batched=batched,
-            )  # fmt: skip
+                prompt,
+                target=target,
+                draft=drafter,
+                options=DecodeOptions(gamma=gamma, temperature=temperature, seed=seed, max_new_tokens=24),
+                hooks=ServingHooks(batched=batched),
+            )
 
         return job
 
     def baseline(batched):
-        return autoregressive_generate([4, 4, 1], target=target, temperature=temperature, seed=5, max_new_tokens=20,
-                                       batched=batched)  # fmt: skip
+        return autoregressive_generate(
+            [4, 4, 1],
+            target=target,
+            options=DecodeOptions(temperature=temperature, seed=5, max_new_tokens=20),
+            hooks=ServingHooks(batched=batched),
+        )
 
     jobs = [tree_job([3, 1, 4, 1], 21, 3), tree_job([7, 2], 22, 2), baseline]
     batched = check_batched_equal_solo(jobs, prob_tol(target))
@@ -271,7 +283,13 @@ def test_a_target_without_the_lean_forward_decodes_alone(pair):
     _, draft = pair
     plain = tiny_llama(seed=1, init_scale=PEAKY, name="plain-target")  # transformers' forward: no batcher
     assert batcher_for(plain) is None
-    trace = speculative_generate([3, 1, 4], target=plain, draft=draft, seed=1, max_new_tokens=10, batched=True)
+    trace = speculative_generate(
+        [3, 1, 4],
+        target=plain,
+        draft=draft,
+        options=DecodeOptions(seed=1, max_new_tokens=10),
+        hooks=ServingHooks(batched=True),
+    )
     assert trace.config["batched"] is False and "batch" not in trace.extra
 
 
@@ -288,9 +306,12 @@ def test_a_pass_that_leaks_between_sessions_is_caught(packed_pair, monkeypatch):
 
     def job(prompt, seed):
         return lambda batched: speculative_generate(
-            prompt, target=target, draft=draft, gamma=2, temperature=1.0, seed=seed, max_new_tokens=20,
-            batched=batched,
-        )  # fmt: skip
+            prompt,
+            target=target,
+            draft=draft,
+            options=DecodeOptions(gamma=2, temperature=1.0, seed=seed, max_new_tokens=20),
+            hooks=ServingHooks(batched=batched),
+        )
 
     solo = [job([3, 1, 4], 1)(False), job([5, 6, 7], 2)(False)]
     monkeypatch.setattr(LeanLlama, "forward_many", leaky)
@@ -366,8 +387,8 @@ def test_decodes_drafting_in_turn_share_every_pass(monkeypatch, fake_clock):
     to those that had submitted within it). The window only bounds how long the lock may lie free
     with no seated decode taking it. The batcher's clock is fake: a drafting turn lasts what the
     test says, and the hand-overs between threads, however slow the machine, last nothing."""
-    from specviz.engine import batching
-    from specviz.engine.batching import VerifyBatcher
+    from specviz.serving import batching
+    from specviz.serving.batching import VerifyBatcher
 
     monkeypatch.setattr(batching, "time", fake_clock)
     lean, sessions, steps = _CountingLean(), 6, 3
@@ -410,7 +431,7 @@ class _LockThatFails:
 def test_an_interrupted_decode_leaves_no_seat_and_no_request_behind():
     """A seat taken, or a request left pending, by a decode interrupted while it waited would make
     every later pass of the batcher wait out the window for a decode that is gone."""
-    from specviz.engine.batching import VerifyBatcher
+    from specviz.serving.batching import VerifyBatcher
 
     batcher = VerifyBatcher(_CountingLean(), window_s=0.05)
     batcher.compute = _LockThatFails()
@@ -443,10 +464,21 @@ def test_no_speedup_is_figured_from_a_batched_timing(pair):
     target, draft = pair
 
     def spec(batched):
-        return speculative_generate([3, 1, 4], target=target, draft=draft, seed=1, max_new_tokens=12, batched=batched)
+        return speculative_generate(
+            [3, 1, 4],
+            target=target,
+            draft=draft,
+            options=DecodeOptions(seed=1, max_new_tokens=12),
+            hooks=ServingHooks(batched=batched),
+        )
 
     def base(batched):
-        return autoregressive_generate([3, 1, 4], target=target, seed=1, max_new_tokens=12, batched=batched)
+        return autoregressive_generate(
+            [3, 1, 4],
+            target=target,
+            options=DecodeOptions(seed=1, max_new_tokens=12),
+            hooks=ServingHooks(batched=batched),
+        )
 
     for _ in range(5):  # started together they nearly always share a pass; the claim needs one that did
         run, baseline = run_together([spec, base])
@@ -467,7 +499,9 @@ def test_no_speedup_is_figured_from_a_batched_timing(pair):
     assert speedup.speedup(run, baseline) == pytest.approx(speedup.pair_speedup(solo_pair))  # the solo pair only
     assert speedup.speedup_spread(run, baseline).pairs == 1
     assert speedup.why_no_speedup(run, baseline) is None
-    alone = speculative_generate([3, 1, 4], target=target, draft=draft, seed=1, max_new_tokens=12)
+    alone = speculative_generate(
+        [3, 1, 4], target=target, draft=draft, options=DecodeOptions(seed=1, max_new_tokens=12)
+    )
     assert speedup.why_no_speedup(alone, None) == speedup.NO_BASELINE
 
 
@@ -476,8 +510,16 @@ def test_a_batched_decode_that_met_no_other_is_timed_as_solo(pair):
     served it alone (most_sessions 1), the same computation as a solo pass, with nobody to wait for,
     so its timing is a solo run's and gives the speedup at once."""
     target, draft = pair
-    run = speculative_generate([3, 1, 4], target=target, draft=draft, seed=1, max_new_tokens=12, batched=True)
-    baseline = autoregressive_generate([3, 1, 4], target=target, seed=1, max_new_tokens=12, batched=True)
+    run = speculative_generate(
+        [3, 1, 4],
+        target=target,
+        draft=draft,
+        options=DecodeOptions(seed=1, max_new_tokens=12),
+        hooks=ServingHooks(batched=True),
+    )
+    baseline = autoregressive_generate(
+        [3, 1, 4], target=target, options=DecodeOptions(seed=1, max_new_tokens=12), hooks=ServingHooks(batched=True)
+    )
     assert run.config["batched"] and run.extra["batch"] == {"most_sessions": 1}
     assert not speedup.was_batched(run, baseline)
     assert speedup.start_timing(run, baseline)["pairs"][0]["batched"] is False
@@ -498,12 +540,18 @@ def test_offline_target_batched_greedy_decodes_equal_solo(offline_target):
 
     def spec(prompt):
         return lambda batched: speculative_generate(
-            prompt, target=offline_target, temperature=0, max_new_tokens=16, batched=batched
+            prompt,
+            target=offline_target,
+            options=DecodeOptions(temperature=0, max_new_tokens=16),
+            hooks=ServingHooks(batched=batched),
         )
 
     def base(prompt):
         return lambda batched: autoregressive_generate(
-            prompt, target=offline_target, temperature=0, max_new_tokens=16, batched=batched
+            prompt,
+            target=offline_target,
+            options=DecodeOptions(temperature=0, max_new_tokens=16),
+            hooks=ServingHooks(batched=batched),
         )
 
     check_batched_equal_solo([spec(PROMPTS[0]), spec(PROMPTS[1]), base(PROMPTS[2])], PROB_TOL)

@@ -9,8 +9,10 @@ import pytest
 from test_batching import at_once
 
 from conftest import wait_for
+from specviz.config import DecodeOptions
 from specviz.decoding.decoder import speculative_generate
-from specviz.engine.gate import DeviceGate
+from specviz.serving.gate import DeviceGate
+from specviz.serving.hooks import ServingHooks
 from specviz.traces.trace import validate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,7 +24,9 @@ def test_concurrent_runs_equal_sequential_runs(tiny_pair):
         dict(seed=s, gamma=g, temperature=t) for s, g, t in [(1, 2, 1.0), (2, 4, 0.0), (3, 8, 0.7), (4, 1, 1.0)]
     ]
     expected = [
-        speculative_generate([5, 6, 7], target=target, draft=draft, max_new_tokens=30, **kw).output_token_ids
+        speculative_generate(
+            [5, 6, 7], target=target, draft=draft, options=DecodeOptions(max_new_tokens=30, **kw)
+        ).output_token_ids
         for kw in settings
     ]
     results: dict[int, list[int]] = {}
@@ -31,9 +35,8 @@ def test_concurrent_runs_equal_sequential_runs(tiny_pair):
 
     def worker(i: int) -> None:
         try:
-            trace = speculative_generate(
-                [5, 6, 7], target=target, draft=draft, max_new_tokens=30, on_wait=waits.append, **settings[i]
-            )
+            options, hooks = DecodeOptions(max_new_tokens=30, **settings[i]), ServingHooks(on_wait=waits.append)
+            trace = speculative_generate([5, 6, 7], target=target, draft=draft, options=options, hooks=hooks)
             validate(trace.to_dict())
             results[i] = trace.output_token_ids
         except BaseException as exc:  # surfaced below
@@ -102,8 +105,8 @@ def _through(gate: DeviceGate) -> None:
 
 
 def test_a_waiting_caller_is_told_its_place_and_an_estimate_from_recent_decodes(monkeypatch, fake_clock):
-    from specviz.engine import gate as gate_module
-    from specviz.engine.gate import place_words
+    from specviz.serving import gate as gate_module
+    from specviz.serving.gate import place_words
 
     monkeypatch.setattr(gate_module, "time", fake_clock)  # the turns last what the test says
     gate = DeviceGate()
@@ -215,8 +218,8 @@ def test_a_caller_behind_lets_later_runs_pass_and_never_shares_a_solo_turn():
 
 
 def test_a_full_queue_refuses_at_once_with_a_message_that_says_what_to_do():
-    from specviz.engine.gate import QueueFullError
     from specviz.errors import SpecvizError
+    from specviz.serving.gate import QueueFullError
 
     gate = DeviceGate(limit=2)
     release, th = _hold(gate)
@@ -282,7 +285,7 @@ def test_the_app_refuses_a_run_at_once_when_the_queue_is_full_and_keeps_the_trac
     assert next(c.value for c in at.caption if c.value.startswith("Showing")) == before
 
 
-# ----- batched runs (specviz.engine.batching) and the app's timing pairs --------------------------------
+# ----- batched runs (specviz.serving.batching) and the app's timing pairs --------------------------------
 
 
 class _Status:
@@ -302,8 +305,8 @@ def test_two_sessions_runs_in_the_app_path_are_batched_equal_solo_and_timed_solo
     only from the solo pairs timed after, never from the batched run's own timing."""
     from specviz.decoding.decoder import autoregressive_generate
     from specviz.traces import speedup
-    from specviz_app import running
     from specviz_app.params import Settings
+    from specviz_app.runs import running
 
     settings = [Settings(seed=s, temperature=0.7, max_new=24, prompt="List three fruits.") for s in (1, 2)]
     requests = [running.run_request(s) for s in settings]
@@ -313,10 +316,9 @@ def test_two_sessions_runs_in_the_app_path_are_batched_equal_solo_and_timed_solo
         assert trace.config["batched"] and baseline.config["batched"]
         assert trace.extra["batch"]["most_sessions"] >= 2, i  # its passes were shared with the other's
         # The solo runs from the settings themselves, not from the request: they check its arguments too.
-        kwargs = s.decode_kwargs()
-        solo = speculative_generate(s.prompt, target=request.target, draft=request.draft, **kwargs)
-        kwargs.pop("gamma")
-        solo_base = autoregressive_generate(s.prompt, target=request.target, **kwargs)
+        options = s.decode_options()
+        solo = speculative_generate(s.prompt, target=request.target, draft=request.draft, options=options)
+        solo_base = autoregressive_generate(s.prompt, target=request.target, options=options)
         assert trace.output_token_ids == solo.output_token_ids
         assert baseline.output_token_ids == solo_base.output_token_ids
 
@@ -353,9 +355,9 @@ def _fake_run(mode: str, calls: list[str]):
 def test_timing_pairs_wait_while_batched_runs_hold_the_gate_and_run_once_they_end(monkeypatch):
     """A run's further pairs are low priority: while a class's batched runs hold the gate together
     they wait, and once the last of them ends they run (and, batched first pair aside, all of them)."""
-    from specviz.engine.gate import device_gate
+    from specviz.serving.gate import device_gate
     from specviz.traces import speedup
-    from specviz_app import background
+    from specviz_app.serving import background
 
     monkeypatch.setattr(background, "SETTLE_S", 0.0)
     monkeypatch.setattr(background, "IDLE_POLL_S", 0.01)
@@ -408,7 +410,7 @@ def test_the_estimate_counts_a_full_batch_as_one_round(monkeypatch, fake_clock):
     """Behind decodes holding the gate together, the queue moves a batch at a time: with three
     holders and three waiting, the next caller is about one turn away, not three."""
     from specviz import config
-    from specviz.engine import gate as gate_module
+    from specviz.serving import gate as gate_module
 
     monkeypatch.setattr(config, "BATCH_MAX_SESSIONS", 3)
     monkeypatch.setattr(gate_module, "time", fake_clock)  # the turns last what the test says
@@ -459,7 +461,7 @@ def test_a_pair_a_page_was_drawn_beside_is_timed_again_and_a_busy_server_still_e
     which a page was drawn (a script run began) is marked disturbed and timed again, at most as many
     times as pairs are wanted, so a server whose pages never stop drawing still ends its timing."""
     from specviz.traces import speedup
-    from specviz_app import background
+    from specviz_app.serving import background
 
     monkeypatch.setattr(background, "SETTLE_S", 0.0)
     monkeypatch.setattr(background, "PAGE_ACTIVITY", background.PageActivity())
@@ -535,7 +537,7 @@ def test_a_pair_a_page_was_drawn_beside_is_timed_again_and_a_busy_server_still_e
 
 def test_the_timing_seconds_come_from_the_environment_when_they_are_a_number(monkeypatch, capsys):
     from specviz.config import SPEEDUP_TIMED_SECONDS
-    from specviz_app import background
+    from specviz_app.serving import background
 
     monkeypatch.delenv(background.TIMING_SECONDS_ENV, raising=False)
     assert background.timing_seconds() == SPEEDUP_TIMED_SECONDS

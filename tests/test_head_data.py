@@ -3,6 +3,8 @@ back instead of written again, so a run of many hours resumes where it stopped."
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -30,3 +32,15 @@ def test_text_written_without_keeping_it_is_read_back_whole_and_not_written_agai
         assert s.layers.shape == (s.ids.shape[0] - 1, 1, model.config.hidden_size)  # [L - 1, 1, D]
     again = write_answers(offline_target, PROMPTS, 0.0, 6, 2, 0, tmp_path / "fresh", "greedy", **quiet)
     assert all(torch.equal(a.ids, b.ids) for a, b in zip(kept, again, strict=True))
+
+
+def test_a_shard_is_read_back_mapped_from_its_file_not_copied_into_memory(offline_target, tmp_path):
+    from specviz.training.head_data import load_shard
+
+    write_answers(offline_target, PROMPTS[:2], 0.0, 4, 2, 0, tmp_path, "greedy", log=lambda _m: None, keep=False)
+    shard = tmp_path / "greedy-0.pt"
+    first, again = load_shard(shard), load_shard(shard)
+    assert all(torch.equal(a.features, b.features) for a, b in zip(first, again, strict=True))
+    maps = Path("/proc/self/maps")
+    if maps.is_file():  # Linux: the shard's file is mapped into this process while its sequences live
+        assert str(shard.resolve()) in maps.read_text()

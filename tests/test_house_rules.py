@@ -136,11 +136,6 @@ def figure_lines(folders: list[str]) -> list[str]:
     return found
 
 
-# Strict: it must fail until the last figures move, and then this mark must go. docs/benchmarks.md
-# ("Figures once kept in code comments") already holds them; their comments were in files other
-# engineers were editing when the rest moved (issue 49, item 5): engine/models.py,
-# teaching/charts/headline.py and style.py, training/train_head.py, specviz_app/background.py and running.py.
-@pytest.mark.xfail(strict=True, reason="figures left in comments of files being edited by others (issue 49, item 5)")
 def test_measured_figures_live_in_the_benchmarks_not_in_comments():
     found = figure_lines(["specviz", "specviz_app"])
     assert len(found) <= FIGURE_LINES_MAX, "move these to docs/benchmarks.md:\n" + "\n".join(found)
@@ -247,3 +242,18 @@ def test_the_rule_finds_every_way_of_sleeping(tmp_path, monkeypatch):
         ("tests/a.py:8", 0.25),
         ("tests/sub/b.py:4", 2.5),
     ]
+
+
+# The app's server is one wing (issue 49, item 3): its modules live in specviz_app/serving/, and the
+# top of specviz_app/ keeps the router and what every page shares (docs/design.md, section 2).
+APP_TOP_MAX = 10  # modules directly in specviz_app/, __init__.py and __main__.py included
+SERVING_MODULES = ("asgi", "background", "health", "launch", "malloc", "replicas", "server", "shared_runs", "ws_client")
+
+
+def test_the_server_is_one_wing_and_few_modules_sit_at_the_apps_top():
+    app = ROOT / "specviz_app"
+    top = sorted(p.name for p in app.glob("*.py"))
+    assert len(top) <= APP_TOP_MAX, f"at most {APP_TOP_MAX} modules directly in specviz_app/, found {top}"
+    assert {p.stem for p in (app / "serving").glob("*.py")} >= set(SERVING_MODULES)
+    strays = [p for p in app.rglob("*.py") if p.stem in SERVING_MODULES and p.parent != app / "serving"]
+    assert strays == [], "a serving module outside specviz_app/serving/"
