@@ -234,8 +234,7 @@ def test_bad_arguments(pair):
 def test_a_rejected_control_is_called_a_false_alarm_not_denied():
     """The page's control (the target alone) got p = 0.0084 at the 0.01 level and the page still said
     sampling from p "should not be rejected". It must say plainly that this run was rejected by chance."""
-    from specviz.labs.lab_stats import control_verdict
-    from specviz.teaching.charts.lab import SIGNIFICANCE
+    from specviz.teaching.charts.lab import SIGNIFICANCE, control_verdict
 
     rejected = goodness_of_fit([70, 30, 0], [0.5, 0.3, 0.2])
     assert rejected.p_value < SIGNIFICANCE

@@ -1,7 +1,7 @@
 """The distribution lab's test (specviz.labs.lab): observed counts against the target's exact
 probabilities by a chi-square (or G) test, small cells merged (`goodness_of_fit`, a FitResult), its
-p-value simulated from the exact distribution itself (SIMULATIONS says why), and what the page says
-of the control, the target alone tested the same way (`control_verdict`).
+p-value simulated from the exact distribution itself (SIMULATIONS says why). The control, the target
+alone, is tested the same way; what the page says of it is specviz.teaching.charts.lab.control_verdict.
 
 No torch: numbers in, numbers out (numpy, and scipy for the statistic).
 """
@@ -12,7 +12,6 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -122,30 +121,3 @@ def _null_statistics(expected: tuple[float, ...], n: int, lambda_: str, simulati
             with np.errstate(divide="ignore", invalid="ignore"):
                 parts.append(2 * np.where(draws > 0, draws * np.log(draws / exp), 0.0).sum(axis=1))
     return np.sort(np.concatenate(parts))
-
-
-def control_verdict(test: dict[str, Any] | None, n: int, level: float) -> tuple[str, str] | None:
-    """What the page says of the control, the target alone tested against its own exact distribution,
-    as (level, markdown): "caption" when the test does not reject at `level`, "warning" when it does.
-
-    A correct sampler is rejected at level a with probability a, so at 0.01 about one run in 100
-    rejects the control by chance: the page must say that plainly, never that p itself "should not be
-    rejected" beside a p-value that just was. None when there is nothing to test."""
-    if not test or test.get("p_value") is None:
-        return None
-    p = test["p_value"]
-    in_runs = round(1 / level) if level > 0 else None
-    chance = f"about 1 time in {in_runs}" if in_runs else "by chance"
-    if p < level:
-        return (
-            "warning",
-            f"**The control was rejected: a false alarm.** Target alone ({n} samples): p-value {p:.3g}, below "
-            f"{level:g}, although these samples come from p itself. At the {level:g} level a test rejects a "
-            f"correct sampler {chance}, by chance; this run is one of those. Change the seed or n to draw "
-            "other samples.",
-        )
-    return (
-        "caption",
-        f"Target alone ({n} samples): p-value {p:.3g}, not rejected at the {level:g} level. The control: "
-        f"samples drawn from p itself, which the test rejects only by chance ({chance}).",
-    )
