@@ -108,23 +108,26 @@ def check_teaches(spec) -> None:
         raise SystemExit(f"The lesson example shows no {', '.join(missing)}: choose another seed or temperature.")
 
 
+def decode_and_time(prompt, target, draft, options, check=None):
+    """A recording's run and its baseline, after a warm-up (so its timings hold no one-off start-up
+    costs), with their timed pairs; check(spec) may refuse the run before it is timed."""
+    speculative_generate(prompt, target=target, draft=draft, options=replace(options, max_new_tokens=4))
+    spec = speculative_generate(prompt, target=target, draft=draft, options=options)
+    if check is not None:
+        check(spec)
+    base = autoregressive_generate(prompt, target=target, options=options)
+    again_spec = partial(speculative_generate, prompt, target=target, draft=draft, options=options)
+    time_pairs(spec, base, again_spec, partial(autoregressive_generate, prompt, target=target, options=options))
+    return spec, base
+
+
 def record_lesson(target) -> None:
     from specviz.config import PAPER_DRAFT
     from specviz.teaching.lesson import CONTRAST_TRACE, MAIN_TRACE, race_numbers
 
     for path, draft, gamma in ((MAIN_TRACE, PAPER_DRAFT, 3), (CONTRAST_TRACE, models.TRAINED_DRAFT, CONTRAST_GAMMA)):
         options = DecodeOptions(**{**LESSON_SETTINGS, "gamma": gamma})
-        speculative_generate(LESSON_PROMPT, target=target, draft=draft, options=replace(options, max_new_tokens=4))
-        spec = speculative_generate(LESSON_PROMPT, target=target, draft=draft, options=options)
-        if path == MAIN_TRACE:
-            check_teaches(spec)
-        base = autoregressive_generate(LESSON_PROMPT, target=target, options=options)
-        time_pairs(
-            spec,
-            base,
-            partial(speculative_generate, LESSON_PROMPT, target=target, draft=draft, options=options),
-            partial(autoregressive_generate, LESSON_PROMPT, target=target, options=options),
-        )
+        spec, base = decode_and_time(LESSON_PROMPT, target, draft, options, check_teaches if path == MAIN_TRACE else None)
         spec.extra["recorded_with"] = f"{spec.config['device']}, {torch_threads()} torch thread(s)"
         path.write_text(spec.to_json(indent=None), encoding="utf-8")
         path.with_name(path.stem + ".baseline.json").write_text(base.to_json(indent=None), encoding="utf-8")
@@ -179,16 +182,7 @@ def main() -> int:
         if args.only and name != args.only:
             continue
         options = DecodeOptions(gamma=gamma, temperature=temperature, seed=seed, max_new_tokens=max_new)
-        # Warm up once so the first example's timings do not include one-off start-up costs.
-        speculative_generate(prompt, target=target, draft=draft, options=replace(options, max_new_tokens=4))
-        spec = speculative_generate(prompt, target=target, draft=draft, options=options)
-        base = autoregressive_generate(prompt, target=target, options=options)
-        time_pairs(
-            spec,
-            base,
-            partial(speculative_generate, prompt, target=target, draft=draft, options=options),
-            partial(autoregressive_generate, prompt, target=target, options=options),
-        )
+        spec, base = decode_and_time(prompt, target, draft, options)
         s = spec.summary
         spec.extra["example"] = {
             "title": title,
