@@ -127,7 +127,8 @@ def record_lesson(target) -> None:
 
     for path, draft, gamma in ((MAIN_TRACE, PAPER_DRAFT, 3), (CONTRAST_TRACE, models.TRAINED_DRAFT, CONTRAST_GAMMA)):
         options = DecodeOptions(**{**LESSON_SETTINGS, "gamma": gamma})
-        spec, base = decode_and_time(LESSON_PROMPT, target, draft, options, check_teaches if path == MAIN_TRACE else None)
+        check = check_teaches if path == MAIN_TRACE else None
+        spec, base = decode_and_time(LESSON_PROMPT, target, draft, options, check)
         spec.extra["recorded_with"] = f"{spec.config['device']}, {torch_threads()} torch thread(s)"
         path.write_text(spec.to_json(indent=None), encoding="utf-8")
         path.with_name(path.stem + ".baseline.json").write_text(base.to_json(indent=None), encoding="utf-8")
