@@ -33,10 +33,11 @@ setup_python() {
 
 setup_chromium() {
     # Browser tests drive Debian's Chromium; Playwright's own browser download is never used.
-    # A CJK font, so the Chinese lesson's screenshots show characters instead of empty boxes.
+    # CJK fonts (Noto CJK, the one docs/screenshots was made with), so Chinese pages show characters.
     # nginx: the proxy of the two-replica test (tests/test_replicas.py, specviz_app/serving/replicas.py).
-    if [ ! -x /usr/bin/chromium ] || [ ! -f /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ] || [ ! -x /usr/sbin/nginx ]; then
-        apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-microhei nginx >/dev/null
+    if [ ! -x /usr/bin/chromium ] || [ ! -f /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ] \
+        || [ ! -f /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc ] || [ ! -x /usr/sbin/nginx ]; then
+        apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-microhei fonts-noto-cjk nginx >/dev/null
     fi
 }
 
