@@ -2,13 +2,22 @@
 Words: the catalogue's section "traces" (the download labels and upload messages: "opening")."""
 
 import json
+import math
 
 import streamlit as st
 
 from specviz.config import slug
 from specviz.errors import TraceError
-from specviz_app import keys, language, session
+from specviz.traces.validation import MAX_TRACE_BYTES
+from specviz_app import keys, language, render, session
 from specviz_app.runs import gallery, opening
+from specviz_app.serving.launch import SERVER_SETTINGS
+
+# The uploader takes what the server takes (server.maxUploadSize, more than a trace may be), so that a
+# file too large to open reaches the page and hears why, with the limit and what to do, instead of the
+# uploader's bare red "!" and "File must be 20.0MB or smaller." (issue 48, E3). MB as Streamlit counts them.
+UPLOAD_MB = int(SERVER_SETTINGS["server.maxUploadSize"])
+TRACE_MB = MAX_TRACE_BYTES // 2**20  # the most the trace reader opens (specviz.traces.validation)
 
 
 def _file_stem(trace) -> str:
@@ -64,10 +73,15 @@ def _upload(w: dict[str, str]) -> None:
         w["uploader"].format(trace=label["trace"], baseline=label["baseline"]),
         type=opening.UPLOAD_TYPES,
         accept_multiple_files=True,
-        max_upload_size=20,  # MB: the trace reader refuses anything larger anyway
+        max_upload_size=UPLOAD_MB,  # MB: larger than a trace may be, so that TRACE_MB is said below
         key=f"{keys.TRACES_UPLOAD}-{round_}" if round_ else keys.TRACES_UPLOAD,
-        help=w["uploader_help"].format(csv=label["csv"], lengths=label["lengths"]),
+        help=w["uploader_help"].format(csv=label["csv"], lengths=label["lengths"], limit=TRACE_MB),
     )
+    if too_large := [f for f in files or [] if f.size > MAX_TRACE_BYTES]:  # said at once, no Open button
+        for f in too_large:
+            size = math.ceil(f.size / 2**20 * 10) / 10  # rounded up: a byte over 20 MB reads 20.1, not 20.0
+            st.error(w["too_large"].format(name=render.md_escape(f.name), size=size, limit=TRACE_MB))
+        return
     if error := st.session_state.pop(keys.TRACES_UPLOAD_ERROR, None):  # said once, under the emptied uploader
         st.error(w["upload_failed"].format(error=error))
     if files and st.button(w["open_upload"], type="primary"):

@@ -27,7 +27,9 @@ SERVER_SETTINGS = {
     # overflowed", thousands of lines: docs/benchmarks.md, "Figures once kept in code comments",
     # "The app's server"); the app is run, not edited.
     "server.fileWatcherType": "none",
-    "server.maxUploadSize": "20",  # MB, for every upload (the trace reader refuses larger ones too)
+    # MB, for every upload: more than a trace may be (20 MB, specviz.traces.validation), so that a trace too
+    # large reaches the Traces page and is refused there with the limit and what to do (issue 48, E3)
+    "server.maxUploadSize": "50",
     "server.headless": "true",  # print the address instead of trying to open a browser
     # Streamlit forces a full garbage collection after every script run, fragments included: with the
     # models loaded that holds the GIL long, once a second while a run's pairs are timed

@@ -51,7 +51,7 @@ http {{
     fastcgi_temp_path {work}/fastcgi;
     uwsgi_temp_path {work}/uwsgi;
     scgi_temp_path {work}/scgi;
-    client_max_body_size 21m;  # the app takes uploads of 20 MB (specviz_app/serving/launch.py)
+    client_max_body_size 51m;  # the app takes uploads of 50 MB (specviz_app/serving/launch.py)
 
     map $http_upgrade $connection_upgrade {{ default upgrade; "" close; }}
     # Sticky sessions: a browser without the cookie gets a fresh random key, kept in the cookie.
