@@ -193,6 +193,19 @@ class SavedResults:
     formats: str  # the caption under the downloads: what each file keeps
 
 
+FROM_FILE = "file: "  # a saved result's source once loaded from a file: "file: <its name>"
+
+
+def saved_result_source(source: str, w: dict[str, str]) -> str:
+    """Where a measuring page's result on show came from, as markdown in the page's words `w`: its
+    "recorded" or "here" text, "from_file" with the file's name, or the source as given."""
+    if source in ("recorded", "here"):
+        return w[source]
+    if source.startswith(FROM_FILE):
+        return w["from_file"].format(name=md_escape(source[len(FROM_FILE) :]))
+    return md_escape(source)
+
+
 def save_or_load(files: SavedResults, result, stem: str) -> None:
     """A page's "Save or load" block: `result` (None: nothing to save yet) as JSON and CSV (`stem`.json,
     .csv) beside an uploader. An uploaded file is read with files.read (a SpecvizError is said above the
@@ -227,5 +240,5 @@ def save_or_load(files: SavedResults, result, stem: str) -> None:
         st.error(f"{md_escape(upload.name)}: {exc}")
         return
     st.session_state[files.shown[0]] = loaded
-    st.session_state[files.shown[1]] = f"file: {upload.name}"  # the source, in English (opening.source_words)
+    st.session_state[files.shown[1]] = f"{FROM_FILE}{upload.name}"  # the source, in English (opening.source_words)
     st.rerun()

@@ -13,7 +13,7 @@ from specviz_app import keys, language, params, render, session
 from specviz_app.runs import loading
 
 # Where the result on show came from (keys.SERVING_SOURCE): the recording, a run here, or render's "file: <name>".
-RECORDED, HERE, FILE = "recorded", "here", "file: "
+RECORDED, HERE = "recorded", "here"  # the result on show: the shipped recording, or measured here
 # The table's columns (serving_table's keys, B's own header aside) -> their words: "<word>" a short
 # header, "<word>_help" its help.
 COLUMNS = {
@@ -92,19 +92,10 @@ def _live(w: dict[str, str]) -> None:
         st.error(w["run_failed"].format(error=error))
 
 
-def source_words(source: str, w: dict[str, str]) -> str:
-    """Where the result on show came from, as markdown in the language on show."""
-    if source in (RECORDED, HERE):
-        return w[source]
-    if source.startswith(FILE):  # render.save_or_load's
-        return w["from_file"].format(name=render.md_escape(source[len(FILE) :]))
-    return render.md_escape(source)
-
-
 def _show(result: serving.ServingResult, source: str, w: dict[str, str]) -> None:
     lang = language.current()
     provenance = serving_charts.provenance(result, lang)
-    st.caption(w["showing"].format(source=source_words(source, w), provenance=provenance))
+    st.caption(w["showing"].format(source=render.saved_result_source(source, w), provenance=provenance))
     if result.stopped or len(result.cells) < result.cells_total:
         st.warning(w["stopped"].format(done=len(result.cells), total=result.cells_total))
     st.info(serving_charts.crossover_sentence(result, lang), icon=":material/insights:")

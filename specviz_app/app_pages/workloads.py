@@ -12,7 +12,7 @@ from specviz_app import keys, language, params, render, session
 from specviz_app.runs import loading
 
 # Where the result on show came from (keys.WORKLOADS_SOURCE): the recording, a run here, or render's "file: <name>".
-RECORDED, HERE, FILE = "recorded", "here", "file: "
+RECORDED, HERE = "recorded", "here"  # the result on show: the shipped recording, or measured here
 # The table's columns (workloads_table's keys) -> their headers' words; α, c and v are their own.
 COLUMNS = {"kind": "col_kind", "drafter": "col_drafter", "tokens/pass": "col_tokens", "predicted": "col_predicted",
            "speedup ×": "col_speedup", "predicted ×": "col_predicted_x"}  # fmt: skip
@@ -74,15 +74,6 @@ def _live(w: dict[str, str]) -> None:
         st.error(w["run_failed"].format(error=error))
 
 
-def source_words(source: str, w: dict[str, str]) -> str:
-    """Where the result on show came from, as markdown in the language on show."""
-    if source in (RECORDED, HERE):
-        return w[source]
-    if source.startswith(FILE):  # render.save_or_load's
-        return w["from_file"].format(name=render.md_escape(source[len(FILE) :]))
-    return render.md_escape(source)
-
-
 def _table(result: workloads.WorkloadsResult, w: dict[str, str], lang: str) -> None:
     """The table, each column under its header in the language on show (numbers to two places)."""
     table = workload_charts.workloads_table(result, lang)
@@ -102,7 +93,7 @@ def _table(result: workloads.WorkloadsResult, w: dict[str, str], lang: str) -> N
 def _show(result: workloads.WorkloadsResult, source: str, w: dict[str, str]) -> None:
     lang = language.current()
     provenance = workload_charts.provenance(result, lang)
-    st.caption(w["showing"].format(source=source_words(source, w), provenance=provenance))
+    st.caption(w["showing"].format(source=render.saved_result_source(source, w), provenance=provenance))
     if result.stopped or result.pairs_done < result.pairs_total:
         st.warning(w["stopped"].format(done=result.pairs_done, total=result.pairs_total))
     speed = workload_charts.measure_figure(result, "speedup", lang)
