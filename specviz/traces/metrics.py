@@ -31,6 +31,33 @@ REQUEST_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.
                    240.0, 480.0, 960.0, 1920.0, 7680.0)  # fmt: skip
 
 
+# Every metric, in the order a scrape lists it: (attribute, kind, name after PREFIX, help, options).
+# Counters are named without `_total`: prometheus_client adds it, as vLLM's are written.
+DECLARED = (
+    ("time_to_first_token", Histogram, "time_to_first_token_seconds",
+     "Seconds from a Run's start (a click, or a shared link's first visit) to its first tokens on the page.",
+     {"buckets": TTFT_BUCKETS}),
+    ("e2e_request_latency", Histogram, "e2e_request_latency_seconds",
+     "Seconds from a Run's start to its finished trace on show (its baseline included).",
+     {"buckets": REQUEST_BUCKETS}),
+    ("request_queue_time", Histogram, "request_queue_time_seconds",
+     "Seconds each decode (a Run, its baseline, a timing pair) waited for its device's gate.",
+     {"buckets": REQUEST_BUCKETS}),
+    ("num_requests_running", Gauge, "num_requests_running",
+     "Decodes holding a device's gate now (batched ones together).", {}),
+    ("num_requests_waiting", Gauge, "num_requests_waiting", "Decodes queued for a device's gate now.", {}),
+    ("spec_decode_num_drafts", Counter, "spec_decode_num_drafts",
+     "Draft proposals of Runs' speculative decodes (iterations that drafted).", {}),
+    ("spec_decode_num_draft_tokens", Counter, "spec_decode_num_draft_tokens",
+     "Tokens drafted by Runs' speculative decodes.", {}),
+    ("spec_decode_num_accepted_tokens", Counter, "spec_decode_num_accepted_tokens",
+     "Drafted tokens the target accepted in Runs' speculative decodes.", {}),
+    ("spec_decode_num_accepted_tokens_per_pos", Counter, "spec_decode_num_accepted_tokens_per_pos",
+     "Accepted drafted tokens by draft position (1 = the first draft of an iteration).",
+     {"labelnames": ("position",)}),
+)  # fmt: skip
+
+
 class _WithoutCreated:
     """A registry's metrics without prometheus_client's `_created` timestamps: the exposition keeps
     the series it always had, and a scrape needs no start times (the process's own since it started)."""
@@ -49,44 +76,8 @@ class ServerMetrics:
 
     def __init__(self) -> None:
         self.registry = r = CollectorRegistry()
-        self.time_to_first_token = Histogram(
-            f"{PREFIX}time_to_first_token_seconds",
-            "Seconds from a Run's start (a click, or a shared link's first visit) to its first tokens on the page.",
-            buckets=TTFT_BUCKETS, registry=r,
-        )  # fmt: skip
-        self.e2e_request_latency = Histogram(
-            f"{PREFIX}e2e_request_latency_seconds",
-            "Seconds from a Run's start to its finished trace on show (its baseline included).",
-            buckets=REQUEST_BUCKETS, registry=r,
-        )  # fmt: skip
-        self.request_queue_time = Histogram(
-            f"{PREFIX}request_queue_time_seconds",
-            "Seconds each decode (a Run, its baseline, a timing pair) waited for its device's gate.",
-            buckets=REQUEST_BUCKETS, registry=r,
-        )  # fmt: skip
-        self.num_requests_running = Gauge(
-            f"{PREFIX}num_requests_running", "Decodes holding a device's gate now (batched ones together).", registry=r
-        )
-        self.num_requests_waiting = Gauge(
-            f"{PREFIX}num_requests_waiting", "Decodes queued for a device's gate now.", registry=r
-        )
-        # Counters are named without `_total`: prometheus_client adds it, as vLLM's are written.
-        self.spec_decode_num_drafts = Counter(
-            f"{PREFIX}spec_decode_num_drafts",
-            "Draft proposals of Runs' speculative decodes (iterations that drafted).", registry=r,
-        )  # fmt: skip
-        self.spec_decode_num_draft_tokens = Counter(
-            f"{PREFIX}spec_decode_num_draft_tokens", "Tokens drafted by Runs' speculative decodes.", registry=r
-        )
-        self.spec_decode_num_accepted_tokens = Counter(
-            f"{PREFIX}spec_decode_num_accepted_tokens",
-            "Drafted tokens the target accepted in Runs' speculative decodes.", registry=r,
-        )  # fmt: skip
-        self.spec_decode_num_accepted_tokens_per_pos = Counter(
-            f"{PREFIX}spec_decode_num_accepted_tokens_per_pos",
-            "Accepted drafted tokens by draft position (1 = the first draft of an iteration).",
-            labelnames=("position",), registry=r,
-        )  # fmt: skip
+        for attr, kind, name, doc, extra in DECLARED:
+            setattr(self, attr, kind(f"{PREFIX}{name}", doc, registry=r, **extra))
 
     def render(self) -> str:
         """Every metric in Prometheus' text exposition format (version 0.0.4), by prometheus_client."""
