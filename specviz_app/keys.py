@@ -127,6 +127,7 @@ LESSON_BACK, LESSON_NEXT = "lesson_back", "lesson_next"
 LESSON_CONTENTS_PREFIX = "lesson_contents_"  # + language-step (lesson_state.picker_key): the contents picker
 LESSON_SIDE, LESSON_NOTES = "lesson_side", "lesson_notes"  # containers the presenter view styles
 LESSON_FIGURE_PREFIX = "lesson-"  # + the step's figure
+LESSON_FIGURE = "lesson_figure"  # presenter view: the figure's box, as tall as the screen allows
 
 
 def setting(field: str) -> str:

@@ -42,7 +42,20 @@ color: #1a1a1a; margin: 0 !important}
 [data-testid="stMain"] [data-testid="stExpander"] summary p {font-size: 1.1rem !important}
 [data-testid="stMain"] [data-testid="stButtonGroup"] [data-testid="stMarkdownContainer"] p
 {font-size: 1.05rem !important; line-height: 1.3 !important}
+[data-testid="stMain"] .st-key-lesson_figure {min-height: calc(100vh - 220px) !important}
+[data-testid="stMain"] .st-key-lesson_back p, [data-testid="stMain"] .st-key-lesson_next p
+{font-size: 1.35rem !important; white-space: nowrap}
+@media (max-width: 1100px) {
+[data-testid="stMain"] .st-key-lesson_side [data-testid="stMarkdownContainer"] p {font-size: 1.3rem !important}
+[data-testid="stMain"] .st-key-lesson_side .sv-legend {font-size: 17px !important}
+[data-testid="stMain"] .st-key-lesson_side .sv-stream {font-size: 22px !important; line-height: 1.6 !important}
+[data-testid="stMain"] .st-key-lesson_notes [data-testid="stMarkdownContainer"] p,
+[data-testid="stMain"] .st-key-lesson_notes [data-testid="stCaptionContainer"] p {font-size: 1.05rem !important}
+}
 </style>"""
+# The figure's height follows the screen's: the box above (a min-height, since a flex item ignores a
+# height) and the chart stretched to fill it, never below its own 500 px: 500 px at 720, 548 at 768,
+# 860 at 1080. 220 px: the button row, the title, the folded explanation and their paddings.
 # The expander that holds a step's full text in presenter view, where the lesson text has no word for it.
 DETAILS = {"en": "The whole explanation", "zh": "完整讲解"}
 
@@ -128,7 +141,10 @@ def _projector(
     figure, text = st.columns([1.65, 1], gap="medium")
     with figure:
         if shown.figure is not None:
-            st.plotly_chart(shown.figure, key=f"{keys.LESSON_FIGURE_PREFIX}{step.get('figure', '')}")
+            with st.container(key=keys.LESSON_FIGURE):  # as tall as the screen allows (PRESENTER_CSS)
+                st.plotly_chart(
+                    shown.figure, key=f"{keys.LESSON_FIGURE_PREFIX}{step.get('figure', '')}", height="stretch"
+                )
     with text, st.container(key=keys.LESSON_SIDE):
         if step.get("takeaway"):
             st.info(step["takeaway"], icon=":material/lightbulb:")
@@ -156,7 +172,7 @@ def lesson_page() -> None:
 
     if big:  # one row for every control, the contents in a pop-over, so the height goes to the figure
         # the language column holds "English | 中文 Chinese" whole at 1280 px (188 px; 1.7 parts cut it)
-        top = st.columns([0.9, 0.9, 1.5, 2, 2.1], vertical_alignment="center")
+        top = st.columns([1.15, 1.15, 1.2, 1.9, 2], vertical_alignment="center")
         _nav(top[:2], i, count, ui)
         contents = top[2].popover(ui.get("contents", "Steps"), icon=":material/list:")
         language_slot, toggle_slot = top[3], top[4]

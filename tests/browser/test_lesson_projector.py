@@ -220,3 +220,47 @@ def test_every_lesson_control_keeps_working_after_a_language_switch(new_page):
 
 
 LANGUAGE = {"en": "English", "zh": "中文"}  # a part of each segment's label (specviz.teaching.lesson.LANGUAGES)
+
+
+# Each button's label, whole: its text is not cut (no overflow) and sits inside the button's box.
+LABELS = """() => [...document.querySelectorAll('[data-testid="stMain"] button')]
+  .filter(b => b.getBoundingClientRect().width > 0 && b.innerText.trim())
+  .map(b => {
+    const box = b.getBoundingClientRect();
+    const cut = [...b.querySelectorAll('p, span, div')]
+        .some(e => e.scrollWidth > e.clientWidth + 1 && e.clientWidth > 0)
+      || [...b.querySelectorAll('p')].some(e => { const r = e.getBoundingClientRect();
+           return r.left < box.left - 1 || r.right > box.right + 1 || r.bottom > box.bottom + 1; });
+    return [b.innerText.replace(/\\s+/g, ' ').trim(), cut];
+  })"""
+
+
+@pytest.mark.parametrize("viewport", [(1024, 768), (1920, 1080)])
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_presenter_view_uses_the_screen_it_has(new_page, lang, viewport):
+    """Issue 48 (T2): at 1920×1080 the projected lesson filled 57% of the screen's height. Every step
+    now fills at least 80% of it at 1920×1080 (the figure grows with the screen), and at 1024×768
+    and 1920×1080 alike nothing scrolls and every button's label is whole."""
+    width, height = viewport
+    page = new_page({"step": "1", "presenter": "1", "lang": lang}, path="lesson", viewport=viewport, wait=False)
+    next_label = "下一步" if lang == "zh" else "Next"
+    problems, filled = [], {}
+    for step in range(1, STEPS + 1):
+        if step > 1:
+            page.locator('[data-testid="stMain"] button', has_text=next_label).first.click()
+        wait_drawn(page, step)
+        assert_no_traceback(page)
+        m = page.evaluate(MEASURE)
+        where = f"{lang} {width}×{height} step {step}"
+        filled[step] = round(m["content"] / height, 2)
+        if max(m["height"], m["content"]) > height:
+            problems.append(f"{where}: the page is {m['height']} px tall, its content ends at {m['content']} px")
+        if height >= 1080 and m["content"] < 0.8 * height:
+            problems.append(f"{where}: the page fills {m['content'] / height:.0%} of the screen's height")
+        cut = [label for label, is_cut in page.evaluate(LABELS) if is_cut]
+        if cut:
+            problems.append(f"{where}: button labels cut: {cut}")
+        if step in (1, STEPS):
+            shot(page, f"lesson-presenter-{lang}-{width}x{height}-{step:02d}")
+    print(f"share of the height filled ({lang}, {width}×{height}):", filled)
+    assert not problems, "\n".join(problems)
