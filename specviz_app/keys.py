@@ -71,6 +71,7 @@ LESSON_MESSAGE = "_lesson_message"  # Lesson, one-shot: what the link asked for 
 RUN_BUTTON = "run_sidebar"
 RUN_BUTTON_UNDER_PROMPT = "run_under_prompt"  # the same Run, again under the prompt
 CHECK_PAIR = "check_pair"  # Check the pair (a custom pair)
+CHECK_PAIR_RESULT = "check_pair_result"  # the sidebar box that holds what Check the pair found
 # Traces
 TRACES_UPLOAD = "traces_upload"
 EXAMPLE_OPEN_PREFIX = "example-"  # + the example's name: its Open button

@@ -39,7 +39,32 @@ def _request_run() -> None:
     st.session_state[keys.RUN_REQUESTED] = True
 
 
+# What Check the pair found is drawn under its button, at the sidebar's foot: a long error ran past the
+# bottom of the window, unseen until the sidebar was scrolled (issue 48, E6). Once drawn, the box is
+# scrolled into the sidebar's view, its top first when it is taller than the window.
+_INTO_VIEW = f"""<script>
+(() => {{
+  let tries = 0;
+  const look = () => {{
+    const box = document.querySelector('.st-key-{keys.CHECK_PAIR_RESULT}');
+    const said = box && box.querySelector('[data-testid="stAlert"]');
+    if (!said) {{ if (++tries < 100) requestAnimationFrame(look); return; }}
+    const r = box.getBoundingClientRect(), h = window.innerHeight;
+    if (r.top < 0 || r.bottom > h) box.scrollIntoView({{block: r.height > h ? 'start' : 'end'}});
+  }};
+  look();
+}})();
+</script>"""
+
+
 def _check_pair(where, target: str, draft: str) -> None:
+    """Check the pair's result in a box of its own under the button, scrolled into view (_INTO_VIEW)."""
+    with where.container(key=keys.CHECK_PAIR_RESULT):
+        _check_pair_in(st, target, draft)
+        st.html(_INTO_VIEW, unsafe_allow_javascript=True)  # our own script: no user text in it
+
+
+def _check_pair_in(where, target: str, draft: str) -> None:
     """Load a custom pair and compare the vocabularies, with the library's own messages."""
     from specviz.drafters import needs_no_model
     from specviz.engine import models
