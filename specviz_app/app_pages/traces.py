@@ -70,12 +70,12 @@ def _upload(w: dict[str, str]) -> None:
     round_, lang = st.session_state.get(keys.TRACES_UPLOAD_ROUND, 0), language.current()
     label = opening.downloads(lang)
     files = st.file_uploader(
-        w["uploader"].format(trace=label["trace"], baseline=label["baseline"]),
+        w["uploader"].format(trace=label["trace"], baseline=label["baseline"], limit=TRACE_MB),  # the box says UPLOAD_MB
         type=opening.UPLOAD_TYPES,
         accept_multiple_files=True,
         max_upload_size=UPLOAD_MB,  # MB: larger than a trace may be, so that TRACE_MB is said below
         key=f"{keys.TRACES_UPLOAD}-{round_}" if round_ else keys.TRACES_UPLOAD,
-        help=w["uploader_help"].format(csv=label["csv"], lengths=label["lengths"], limit=TRACE_MB),
+        help=w["uploader_help"].format(csv=label["csv"], lengths=label["lengths"]),
     )
     if too_large := [f for f in files or [] if f.size > MAX_TRACE_BYTES]:  # said at once, no Open button
         for f in too_large:
