@@ -70,7 +70,7 @@ def _upload(w: dict[str, str]) -> None:
     round_, lang = st.session_state.get(keys.TRACES_UPLOAD_ROUND, 0), language.current()
     label = opening.downloads(lang)
     files = st.file_uploader(
-        w["uploader"].format(trace=label["trace"], baseline=label["baseline"], limit=TRACE_MB),  # the box says UPLOAD_MB
+        w["uploader"].format(trace=label["trace"], baseline=label["baseline"], limit=TRACE_MB),  # the box: UPLOAD_MB
         type=opening.UPLOAD_TYPES,
         accept_multiple_files=True,
         max_upload_size=UPLOAD_MB,  # MB: larger than a trace may be, so that TRACE_MB is said below
