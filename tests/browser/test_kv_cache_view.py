@@ -4,6 +4,7 @@ cache and cache + speculative decoding, with the numbers the recording holds."""
 
 from __future__ import annotations
 
+import pytest
 from playwright.sync_api import expect
 
 from specviz.labs.kv_cache import load_comparison
@@ -12,6 +13,8 @@ from specviz.teaching.charts.kv_cache import cache_caption
 from specviz.traces.trace import Trace
 
 from .helpers import act, assert_no_traceback, goto_page, main_text, shot, showing
+
+pytestmark = pytest.mark.browser
 
 EXAMPLE = ASSETS / "examples" / "01-default.json"  # the first visit's example (gallery order)
 
@@ -23,10 +26,11 @@ def test_the_inspector_shows_the_kv_caches_of_a_chain_and_a_tree_iteration(new_p
     goto_page(page, "Step inspector")
     main = page.locator('[data-testid="stMain"]')
     expect(main.get_by_text("The KV caches in this iteration")).to_be_visible()
-    for line in cache_caption(trace, 0):  # the first pass: the prompt's rows, all kept
+    opened = next(i for i, it in enumerate(trace.iterations) if it["drafts"])  # it opens on the first that drafted
+    for line in cache_caption(trace, opened):
         expect(main.get_by_text(line, exact=True)).to_be_visible()
     tree = next(i for i, it in enumerate(trace.iterations) if "tree" in it)
-    for _ in range(tree):
+    for _ in range(tree - opened):
         act(page, main.locator("button", has_text="Next").first.click)
     expect(main.get_by_text(f"Iteration {tree + 1}: the KV caches' rows")).to_be_visible()
     lines = cache_caption(trace, tree)
