@@ -47,3 +47,15 @@ def control(where, widget_key: str, label_visibility: str = "visible") -> None:
         words("app")["language"], list(LANGUAGES), format_func=LANGUAGES.get, key=widget_key,
         on_change=_chosen, args=(widget_key,), label_visibility=label_visibility,
     )  # fmt: skip
+
+
+def keep(widget_key: str) -> None:
+    """Hand a choice widget (a radio, a selectbox, a multiselect) its own value again, just before it is
+    drawn, for a widget whose option labels are words in the language on show. Streamlit matches the
+    browser's choice by its label: after a language switch the old language's label matched no option,
+    so a radio showed nothing chosen and a selectbox its old-language label (issue 48, found in the
+    screenshots: the Lab's rule read "Correct rule (Algorithm 1)" in Chinese). A value set through
+    session state is sent to the browser with the labels of this run. The widget must not also be
+    given a default (index=, default=): set it here first instead."""
+    if widget_key in st.session_state:
+        st.session_state[widget_key] = st.session_state[widget_key]

@@ -96,6 +96,7 @@ def _show_results(stored: dict) -> None:
         st.table(lab_charts.rules_rows(results, costs, as_text=True, lang=lang))
         if "exact" in costs and "no_bonus" in costs:
             st.caption(w["bonus_caption"].format(no_bonus=f"{costs['no_bonus']:.2f}", exact=f"{costs['exact']:.2f}"))
+        language.keep(keys.LAB_SHOW)
         shown = st.selectbox(
             w["show_distribution"], names, format_func=lambda r: lab_charts.rule_title(r, lang), key=keys.LAB_SHOW
         )
@@ -142,6 +143,8 @@ def lab_page() -> None:
     w, lang = language.words("lab"), language.current()
     st.title(language.words("app")["page_lab"])
     st.caption(w["intro"])
+    language.keep(keys.LAB_MODELS)
+    language.keep(keys.LAB_RULE)
     choice = st.radio(w["models"], MODELS, format_func=lambda m: w[f"models_{m}"], key=keys.LAB_MODELS, horizontal=True)
     rule = st.selectbox(
         w["rule"], RULES, format_func=lambda r: lab_charts.rule_title(r, lang), key=keys.LAB_RULE,

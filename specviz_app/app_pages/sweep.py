@@ -130,6 +130,7 @@ def sweep_page() -> None:
     st.title(language.words("app")["page_sweep"])
     st.caption(w["intro"])
     settings = st.session_state[keys.SETTINGS]
+    language.keep(keys.SWEEP_MODELS)
     choice = st.radio(
         w["models"], MODELS, format_func=lambda m: w[f"models_{m}"], key=keys.SWEEP_MODELS, horizontal=True
     )

@@ -58,8 +58,10 @@ def _live(w: dict[str, str]) -> None:
     lang = language.current()
     with st.expander(w["run_here"], icon=":material/play_arrow:"):
         cols = st.columns([2, 1, 1])
+        st.session_state.setdefault(keys.WORKLOADS_DRAFTS, list(workloads.OFFLINE_DRAFTS))  # all, at first
+        language.keep(keys.WORKLOADS_DRAFTS)
         drafts = cols[0].multiselect(
-            w["drafters"], workloads.OFFLINE_DRAFTS, default=list(workloads.OFFLINE_DRAFTS),
+            w["drafters"], workloads.OFFLINE_DRAFTS,
             format_func=lambda d: workload_charts.drafter_label(d, lang), key=keys.WORKLOADS_DRAFTS,
         )  # fmt: skip
         prompts = cols[1].slider(w["prompts_per_kind"], 1, 3, 1, key=keys.WORKLOADS_PROMPTS)
@@ -103,6 +105,7 @@ def _show(result: workloads.WorkloadsResult, source: str, w: dict[str, str]) -> 
     for column, measure in ((left, "alpha"), (right, "tokens_per_iteration")):
         figure = workload_charts.measure_figure(result, measure, lang)
         column.plotly_chart(figure, key=keys.WORKLOADS_CHART_PREFIX + measure)
+    language.keep(keys.WORKLOADS_POSITION_DRAFT)
     draft = st.selectbox(
         w["position_for"], result.drafts(), format_func=lambda d: workload_charts.drafter_label(d, lang),
         key=keys.WORKLOADS_POSITION_DRAFT,
