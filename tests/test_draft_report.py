@@ -77,3 +77,14 @@ def test_the_table_names_the_cpu_and_every_drafter():
         and "1.50×" in table
         and "| v(rows) | 1.00 | 1.10 |" in table
     )
+
+
+def test_each_prompt_is_decoded_by_the_drafter_and_by_the_target_alone_on_the_same_options(tiny_pair):
+    target, _draft = tiny_pair
+    spec, alone = draft_report.decode_pairs(target, "ngram", [[5, 6, 7], [8, 9]], 0.0, 6, lambda _m: None)
+    assert len(spec) == len(alone) == 2
+    assert all(t.mode == "speculative" and t.config["draft"] == "ngram" for t in spec)
+    assert all(t.mode == "autoregressive" for t in alone)
+    assert all(t.summary["new_tokens"] == 6 and t.config["temperature"] == 0.0 for t in spec + alone)
+    # Greedy: the draft changes how fast, never what the target writes.
+    assert [t.output_token_ids for t in spec] == [t.output_token_ids for t in alone]

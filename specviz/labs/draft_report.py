@@ -120,10 +120,11 @@ def predicted_speedup(spec: list, alone: list) -> float | None:
 
 def decode_pairs(target, drafter: str, prompts: list[str], temperature: float, max_new: int, log) -> tuple[list, list]:
     """Each prompt decoded by the drafter and by the target alone, alternating which goes first."""
+    from specviz.config import DecodeOptions
     from specviz.decoding.decoder import autoregressive_generate, speculative_generate
 
     spec, alone = [], []
-    settings = {"target": target, "temperature": temperature, "max_new_tokens": max_new, "seed": 0}
+    settings = {"target": target, "options": DecodeOptions(temperature=temperature, max_new_tokens=max_new)}
     for i, prompt in enumerate(prompts):
         runs = [
             lambda p=prompt: spec.append(speculative_generate(p, draft=drafter, **settings)),
