@@ -370,7 +370,7 @@ def test_uploads_are_size_limited_by_the_server_and_the_widget():
         if kw.arg == "max_upload_size"
     ]
     assert limits == ["UPLOAD_MB"]  # the widget takes what the server takes, and the page says the rest
-    assert 'UPLOAD_MB = int(SERVER_SETTINGS["server.maxUploadSize"])' in source
+    assert 'UPLOAD_MB = int(st.get_option("server.maxUploadSize"))' in source  # the running server's own
 
 
 def test_a_deeply_nested_sweep_file_gets_a_sweep_error():

@@ -35,10 +35,11 @@ import statistics
 import time
 from pathlib import Path
 
+from specviz.config import DRAFTERS as REGISTRY
 from specviz.engine.machine import cpu_name
 from specviz.traces.trace import acceptance_by_position
 
-DRAFTERS = ("hybrid", "head", "ngram")  # the default, the head alone, the lookup alone
+DRAFTERS = "hybrid,head,ngram"  # the default, the head alone, the lookup alone: registry keys or draft names
 COVERAGE_K = (1, 2, 4, 8)
 ROWS = (1, 2, 4, 7, 8, 12, 16)
 
@@ -137,6 +138,7 @@ def decode_pairs(target, drafter: str, prompts: list[str], temperature: float, m
 
 
 def report(prompts: list[str], drafters: tuple[str, ...], temperatures, max_new: int, log=print) -> dict:
+    """The report of `drafters` (draft names) on `prompts` at each temperature, and v(rows)."""
     from specviz.config import DEFAULT_GAMMA
     from specviz.engine.models import load_model
 
@@ -196,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     from specviz.labs.bench import HELD_OUT_PROMPTS
 
     parser = argparse.ArgumentParser(prog="python -m specviz draft-report", description=__doc__.splitlines()[0])
-    parser.add_argument("--drafters", default=",".join(DRAFTERS), help="comma-separated offline drafters")
+    parser.add_argument("--drafters", default=DRAFTERS, help="comma-separated drafters: registry keys or draft names")
     parser.add_argument("--temperatures", default="0,1", help="comma-separated temperatures")
     parser.add_argument("--prompts", type=int, default=len(HELD_OUT_PROMPTS), help="how many held-out prompts")
     parser.add_argument("--max-new-tokens", type=int, default=96)
@@ -208,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
 
         torch.set_num_threads(args.threads)
     temperatures = [float(t) for t in args.temperatures.split(",") if t.strip()]
-    drafters = tuple(d.strip() for d in args.drafters.split(",") if d.strip())
+    keys = {k.key: k.name for k in REGISTRY.values()}  # "head" -> the shipped head's draft name
+    drafters = tuple(keys.get(d.strip(), d.strip()) for d in args.drafters.split(",") if d.strip())
     rep = report(HELD_OUT_PROMPTS[: args.prompts], drafters, temperatures, args.max_new_tokens)
     args.out.write_text(json.dumps(rep, indent=1) + "\n", encoding="utf-8")
     table = markdown(rep)

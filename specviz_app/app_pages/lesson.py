@@ -18,46 +18,7 @@ from specviz.teaching.charts.tokens import label_token
 from specviz_app import keys, render
 from specviz_app import language as app_language
 from specviz_app.controls import lesson as lesson_controls
-
-# Presenter view fits a 1280x720 projector: Streamlit's own paddings (6rem above, 10rem below the
-# page) and header go, the body text folds into an expander, and every text a room must read (the
-# takeaway, notes, captions, the token stream and its legend) is at least 20 px in dark ink.
-PRESENTER_CSS = """<style>
-header[data-testid="stHeader"] {display: none !important}
-[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"] {display: none !important}
-[data-testid="stMainBlockContainer"] {padding: 0.75rem 2rem 0.5rem !important}
-[data-testid="stMain"] h1 {font-size: 2.1rem !important; padding: 0 !important; line-height: 1.25 !important}
-[data-testid="stMain"] [data-testid="stMarkdownContainer"] p,
-[data-testid="stMain"] [data-testid="stMarkdownContainer"] li
-{font-size: 1.6rem !important; line-height: 1.45 !important; color: #1a1a1a}
-[data-testid="stMain"] .st-key-lesson_notes [data-testid="stMarkdownContainer"] p,
-[data-testid="stMain"] [data-testid="stCaptionContainer"],
-[data-testid="stMain"] [data-testid="stCaptionContainer"] p
-{font-size: 1.25rem !important; line-height: 1.4 !important; color: #1a1a1a !important; opacity: 1 !important}
-[data-testid="stMain"] .st-key-lesson_side, [data-testid="stMain"] .st-key-lesson_notes {gap: 0.6rem}
-[data-testid="stMain"] .sv-stream {font-size: 26px !important; line-height: 1.8 !important}
-[data-testid="stMain"] .sv-legend {font-size: 20px !important; line-height: 1.35; gap: 8px 14px !important;
-color: #1a1a1a; margin: 0 !important}
-[data-testid="stMain"] [data-testid="stWidgetLabel"] p,
-[data-testid="stMain"] [data-testid="stExpander"] summary p {font-size: 1.1rem !important}
-[data-testid="stMain"] [data-testid="stButtonGroup"] [data-testid="stMarkdownContainer"] p
-{font-size: 1.05rem !important; line-height: 1.3 !important}
-[data-testid="stMain"] .st-key-lesson_figure {min-height: calc(100vh - 220px) !important}
-[data-testid="stMain"] .st-key-lesson_back p, [data-testid="stMain"] .st-key-lesson_next p
-{font-size: 1.35rem !important; white-space: nowrap}
-@media (max-width: 1100px) {
-[data-testid="stMain"] .st-key-lesson_side [data-testid="stMarkdownContainer"] p {font-size: 1.3rem !important}
-[data-testid="stMain"] .st-key-lesson_side .sv-legend {font-size: 17px !important}
-[data-testid="stMain"] .st-key-lesson_side .sv-stream {font-size: 22px !important; line-height: 1.6 !important}
-[data-testid="stMain"] .st-key-lesson_notes [data-testid="stMarkdownContainer"] p,
-[data-testid="stMain"] .st-key-lesson_notes [data-testid="stCaptionContainer"] p {font-size: 1.05rem !important}
-}
-</style>"""
-# The figure's height follows the screen's: the box above (a min-height, since a flex item ignores a
-# height) and the chart stretched to fill it, never below its own 500 px: 500 px at 720, 548 at 768,
-# 860 at 1080. 220 px: the button row, the title, the folded explanation and their paddings.
-# The expander that holds a step's full text in presenter view, where the lesson text has no word for it.
-DETAILS = {"en": "The whole explanation", "zh": "完整讲解"}
+from specviz_app.controls.presenter import PRESENTER_CSS
 
 
 @st.cache_data(show_spinner=False)
@@ -152,7 +113,7 @@ def _projector(
             _stream(shown.stream[0], rec.trace.extra, language, shown.stream[1], rec.trace.config.get("gamma"))
         with st.container(key=keys.LESSON_NOTES):
             _notes(shown)
-    with st.expander(ui.get("details", DETAILS.get(language, DETAILS["en"]))):
+    with st.expander(ui["details"]):
         st.markdown(step["body"])
 
 

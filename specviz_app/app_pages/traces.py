@@ -11,12 +11,11 @@ from specviz.errors import TraceError
 from specviz.traces.validation import MAX_TRACE_BYTES
 from specviz_app import keys, language, render, session
 from specviz_app.runs import gallery, opening
-from specviz_app.serving.launch import SERVER_SETTINGS
 
 # The uploader takes what the server takes (server.maxUploadSize, more than a trace may be), so that a
 # file too large to open reaches the page and hears why, with the limit and what to do, instead of the
 # uploader's bare red "!" and "File must be 20.0MB or smaller." (issue 48, E3). MB as Streamlit counts them.
-UPLOAD_MB = int(SERVER_SETTINGS["server.maxUploadSize"])
+UPLOAD_MB = int(st.get_option("server.maxUploadSize"))  # as the server runs (specviz_app/serving/launch.py sets it)
 TRACE_MB = MAX_TRACE_BYTES // 2**20  # the most the trace reader opens (specviz.traces.validation)
 
 
