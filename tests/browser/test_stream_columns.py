@@ -4,17 +4,13 @@ of drawing its strike line into the column beside it. Under `white-space: pre-wr
 of a line hang past the edge, and the line-through of a rejected draft was painted over them.
 
 The stream is specviz.teaching.charts.stream's HTML as the pages show it, set in two columns of a
-page in Debian's Chromium: no app server is needed to measure it."""
+page in Debian's Chromium (the browser tests' one)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
 from specviz.teaching.charts.stream import token_stream_html
-
-from .helpers import CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = pytest.mark.browser
 
@@ -46,22 +42,18 @@ def _iteration() -> dict:
     return {"index": 0, "accepted_count": 0, "drafts": drafts, "correction": correction}
 
 
-def test_a_struck_through_draft_wider_than_its_column_stays_in_it():
-    if not Path(CHROMIUM).is_file():
-        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium")
-    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+def test_a_struck_through_draft_wider_than_its_column_stays_in_it(browser):
+    """In the session's Chromium (a second Playwright inside the session's one cannot start)."""
     stream = token_stream_html([_iteration()], {}, gamma=3)
     page_html = (
         f"<div style='display:flex;gap:16px'><div id='column' style='flex:0 0 {COLUMN_PX}px'>{stream}</div>"
         "<div id='next' style='flex:1'>the next column</div></div>"
     )
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 800, "height": 600})
-            page.set_content(page_html)
-            assert page.locator("#column .sv-tok.sv-rejected").count() == 1
-            assert page.locator("#column .sv-tok.sv-discarded").count() == 2
-            assert page.evaluate(OVERFLOW) == []
-        finally:
-            browser.close()
+    page = browser.new_page(viewport={"width": 800, "height": 600})
+    try:
+        page.set_content(page_html)
+        assert page.locator("#column .sv-tok.sv-rejected").count() == 1
+        assert page.locator("#column .sv-tok.sv-discarded").count() == 2
+        assert page.evaluate(OVERFLOW) == []
+    finally:
+        page.close()
