@@ -131,6 +131,8 @@ def test_bad_trace_files_get_clear_errors_and_keep_the_trace(new_page):
     # it was only the uploader's red "!"), and offers no Open button
     big = b" " * (MAX_TRACE_BYTES + 5 * 1024 * 1024)
     upload(page, [("huge.json", big)])
+    # Wait for this file's own message: 25 MB take a while to send, and the one before may still show.
+    page.locator('[data-testid="stAlertContentError"]', has_text="huge.json").first.wait_for(timeout=120_000)
     said = " ".join(errors(page))
     assert "huge.json" in said and "25.0 MB" in said and "too large" in said and "at most 20 MB" in said, said
     assert "--max-new-tokens" in said and "Remove it" in said, said

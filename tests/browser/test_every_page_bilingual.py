@@ -109,11 +109,23 @@ def nudge(page, thumb) -> None:
 
 
 def pick_other(page, box) -> None:
-    """Choose an option of a selectbox other than the one it shows."""
-    box.locator("input").first.click()
-    other = page.locator('[role="option"][aria-selected="false"]').first
-    if other.count():
-        act(page, other.click)
+    """Choose an option of a selectbox other than the one it shows, with the keyboard once its list is
+    open (an option element clicked while a rerun redrew the list was gone before the click)."""
+    from playwright.sync_api import TimeoutError as Slow
+
+    listbox = page.locator('[role="listbox"]').first
+    for _ in range(3):  # a click that landed while the page redrew the box opens nothing: click again
+        wait_idle(page)
+        box.locator("input").first.click()
+        try:
+            listbox.wait_for(timeout=10_000)
+            break
+        except Slow:
+            continue
+    listbox.wait_for()
+    if listbox.locator('[role="option"][aria-selected="false"]').count():
+        page.keyboard.press("ArrowDown")  # the highlight moves off the chosen option to the next one
+        act(page, lambda: page.keyboard.press("Enter"))
     else:  # a selectbox with one option: nothing else to choose
         page.keyboard.press("Escape")
 
