@@ -125,7 +125,7 @@ SERVING_CHART_PREFIX = "sv-"  # + the chart's name
 SERVING_FILES = "sv_dl_json", "sv_dl_csv", "sv_upload", "sv_open"  # render.save_or_load: downloads, uploader, Open
 # Lesson
 LESSON_BACK, LESSON_NEXT = "lesson_back", "lesson_next"
-LESSON_CONTENTS_PREFIX = "lesson_contents_"  # + language-step (lesson_state.picker_key): the contents picker
+LESSON_CONTENTS_PREFIX = "lesson_contents_"  # + language-step (controls.lesson.picker_key): the contents picker
 LESSON_SIDE, LESSON_NOTES = "lesson_side", "lesson_notes"  # containers the presenter view styles
 LESSON_FIGURE_PREFIX = "lesson-"  # + the step's figure
 LESSON_FIGURE = "lesson_figure"  # presenter view: the figure's box, as tall as the screen allows
