@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
+from test_app_pages import offline, one_thread  # noqa: F401 (their autouse fixtures: offline, one torch thread)
 
-from specviz.engine import toy
 from specviz.teaching import lesson
 from specviz.teaching.catalogue import LATIN_KEPT
 from specviz_app import params
@@ -37,17 +37,6 @@ PAGES = [
     "inspector",
     "timeline",
 ]
-
-
-@pytest.fixture(autouse=True)
-def offline(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    with toy.one_thread():
-        yield
 
 
 def _strings(value, out: set[str]) -> None:
