@@ -1,12 +1,13 @@
 """The target's side of a run: its text, its KV cache and its forward passes.
 
 `TargetState` holds what the target has seen of the text and runs each verification pass:
-over the positions it has not seen and every draft of a tree (`tree_layout`: positions and the
-tree attention mask), then keeps in its cache the text and the accepted drafts only
-(`select_cache_positions`, `crop_cache`). A Llama-family target on the CPU runs the lean forward
-(specviz.engine.lean_llama, `LoadedModel.lean`), on its own or, for a batched decode, in one pass with
-other decodes' (specviz.serving.batching); any other runs transformers' own forward (`target_forward`),
-which the model drafter also uses (`forward_logits`).
+over the positions it has not seen and every draft of a tree (`tree_layout` for branches,
+`node_layout` for any tree given by a parent array: positions and the tree attention mask), then
+keeps in its cache the text and the accepted drafts only (`select_cache_positions`, `crop_cache`).
+A Llama-family target on the CPU runs the lean forward (specviz.engine.lean_llama, `LoadedModel.lean`),
+on its own or, for a batched decode, in one pass with other decodes' (specviz.serving.batching); any
+other runs transformers' own forward (`target_forward`), which the model drafter also uses
+(`forward_logits`).
 """
 
 from __future__ import annotations
@@ -43,19 +44,31 @@ class TargetState:
         feature."""
         k, g = tree.shape
         unseen = self.seq[self.seen :]  # [u]
-        feed = torch.cat([unseen, tree.T.reshape(-1)])  # [T = u + k*g]
         layout = None if k == 1 else tree_layout(self.seen, unseen.shape[0], k, g, self.device, self.target.model.dtype)
+        return self._pass(torch.cat([unseen, tree.T.reshape(-1)]), k * g + 1, feature_layers, layout)
+
+    def forward_nodes(self, tokens: torch.Tensor, parents: torch.Tensor, feature_layers: tuple[int, ...] | None):
+        """One pass over the unseen tokens and a draft tree of N nodes given by tokens [N] and parents
+        [N] (level order; specviz.drafters.token_tree) -> logits [1 + N, V] (row 0: the last unseen
+        position, row 1 + i: after node i) and the features as `forward` gives them."""
+        unseen = self.seq[self.seen :]  # [u]
+        layout = node_layout(self.seen, unseen.shape[0], parents, self.device, self.target.model.dtype)
+        return self._pass(torch.cat([unseen, tokens]), tokens.shape[0] + 1, feature_layers, layout)
+
+    def _pass(self, feed: torch.Tensor, keep: int, feature_layers, layout):
+        """feed [T] through the target: on its own, batched with other decodes', or transformers' forward."""
         if self.seat is not None:  # one pass shared with the other batched decodes (specviz.serving.batching)
-            logits, features = self.seat.forward(LeanRequest(feed, self.cache, k * g + 1, feature_layers, layout))
+            logits, features = self.seat.forward(LeanRequest(feed, self.cache, keep, feature_layers, layout))
         elif self.lean is not None:
-            logits, features = self.lean.forward(feed, self.cache, k * g + 1, feature_layers, layout)
+            logits, features = self.lean.forward(feed, self.cache, keep, feature_layers, layout)
         else:
-            logits, features = target_forward(self.target.model, feed, self.cache, k * g + 1, feature_layers, layout)
+            logits, features = target_forward(self.target.model, feed, self.cache, keep, feature_layers, layout)
         return logits[:, : self.target.vocab_size], features
 
     def accept(self, emitted: torch.Tensor, kept_drafts: torch.Tensor, k: int) -> None:
         """Append the emitted tokens; keep in the cache the text and the accepted drafts, given as
-        their indices kept_drafts [n] among the k*g drafts fed (level by level, k per level)."""
+        their indices kept_drafts [n] among the drafts fed (a tree: k > 1, its k*g drafts level by
+        level, or its nodes)."""
         old_len, n = self.seq.shape[0], kept_drafts.shape[0]
         self.seq = torch.cat([self.seq, emitted])
         if k > 1 and n > 0:  # a tree: close the gaps the other branches leave in the cache
@@ -66,21 +79,34 @@ class TargetState:
 
 
 def tree_layout(seen: int, unseen: int, k: int, g: int, device, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Positions [T] and attention mask [1, 1, T, seen + T] for a pass over `unseen` text tokens and a
+    tree of k branches x g drafts, level by level (node_layout with each draft's parent the same
+    branch's draft one level up)."""
+    index = torch.arange(k * g, device=device)
+    parents = torch.where(index < k, -1, index - k)  # draft j of branch b is node j*k + b
+    return node_layout(seen, unseen, parents, device, dtype)
+
+
+def node_layout(seen: int, unseen: int, parents: torch.Tensor, device, dtype) -> tuple[torch.Tensor, torch.Tensor]:
     """Positions [T] and attention mask [1, 1, T, seen + T] (0 where allowed, the dtype's minimum
-    elsewhere) for a pass over `unseen` text tokens and a tree of k branches x g drafts, level by
-    level. Text tokens attend causally; a draft sees the text and its own branch's drafts up to
-    itself; the k drafts of one level share a position."""
-    t = unseen + k * g
-    level = torch.arange(g, device=device).repeat_interleave(k)  # [k*g]
-    branch = torch.arange(k, device=device).repeat(g)
-    positions = torch.cat([torch.arange(seen, seen + unseen, device=device), seen + unseen + level])
-    allowed = torch.zeros(t, seen + t, dtype=torch.bool, device=device)
+    elsewhere) for a pass over `unseen` text tokens and a draft tree given by parents [N] (level
+    order, -1: the root; specviz.drafters.token_tree). Text tokens attend causally; a node sees the
+    text, its ancestors and itself, at position seen + unseen + its depth - 1."""
+    n = parents.shape[0]
+    t = unseen + n
+    line = torch.eye(n, dtype=torch.bool)  # [N, N] node i sees node j: j is i or an ancestor of i
+    depth = torch.zeros(n, dtype=torch.long)
+    for i, p in enumerate(parents.tolist()):  # parents precede children, so each row is complete when read
+        if p >= 0:
+            line[i] |= line[p]
+            depth[i] = depth[p] + 1
+    positions = torch.cat([torch.arange(seen, seen + unseen), seen + unseen + depth]).to(device)
+    allowed = torch.zeros(t, seen + t, dtype=torch.bool)
     allowed[:, : seen + unseen] = True
-    allowed[:unseen, seen : seen + unseen] = torch.ones(unseen, unseen, dtype=torch.bool, device=device).tril()
-    same_branch_before = (branch[:, None] == branch[None, :]) & (level[None, :] <= level[:, None])
-    allowed[unseen:, seen + unseen :] = same_branch_before
+    allowed[:unseen, seen : seen + unseen] = torch.ones(unseen, unseen, dtype=torch.bool).tril()
+    allowed[unseen:, seen + unseen :] = line
     mask = torch.zeros(1, 1, t, seen + t, dtype=dtype, device=device)
-    return positions, mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+    return positions, mask.masked_fill_(~allowed.to(device), torch.finfo(dtype).min)
 
 
 def select_cache_positions(cache, keep: torch.Tensor) -> None:
