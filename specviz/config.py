@@ -28,6 +28,13 @@ HEAD_MIN_CONFIDENCE = 0.3
 # added tokens but cost more than they brought (docs/benchmarks.md, "Width", and "The defaults").
 # The draft head's tree (specviz.drafters.HeadDrafter).
 TREE_BRANCHES = 2
+# The dynamic draft tree (EAGLE-2; DecodeOptions.tree "dynamic", specviz.drafters.head_tree): each level
+# expands its DYNAMIC_TREE_WIDTH best nodes by path score into their DYNAMIC_TREE_WIDTH likeliest
+# tokens; of all drafted nodes at most DYNAMIC_TREE_NODES are sent, as many as the target's measured
+# cost of a pass pays for (specviz.engine.verify_cost, token_tree.choose_budget). Bounds, not tunings.
+DYNAMIC_TREE_WIDTH = 4
+DYNAMIC_TREE_NODES = 16
+TREE_MODES = ("off", "branches", "dynamic")  # DecodeOptions.tree: chains, TREE_BRANCHES branches, EAGLE-2
 # The drafting presets (the app's "Algorithm" setting, ?algorithm= in links). "fastest": the offline
 # pair's drafts as measured fastest (the hybrid; the head's two-branch tree; its early stop).
 # "paper": Algorithm 1 of Leviathan et al. as the paper states it, so gamma does what the formula
@@ -182,7 +189,9 @@ class DecodeOptions:
     seed: int = 0  # seeds the single torch.Generator of the run
     max_new_tokens: int = 64
     rule: str = "exact"  # the acceptance rule (specviz.decoding.verify.RULES; the lab's wrong ones too)
-    tree: bool = True  # a drafter that drafts trees may (the exact rule only); False: chains
+    # Whether a drafter that drafts trees may (the exact rule only), and which (TREE_MODES): True or
+    # "branches" its branches, "dynamic" EAGLE-2's dynamic tree where it drafts one, False or "off" chains.
+    tree: bool | str = True
     chat_template: bool = True  # wrap a text prompt in the tokenizer's chat template if it has one
 
     def __post_init__(self) -> None:
@@ -196,6 +205,15 @@ class DecodeOptions:
         m = self.max_new_tokens
         if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= MAX_NEW_TOKENS_MAX:
             raise ConfigError(f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS_MAX}; got {m!r}.")
+        if not isinstance(self.tree, bool) and self.tree not in TREE_MODES:
+            raise ConfigError(f"tree must be true, false or one of {', '.join(TREE_MODES)}; got {self.tree!r}.")
+
+    @property
+    def tree_mode(self) -> str:
+        """The tree setting as one of TREE_MODES (True is "branches", False "off")."""
+        if isinstance(self.tree, bool):
+            return "branches" if self.tree else "off"
+        return self.tree
 
     @property
     def sampling(self) -> SamplingConfig:

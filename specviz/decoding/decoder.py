@@ -44,8 +44,10 @@ from specviz.config import DecodeOptions, SamplingConfig, validate_prompt
 from specviz.decoding.branches import kept_drafts, until_eos
 from specviz.decoding.prompting import prompt_token_ids
 from specviz.decoding.recorder import IterationRecorder
+from specviz.decoding.tree_walk import TreeWalk, walk_tree
 from specviz.decoding.verify import RULES, FirstTest, Verdict, verify
 from specviz.drafters import Drafter, DraftReport, TreeDrafter, draft_tree, resolve_drafter
+from specviz.drafters.token_tree import TokenTree
 from specviz.engine.models import DEFAULT_TARGET, LoadedModel, load_model
 from specviz.engine.sampling import probabilities
 from specviz.engine.target import TargetState
@@ -149,6 +151,7 @@ class Step:
     gamma: int = 0  # the most drafts this iteration could make (the run's gamma, less near max_new_tokens)
     report: DraftReport | None = None  # the drafter's account of its proposal (None: a drafter without one)
     cache: dict | None = None  # the caches' lengths through the iteration (_cache_rows; None: the baseline)
+    walk: TreeWalk | None = None  # a dynamic tree's walk: its nodes, the accepted path, every level's tests
 
 
 def speculative_iteration(
@@ -156,22 +159,18 @@ def speculative_iteration(
 ) -> Step:
     """Algorithm 1, one iteration, drafting at most `gamma` (the run's, less near max_new_tokens).
     `lap(phase)` marks the end of the draft and verify phases."""
-    sampling = options.sampling
-    # (1) draft gamma tokens with q: a chain [1, g] (the paper), or a draft tree [k, g] where the
-    # drafter drafts one and the rule is the exact one (the lab's wrong rules draft chains).
+    # (1) draft gamma tokens with q: a chain [1, g] (the paper), or a draft tree where the drafter
+    # drafts one and the rule is the exact one (the lab's wrong rules draft chains): branches [k, g],
+    # or EAGLE-2's dynamic tree (a TokenTree, options.tree "dynamic").
     draft_rows = getattr(drafter, "cache_rows", None)  # None: a drafter with no cache (the n-gram)
-    tree, q_tree = _draft(state, drafter, gamma, options.tree and options.rule == "exact", eos)  # [k, g], [k, g, V]
+    drafted = _draft(state, drafter, gamma, options.tree_mode if options.rule == "exact" else "off", eos)
     lap("draft")
 
-    # (2) verify: one target pass gives p at every draft and at the position after the last.
+    # (2)-(4) one target pass gives p at every draft and after each; then accept, resample or bonus.
     feature_layers = drafter.feature_layers if drafter.reads_features else None
     target_rows = [state.cache.get_seq_length()]  # the cache's length: before, after the pass, after (5)
-    logits, features = state.forward(tree, feature_layers)  # [1 + k*g, V], [T, (n+1)D] or None
+    kept, verdict, features, fed, walk = _verify(state, drafted, feature_layers, options, generator, eos)
     target_rows.append(state.cache.get_seq_length())
-    kept = kept_drafts(tree, q_tree, probabilities(logits, sampling), generator, sampling.greedy, eos)
-
-    # (3) accept with min(1, p/q) against r; (4) resample from the residual, or the bonus.
-    verdict = verify(kept.drafts, kept.q, kept.p, generator, sampling.greedy, options.rule, kept.first_r)
     correction, ended = _end_of_text(verdict, kept.drafts, eos)
     lap("verify")
 
@@ -179,7 +178,7 @@ def speculative_iteration(
     n = verdict.accepted_count
     emitted = _emitted(kept.drafts[:n], correction)
     first_fed, unseen = state.seen, state.seq.shape[0] - state.seen
-    state.accept(emitted, kept.rows[:n], tree.shape[0])
+    state.accept(emitted, kept.rows[:n], fed)
     cache = _cache_rows(target_rows + [state.cache.get_seq_length()], drafter, draft_rows, gamma)
     if drafter.reads_features:  # features of the positions still on the text: the context and accepted drafts
         on_text = torch.cat([torch.arange(unseen, device=state.device), unseen + kept.rows[:n]])
@@ -187,8 +186,24 @@ def speculative_iteration(
     return Step(
         drafts=kept.drafts, q=kept.q, p=kept.p, verdict=verdict, correction=correction, emitted=emitted,
         ended=ended, kept_branch=kept.index, other_branches=kept.others, rejected_first=kept.rejected,
-        gamma=gamma, report=getattr(drafter, "report", None), cache=cache,
+        gamma=gamma, report=getattr(drafter, "report", None), cache=cache, walk=walk,
     )  # fmt: skip
+
+
+def _verify(state: TargetState, drafted, feature_layers, options: DecodeOptions, generator, eos):
+    """(2) the target's one pass over what was drafted, (3)-(4) its verdict -> (the kept chain, the
+    verdict, the pass's features, how many drafts were fed per level (k) or in all (a dynamic tree's
+    nodes), the walk of a dynamic tree or None)."""
+    sampling = options.sampling
+    if isinstance(drafted, TokenTree):  # EAGLE-2's dynamic tree: the exact walk (specviz.decoding.tree_walk)
+        logits, features = state.forward_nodes(drafted.tokens, drafted.parents, feature_layers)  # [1 + N, V]
+        kept, verdict, walk = walk_tree(drafted, probabilities(logits, sampling), generator, sampling.greedy)
+        return kept, verdict, features, drafted.size, walk
+    tree, q_tree = drafted  # [k, g], [k, g, V]
+    logits, features = state.forward(tree, feature_layers)  # [1 + k*g, V], [T, (n+1)D] or None
+    kept = kept_drafts(tree, q_tree, probabilities(logits, sampling), generator, sampling.greedy, eos)
+    verdict = verify(kept.drafts, kept.q, kept.p, generator, sampling.greedy, options.rule, kept.first_r)
+    return kept, verdict, features, tree.shape[0], None
 
 
 def _cache_rows(target_rows: list[int], drafter, draft_before: int | None, gamma: int) -> dict:
@@ -218,15 +233,16 @@ def target_step(state: TargetState, sampling: SamplingConfig, generator, eos, la
     return Step(drafts=none[0], q=q[0], p=p, verdict=verdict, correction=correction, emitted=emitted, ended=ended)
 
 
-def _draft(
-    state: TargetState, drafter: Drafter, gamma: int, allow_tree: bool, eos
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(1) The drafter's proposal on the target's device: tokens [k, g], q [k, g, V]. A chain ends
-    at its end of sequence before the pass, so the pass feeds nothing that follows it."""
+def _draft(state: TargetState, drafter: Drafter, gamma: int, tree_mode: str, eos):
+    """(1) The drafter's proposal on the target's device: tokens [k, g] and q [k, g, V], or a dynamic
+    tree (a TokenTree). Nothing is fed that follows a drafted end of sequence: a chain ends there
+    before the pass, a dynamic tree loses what lies below it."""
     if gamma <= 0:
         return _no_drafts(state)
-    tree, q_tree = draft_tree(drafter, state.seq, gamma, allow_tree)
-    tree, q_tree = tree.to(state.device), q_tree.to(state.device)
+    drafted = draft_tree(drafter, state.seq, gamma, tree_mode)
+    if isinstance(drafted, TokenTree):
+        return drafted.without_descendants_of(eos).to(state.device)
+    tree, q_tree = drafted[0].to(state.device), drafted[1].to(state.device)
     if tree.shape[0] == 1:
         drafts, q = until_eos(tree[0], q_tree[0], eos)
         tree, q_tree = drafts[None], q[None]
@@ -414,12 +430,15 @@ def _decode_text(tokenizer, ids: list[int]) -> str:
 def _config_dict(target: LoadedModel, drafter, run: Run, device, traced: bool) -> dict:
     cfg = run.options
     s, rule = cfg.sampling, cfg.rule
+    tree_mode = cfg.tree_mode if rule == "exact" and isinstance(drafter, TreeDrafter) else "off"
     return {
         "target": target.name,
         "draft": drafter.name if drafter is not None else None,
         "gamma": cfg.gamma if drafter is not None else 0,
-        # branches of the draft tree at the first draft position (1: a chain; the lab's variants run chains)
-        "draft_tree": drafter.branches if isinstance(drafter, TreeDrafter) and rule == "exact" and cfg.tree else 1,
+        # branches of the draft tree at the first draft position (1: a chain; the lab's variants run chains;
+        # a dynamic tree: the most children a node gets), and which tree (config.TREE_MODES)
+        "draft_tree": _tree_width(drafter, tree_mode),
+        "tree_mode": tree_mode,
         "temperature": s.temperature,
         "top_k": s.top_k,
         "top_p": s.top_p,
@@ -438,6 +457,13 @@ def _config_dict(target: LoadedModel, drafter, run: Run, device, traced: bool) -
         "batched": False,
         "chat_template": cfg.chat_template,
     }
+
+
+def _tree_width(drafter, tree_mode: str) -> int:
+    """config.draft_tree: a tree's width at the first draft position (1: chains)."""
+    if tree_mode == "dynamic" and hasattr(drafter, "propose_dynamic") and drafter.branches > 1:
+        return drafter.width
+    return drafter.branches if tree_mode == "branches" else 1
 
 
 def sync_device(device) -> None:

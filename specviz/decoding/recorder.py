@@ -43,7 +43,9 @@ class IterationRecorder:
             record["drafting"] = self.drafting(step)
         if step.cache is not None:  # the caches' lengths: rows written, kept and rolled back
             record["cache"] = step.cache
-        if step.other_branches is not None:  # a draft tree: which branch was kept, and the others
+        if step.walk is not None:  # a dynamic tree: its nodes, the accepted path, every level's tests
+            record["tree"] = self.dynamic_tree(step.walk)
+        elif step.other_branches is not None:  # a draft tree: which branch was kept, and the others
             record["tree"] = self.tree(step)
         return record
 
@@ -111,6 +113,36 @@ class IterationRecorder:
                 for t in step.rejected_first or []
             ],
         }
+
+    def dynamic_tree(self, walk) -> dict:
+        """A dynamic tree's `tree` (specviz.traces.trace): the fields a branch tree has, read the same
+        way (kept_branch: how many first tokens were rejected before drafts[0]; no other branches), and
+        its nodes, the accepted path and every level's rejected tests."""
+        t = walk.tree
+        first = walk.tests[0]
+        before_kept = first if walk.path else first[:-1]  # the last rejected first token is drafts[0]
+        nodes = [
+            {"token_id": tok, "token": self.text(tok), "parent": parent, "depth": depth, "score": score}
+            for tok, parent, depth, score in zip(
+                t.tokens.tolist(), t.parents.tolist(), t.depth.tolist(), t.score.tolist(), strict=True
+            )
+        ]
+        return {
+            "kept_branch": len(before_kept),
+            "other_branches": [],
+            "rejected_first": [self.test(test, test.branch) for test in before_kept],
+            "nodes": nodes,
+            "path": list(walk.path),
+            "tests": [[{"node": test.branch, **self.test(test, None)} for test in level] for level in walk.tests],
+        }
+
+    def test(self, test, branch: int | None) -> dict:
+        """A rejected test as the trace stores it (with its branch when it is one of rejected_first)."""
+        out = {} if branch is None else {"branch": branch}
+        return {
+            **out, "token_id": test.token, "token": self.text(test.token), "p": test.p, "q": test.q,
+            "accept_prob": test.accept_prob, "r": test.r,
+        }  # fmt: skip
 
     def drafting(self, step) -> dict:
         """The iteration's `drafting` (specviz.traces.trace): gamma, source, stop, confidence, threshold."""

@@ -60,13 +60,15 @@ class TreeDrafter(Drafter, Protocol):
         draft j was drawn from, given the earlier branches' first tokens."""
 
 
-def draft_tree(
-    drafter: Drafter, context: torch.Tensor, gamma: int, allow_tree: bool = True
-) -> tuple[torch.Tensor, torch.Tensor]:
+def draft_tree(drafter: Drafter, context: torch.Tensor, gamma: int, allow_tree: bool | str = True):
     """The drafter's proposal as a tree: tokens [k, g], q [k, g, V] (q[b, j]: the distribution
-    branch b's draft j was drawn from). A tree of several branches when allowed and the drafter can
-    make one; otherwise its chain as one branch."""
-    if allow_tree and isinstance(drafter, TreeDrafter):
+    branch b's draft j was drawn from). A tree of several branches when allowed (True or "branches")
+    and the drafter can make one; with "dynamic", EAGLE-2's dynamic tree where the drafter drafts one
+    (`propose_dynamic`: a specviz.drafters.token_tree.TokenTree, or a chain as tokens [1, g], q [1, g, V]);
+    otherwise its chain as one branch."""
+    if allow_tree == "dynamic" and hasattr(drafter, "propose_dynamic"):
+        return drafter.propose_dynamic(context, gamma)
+    if allow_tree and allow_tree != "off" and isinstance(drafter, TreeDrafter):
         return drafter.propose_tree(context, gamma)
     tokens, q = drafter.propose(context, gamma)  # [g], [g, V]
     return tokens[None], q[None]

@@ -9,8 +9,9 @@ import weakref
 
 import torch
 
-from specviz.config import HEAD_MIN_CONFIDENCE, TREE_BRANCHES, SamplingConfig
+from specviz.config import DYNAMIC_TREE_NODES, DYNAMIC_TREE_WIDTH, HEAD_MIN_CONFIDENCE, TREE_BRANCHES, SamplingConfig
 from specviz.drafters.base import DraftReport, sample_token
+from specviz.drafters.token_tree import TokenTree, choose_budget, ranked, rerank
 from specviz.engine.models import LoadedModel
 from specviz.engine.sampling import probabilities
 
@@ -26,12 +27,18 @@ class HeadDrafter:
 
     reads_features = True
 
-    def __init__(self, head, name: str, branches: int = TREE_BRANCHES, min_confidence: float = HEAD_MIN_CONFIDENCE):
+    def __init__(
+        self, head, name: str, branches: int = TREE_BRANCHES, min_confidence: float = HEAD_MIN_CONFIDENCE, costs=None
+    ):
         """min_confidence: stop drafting deeper once the head's confidence in its latest draft (every
-        branch's) is below it; 0 always drafts gamma tokens."""
+        branch's) is below it; 0 always drafts gamma tokens. costs: for the dynamic tree, a callable
+        giving the target's measured (v by rows, one-row step in seconds) (specviz.engine.verify_cost);
+        None: every pass costs one step, so the tree sends the most nodes allowed."""
         self.head, self.name, self.branches = head, name, branches
         self.min_confidence = min_confidence
         self.feature_layers = head.cfg.feature_layers
+        self.costs = costs
+        self.width, self.most_nodes = DYNAMIC_TREE_WIDTH, DYNAMIC_TREE_NODES
 
     @property
     def kernels(self) -> dict:
@@ -106,6 +113,35 @@ class HeadDrafter:
             levels.append(torch.cat([sample_token(row, self.sampling, self.generator) for row in q]))
             qs.append(q)
         return torch.stack(levels, 1), torch.stack(qs, 1)  # [k, g], [k, g, V]
+
+    def propose_dynamic(self, context: torch.Tensor, gamma: int):
+        """EAGLE-2's dynamic tree (specviz.drafters.head_tree) to depth gamma, reranked to the node
+        budget the measured costs choose -> a TokenTree (its q a point mass on each node's token);
+        with no features yet, or gamma 0, the (empty) chain: tokens [1, g], q [1, g, V]. A head made to
+        draft chains (one branch: the paper's) drafts its chain."""
+        from specviz.drafters.head_tree import expand
+
+        length = context.shape[0]
+        self.cache_kept = self.cache.length  # nothing rolled back unless _catch_up runs
+        if gamma == 0 or self.branches == 1 or self.features.shape[0] < length - 1:
+            tokens, q = self.propose(context, gamma)
+            return tokens[None], q[None]
+        f, logits = self._catch_up(context.to(self.features.device))
+        self.report = DraftReport("head")
+        tree = expand(self.head, f[-1], logits[-1], length, gamma, self.cache, self.width, self.sampling)
+        return rerank(tree, self._budget(tree, gamma))
+
+    def _budget(self, tree: TokenTree, gamma: int) -> int:
+        """How many of the drafted nodes to send (token_tree.choose_budget), from the target's measured
+        v(rows) and this head's measured pass per level (gamma passes: the catch-up and the levels)."""
+        from specviz.drafters.head_tree import level_seconds
+
+        if self.costs is None:
+            return self.most_nodes
+        v, one_row_s = self.costs()
+        draft_cost = gamma * level_seconds(self.head, self.width) / one_row_s
+        scores = [float(tree.score[i]) for i in ranked(tree)]
+        return choose_budget(scores, v, draft_cost, self.most_nodes)
 
     def _unsure(self, subset_logits: torch.Tensor, q: torch.Tensor, tokens: torch.Tensor) -> bool:
         """Whether to stop drafting after the latest level: every branch's confidence in its draft
@@ -201,8 +237,9 @@ def load_draft_head(name: str, target: LoadedModel):
 def build_head(target: LoadedModel, device=None, dtype=None) -> HeadDrafter:
     """The registry's "head" (specviz.config.DRAFTERS): the shipped draft head, its tree and early stop."""
     from specviz.engine.models import HEAD_DRAFT
+    from specviz.engine.verify_cost import pass_costs
 
-    return HeadDrafter(load_draft_head(HEAD_DRAFT, target), HEAD_DRAFT)
+    return HeadDrafter(load_draft_head(HEAD_DRAFT, target), HEAD_DRAFT, costs=lambda: pass_costs(target))
 
 
 def build_paper(target: LoadedModel, device=None, dtype=None) -> HeadDrafter:

@@ -30,6 +30,11 @@ class HybridDrafter:
         return self.head_drafter.branches
 
     @property
+    def width(self) -> int:
+        """The most children a node of the head's dynamic tree gets."""
+        return self.head_drafter.width
+
+    @property
     def kernels(self) -> dict:
         return self.head_drafter.kernels
 
@@ -69,6 +74,14 @@ class HybridDrafter:
         if drafts.shape[0] > 0:
             return drafts[None], q[None]
         return self.head_drafter.propose_tree(context, gamma)
+
+    def propose_dynamic(self, context: torch.Tensor, gamma: int):
+        """The lookup's chain (tokens [1, g], q [1, g, V]) when the context holds a match, else the
+        head's dynamic tree (a specviz.drafters.token_tree.TokenTree)."""
+        drafts, q = self.lookup.propose(context, gamma)
+        if drafts.shape[0] > 0:
+            return drafts[None], q[None]
+        return self.head_drafter.propose_dynamic(context, gamma)
 
 
 def build_hybrid(target, device=None, dtype=None) -> HybridDrafter:

@@ -24,7 +24,9 @@ def resolve_drafter(draft, target: LoadedModel, device=None, dtype=None) -> Draf
         module, function = kind.build.split(":")
         return getattr(importlib.import_module(module), function)(target, device, dtype)
     if isinstance(draft, str) and is_head(draft):
-        return HeadDrafter(load_draft_head(draft, target), draft)
+        from specviz.engine.verify_cost import pass_costs
+
+        return HeadDrafter(load_draft_head(draft, target), draft, costs=lambda: pass_costs(target))
     if isinstance(draft, str):
         draft = load_model(draft, device=device or target.device, dtype=dtype or target.dtype)
     if isinstance(draft, LoadedModel):

@@ -209,17 +209,26 @@ class DraftHead(nn.Module):
         the branches' entries level by level (k per level); branch b sees the shared ones and its
         own entries of levels 1..level, this one included -> (f^ [k, D], subset logits [k, S])."""
         k = tokens.shape[0]
-        cos, sin = self.rope(torch.full((k,), index, device=tokens.device))
-        x = self.merge(features, tokens)  # [k, D]
         branch_of = torch.arange(k * level, device=tokens.device) % k
         allowed = torch.ones(k, prefix + k * level, dtype=torch.bool, device=tokens.device)
         allowed[:, prefix:] = branch_of[None, :] == torch.arange(k, device=tokens.device)[:, None]
+        return self.tree_step(features, tokens, torch.full((k,), index, device=tokens.device), cache, allowed)
+
+    def tree_step(
+        self, features: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor, cache: HeadCache, allowed
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One step for m nodes of a draft tree at once (a whole level of EAGLE-2's dynamic tree):
+        features [m, D], tokens [m] at head indices positions [m]; their m entries are appended to the
+        cache and allowed [m, N] (N: the cache's length after them) says which entries each one sees
+        (the shared prefix, its ancestors' entries and its own) -> (f^ [m, D], subset logits [m, S])."""
+        cos, sin = self.rope(positions)
+        x = self.merge(features, tokens)  # [m, D]
         for i, layer in enumerate(self.layers):
-            q, key, value = layer.qkv(x, cos, sin)  # [H, k, hd], [Hkv, k, hd]
+            q, key, value = layer.qkv(x, cos, sin)  # [H, m, hd], [Hkv, m, hd]
             keys, values = cache.append(i, key, value)
             attended = nn.functional.scaled_dot_product_attention(
                 q, layer.expand_kv(keys), layer.expand_kv(values), attn_mask=allowed
-            )  # [H, k, hd]
+            )  # [H, m, hd]
             x = layer.finish(x, attended)
         return self.out(x)
 

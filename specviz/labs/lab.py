@@ -187,6 +187,7 @@ def run_lab(
     exact: ExactDistribution | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    tree: bool | str = True,
 ) -> LabResult:
     """Sample the first k tokens n times each way and test both samplers against the exact p.
 
@@ -199,7 +200,7 @@ def run_lab(
     bonus position is among the counted tokens.
     on_progress(done, total) is called after every sample; should_stop() is checked before each
     one, and a stopped run returns what it has.
-    Pass `exact` (from exact_distribution) to reuse one enumeration across rules.
+    Pass `exact` (from exact_distribution) to reuse one enumeration across rules; tree: DecodeOptions.tree.
     """
     if rule not in RULES:
         raise ValueError(f"rule must be one of {', '.join(RULES)}; got {rule!r}.")
@@ -215,7 +216,7 @@ def run_lab(
     workers = sample_workers(target, draft)
     draw = functools.partial(
         _draw_job, prompt_ids=prompt_ids, target=target, draft=draft, rule=rule, k=k, gamma=gamma, sampling=sampling,
-        seed=seed, batched=workers > 1,
+        seed=seed, batched=workers > 1, tree=tree,
     )  # fmt: skip
     kinds = ("spec", "target") if with_target else ("spec",)
     jobs = [(which, i) for i in range(n) for which in kinds]
@@ -298,6 +299,7 @@ def draw_sample(
     sampling: SamplingConfig,
     seed: int,
     batched: bool = False,
+    tree: bool | str = True,
 ) -> list[int]:
     """The output token ids of a lab run's sample i: "spec" (speculative decoding under `rule`, seed
     seed + 2 i) or "target" (the target alone, the control, seed seed + 2 i + 1). One home for the
@@ -305,7 +307,8 @@ def draw_sample(
     sampled = {"temperature": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p}
     common = {"target": target, "trace": False, "hooks": ServingHooks(batched=batched)}
     if which == "spec":
-        options = DecodeOptions(gamma=gamma, seed=seed + 2 * i, max_new_tokens=max(k, gamma + 2), rule=rule, **sampled)
+        length = max(k, gamma + 2)
+        options = DecodeOptions(gamma=gamma, seed=seed + 2 * i, max_new_tokens=length, rule=rule, tree=tree, **sampled)
         run = speculative_generate(prompt_ids, draft=draft, options=options, **common)
     elif which == "target":
         options = DecodeOptions(seed=seed + 2 * i + 1, max_new_tokens=k, **sampled)

@@ -116,7 +116,9 @@ def _drafting(d: Any, where: str, drafted: int) -> None:
         _expect(d["confidence"] < d["threshold"], f"{where}.confidence", "below the threshold it stopped at")
 
 
-def _tree(tree: Any, where: str) -> None:
+def _tree(tree: Any, where: str, drafts: list, n: int) -> None:
+    """An iteration's optional `tree`: a branch tree's fields, and a dynamic tree's nodes, path and
+    tests (_dynamic_tree) checked against the iteration's drafts and accepted count n."""
     _expect(isinstance(tree, dict), where, "an object")
     _int(tree.get("kept_branch"), f"{where}.kept_branch", 0, TRACE_BRANCHES_MAX)
     branches = tree.get("other_branches")
@@ -129,20 +131,68 @@ def _tree(tree: Any, where: str) -> None:
             _int(token.get("token_id"), f"{at}.token_id", 0, TRACE_TOKEN_ID_MAX)
     tests = tree.get("rejected_first", [])
     _expect(isinstance(tests, list), f"{where}.rejected_first", "a list")
-    _expect(len(tests) <= len(branches), f"{where}.rejected_first", "at most one test per other branch")
+    others = len(branches) if "nodes" not in tree else _dynamic_tree(tree, where, drafts, n) - 1
+    _expect(len(tests) <= others, f"{where}.rejected_first", "at most one test per other first token")
     for j, test in enumerate(tests):
         at = f"{where}.rejected_first[{j}]"
-        _expect(isinstance(test, dict) and isinstance(test.get("token"), str), at, "a test of a first token")
+        _expect(isinstance(test, dict), at, "a test of a first token")
         _int(test.get("branch"), f"{at}.branch", 0, TRACE_BRANCHES_MAX)
-        _int(test.get("token_id"), f"{at}.token_id", 0, TRACE_TOKEN_ID_MAX)
-        p = _number(test.get("p"), f"{at}.p", 0, 1 + 1e-4)
-        q = _number(test.get("q"), f"{at}.q", 0, 1 + 1e-4)
-        a = _number(test.get("accept_prob"), f"{at}.accept_prob", 0, 1)
-        _expect(q > 0, f"{at}.q", "a probability > 0 (the draft proposed this token)")
-        if abs(a - min(1.0, p / q)) > ACCEPT_PROB_TOLERANCE:
-            raise TraceError(f"{at}.accept_prob is {a} but min(1, p/q) is {min(1.0, p / q)}.")
-        if test.get("r") is not None and _number(test["r"], f"{at}.r", 0, 1) < a:
-            raise TraceError(f"{at}: rejected although r = {test['r']} is below accept_prob = {a}.")
+        _rejected_test(test, at)
+
+
+def _rejected_test(test: Any, at: str) -> None:
+    """A test of a drafted token that failed: its numbers, min(1, p/q), and r not below it."""
+    _expect(isinstance(test, dict) and isinstance(test.get("token"), str), at, "a test of a drafted token")
+    _int(test.get("token_id"), f"{at}.token_id", 0, TRACE_TOKEN_ID_MAX)
+    p = _number(test.get("p"), f"{at}.p", 0, 1 + 1e-4)
+    q = _number(test.get("q"), f"{at}.q", 0, 1 + 1e-4)
+    a = _number(test.get("accept_prob"), f"{at}.accept_prob", 0, 1)
+    _expect(q > 0, f"{at}.q", "a probability > 0 (the draft proposed this token)")
+    if abs(a - min(1.0, p / q)) > ACCEPT_PROB_TOLERANCE:
+        raise TraceError(f"{at}.accept_prob is {a} but min(1, p/q) is {min(1.0, p / q)}.")
+    if test.get("r") is not None and _number(test["r"], f"{at}.r", 0, 1) < a:
+        raise TraceError(f"{at}: rejected although r = {test['r']} is below accept_prob = {a}.")
+
+
+def _dynamic_tree(tree: dict, where: str, drafts: list, n: int) -> int:
+    """A dynamic tree's nodes (parents before children, depth one below the parent's), its accepted path
+    (a path of the tree from the root, as long as accepted_count, the drafts' tokens) and its tests
+    (one list per level reached, each a child of the path's node there; the last, when the walk ended on
+    a rejection, the last draft). Returns how many first tokens the tree had."""
+    nodes, path, levels = tree.get("nodes"), tree.get("path"), tree.get("tests")
+    _expect(isinstance(nodes, list) and nodes, f"{where}.nodes", "a non-empty list")
+    for i, node in enumerate(nodes):
+        at = f"{where}.nodes[{i}]"
+        _expect(isinstance(node, dict) and isinstance(node.get("token"), str), at, "{token_id, token, parent, ...}")
+        _int(node.get("token_id"), f"{at}.token_id", 0, TRACE_TOKEN_ID_MAX)
+        parent = _int(node.get("parent"), f"{at}.parent", -1, i - 1)  # parents precede children
+        want = 1 if parent < 0 else nodes[parent]["depth"] + 1
+        _expect(node.get("depth") == want, f"{at}.depth", f"{want} (one below its parent)")
+        _number(node.get("score"), f"{at}.score", 0, 1 + 1e-4)
+    _expect(isinstance(path, list) and len(path) == n, f"{where}.path", f"a list of the {n} accepted nodes")
+    at_node = -1
+    for j, node in enumerate(path):
+        _int(node, f"{where}.path[{j}]", 0, len(nodes) - 1)
+        _expect(nodes[node]["parent"] == at_node, f"{where}.path[{j}]", "a child of the node before it")
+        _expect(nodes[node]["token_id"] == drafts[j]["token_id"], f"{where}.path[{j}]", "the node of draft {j}")
+        at_node = node
+    _expect(isinstance(levels, list) and len(levels) == n + 1, f"{where}.tests", f"{n + 1} levels of tests")
+    for d, level in enumerate(levels):
+        _expect(isinstance(level, list), f"{where}.tests[{d}]", "a list of tests")
+        parent = -1 if d == 0 else path[d - 1]
+        for j, test in enumerate(level):
+            at = f"{where}.tests[{d}][{j}]"
+            _expect(isinstance(test, dict), at, "a rejected test")
+            node = _int(test.get("node"), f"{at}.node", 0, len(nodes) - 1)
+            _expect(nodes[node]["parent"] == parent, f"{at}.node", "a child of the path's node at this level")
+            _expect(nodes[node]["token_id"] == test.get("token_id"), f"{at}.token_id", "its node's token")
+            _rejected_test(test, at)
+    ended_rejected = len(drafts) == n + 1
+    _expect(len(drafts) in (n, n + 1), f"{where}.tree", "drafts: the accepted path, then at most one rejected test")
+    if ended_rejected:
+        _expect(bool(levels[n]) and levels[n][-1]["token_id"] == drafts[n]["token_id"], f"{where}.tests[{n}]",
+                "ending with the rejected draft")  # fmt: skip
+    return sum(node["parent"] == -1 for node in nodes)
 
 
 def validate(data: Any) -> None:
@@ -307,7 +357,7 @@ def _validate_iteration(data: dict, i: int, it: Any, position0: int) -> tuple[li
     for j, d in enumerate(drafts):
         _validate_draft(data["config"], d, where, j, n, position0 + j)
     if "tree" in it:
-        _tree(it["tree"], f"{where}.tree")
+        _tree(it["tree"], f"{where}.tree", drafts, n)
     if "drafting" in it:
         _drafting(it["drafting"], f"{where}.drafting", len(drafts))
     if "cache" in it:

@@ -117,6 +117,8 @@ def tree_line(it: dict[str, Any], lang: str = "en") -> str | None:
     tree = it.get("tree")
     if not tree or not it["drafts"]:
         return None
+    if "nodes" in tree:  # EAGLE-2's dynamic tree: its size and the path kept
+        return _said(lang)["tree_line_dynamic"].format(nodes=len(tree["nodes"]), tokens=kept_tokens(it["drafts"]))
     k = len(tree["other_branches"]) + 1
     return _said(lang)["tree_line"].format(k=k, b=tree["kept_branch"] + 1, tokens=kept_tokens(it["drafts"]))
 

@@ -60,11 +60,18 @@ def derived_target(trace, i: int) -> dict:
     position0 = drafts[0]["position"] if drafts else corr["position"] - n
     text = len(trace.prompt_token_ids) + position0  # tokens on the text when it began
     before = 0 if i == 0 else text - 1  # the newest token is fed by the next pass
-    tree = it.get("tree")
-    branches = 1 + len(tree["other_branches"]) if tree else 1
-    fed = len(tree["other_branches"][0]) if tree and tree["other_branches"] else len(drafts)
     after_rollback = text + n if corr is not None else text + n - 1
-    return {"before": before, "after_pass": text + branches * fed, "after_rollback": after_rollback}
+    return {"before": before, "after_pass": text + drafts_fed(it), "after_rollback": after_rollback}
+
+
+def drafts_fed(it: dict) -> int:
+    """The drafts iteration `it` fed the target: its chain, every branch of a branch tree, or every
+    node of a dynamic tree."""
+    tree, drafts = it.get("tree"), it["drafts"]
+    if tree and "nodes" in tree:
+        return len(tree["nodes"])
+    branches = 1 + len(tree["other_branches"]) if tree else 1
+    return branches * (len(tree["other_branches"][0]) if tree and tree["other_branches"] else len(drafts))
 
 
 def iteration_cache(trace, i: int) -> IterationCache:
@@ -72,8 +79,7 @@ def iteration_cache(trace, i: int) -> IterationCache:
     it = trace.iterations[i]
     cache = it.get("cache")
     t = cache["target"] if cache else derived_target(trace, i)
-    tree = it.get("tree")
-    tree_rows = sum(len(b) for b in tree["other_branches"]) if tree else 0
+    tree_rows = drafts_fed(it) - len(it["drafts"])  # the tree's rows off the drafts shown (0: a chain)
     rolled = t["after_pass"] - t["after_rollback"]
     target = CacheSide(t["before"], t["after_rollback"] - t["before"], rolled, min(tree_rows, rolled))
     if cache is None:

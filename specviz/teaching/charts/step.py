@@ -60,6 +60,11 @@ def tree_note(it: dict[str, Any], lang: str = "en") -> str | None:
     if not tree or not it["drafts"]:
         return None
     w = words(lang)
+    if "nodes" in tree:  # EAGLE-2's dynamic tree: its size, depth, the tests that failed, the path kept
+        return w["step_tree_dynamic"].format(
+            nodes=len(tree["nodes"]), depth=max(n["depth"] for n in tree["nodes"]),
+            failed=sum(len(level) for level in tree["tests"]), tokens=kept_tokens(it["drafts"]),
+        )  # fmt: skip
     k = len(tree["other_branches"]) + 1
     kept = tree["kept_branch"]
     choice = w["step_tree_first_choice"] if kept == 0 else w["step_tree_choice_n"].format(n=kept + 1)
