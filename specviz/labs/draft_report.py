@@ -4,7 +4,8 @@ The draft is what bounds speculation once the engine is fast: an iteration costs
 target pass, so the speedup over the target alone is at most τ, the tokens an iteration emits. This
 report measures, on the bench's held-out free-text prompts (specviz.labs.bench.HELD_OUT_PROMPTS: no
 default was tuned on them, no recipe trains on them), for each drafter at T=0 and T=1 with its
-default settings:
+default settings
+(and, with --trees, each draft tree of specviz.config.TREE_MODES: today's branches, EAGLE-2's dynamic tree):
 
     τ               tokens per target pass (new tokens ÷ iterations, the correction included)
     drafts          drafts made per iteration (γ is the most: early stops, lookups that run out)
@@ -84,19 +85,12 @@ def lookup_share(iterations: list[dict]) -> dict[str, float | None]:
 
 
 def verify_rows(target, reps: int = 9) -> dict[str, float]:
-    """v(rows): the median of `reps` passes of `rows` new tokens ÷ the median one-row step, same context."""
-    from specviz.engine.kernels import context_passes
+    """v(rows): the median of `reps` passes of `rows` new tokens ÷ the median one-row step, same context
+    (specviz.engine.verify_cost.measure, the measurement the dynamic tree's budget reads)."""
+    from specviz.engine.verify_cost import measure
 
-    prepare, run = context_passes(target.model, target.lean)
-    prepare()
-    times: dict[int, list[float]] = {r: [] for r in ROWS}
-    for _ in range(reps):  # interleaved: a drift of the machine falls on every row count alike
-        for r in ROWS:
-            t0 = time.perf_counter()
-            run(r)
-            times[r].append(time.perf_counter() - t0)
-    one = statistics.median(times[1])
-    return {str(r): statistics.median(times[r]) / one for r in ROWS}
+    v, _one = measure(target, ROWS, reps)
+    return {str(r): v[r] for r in ROWS}
 
 
 def measured_speedup(spec: list, alone: list) -> float:
@@ -119,13 +113,16 @@ def predicted_speedup(spec: list, alone: list) -> float | None:
     return tau / (drafted / its * c + v)
 
 
-def decode_pairs(target, drafter: str, prompts: list[str], temperature: float, max_new: int, log) -> tuple[list, list]:
+def decode_pairs(
+    target, drafter: str, prompts: list[str], temperature: float, max_new: int, log, tree: bool | str = True
+) -> tuple[list, list]:
     """Each prompt decoded by the drafter and by the target alone, alternating which goes first."""
     from specviz.config import DecodeOptions
     from specviz.decoding.decoder import autoregressive_generate, speculative_generate
 
     spec, alone = [], []
-    settings = {"target": target, "options": DecodeOptions(temperature=temperature, max_new_tokens=max_new)}
+    options = DecodeOptions(temperature=temperature, max_new_tokens=max_new, tree=tree)
+    settings = {"target": target, "options": options}
     for i, prompt in enumerate(prompts):
         runs = [
             lambda p=prompt: spec.append(speculative_generate(p, draft=drafter, **settings)),
@@ -133,28 +130,31 @@ def decode_pairs(target, drafter: str, prompts: list[str], temperature: float, m
         ]
         for run in runs if i % 2 == 0 else reversed(runs):
             run()
-        log(f"{drafter} T={temperature:g}: prompt {i + 1}/{len(prompts)}")
+        log(f"{drafter} ({tree}) T={temperature:g}: prompt {i + 1}/{len(prompts)}")
     return spec, alone
 
 
-def report(prompts: list[str], drafters: tuple[str, ...], temperatures, max_new: int, log=print) -> dict:
-    """The report of `drafters` (draft names) on `prompts` at each temperature, and v(rows)."""
+def report(prompts: list[str], drafters: tuple[str, ...], temperatures, max_new: int, log=print, trees=(True,)) -> dict:
+    """The report of `drafters` (draft names) with each of `trees` (DecodeOptions.tree) on `prompts` at
+    each temperature, and v(rows)."""
     from specviz.config import DEFAULT_GAMMA
     from specviz.engine.models import load_model
 
     target = load_model(None, dtype="float32")
-    for prompt in prompts[:1]:  # a warm-up, so the first timed run pays no first-call costs
-        decode_pairs(target, drafters[0], [prompt], 0.0, 8, lambda _m: None)
+    for tree in trees:  # a warm-up, so no timed run pays first-call costs (a dynamic tree's measured budget too)
+        decode_pairs(target, drafters[0], prompts[:1], 0.0, 8, lambda _m: None, tree)
     rows = []
     for drafter in drafters:
-        for temperature in temperatures:
-            spec, alone = decode_pairs(target, drafter, prompts, temperature, max_new, log)
-            row = {"drafter": drafter, "temperature": temperature, **draft_stats(spec, DEFAULT_GAMMA)}
-            row["speedup_measured"] = measured_speedup(spec, alone)
-            row["speedup_predicted"] = predicted_speedup(spec, alone)
-            rows.append(row)
+        for tree in trees:
+            for temperature in temperatures:
+                spec, alone = decode_pairs(target, drafter, prompts, temperature, max_new, log, tree)
+                row = {"drafter": drafter, "tree": tree, "temperature": temperature, **draft_stats(spec, DEFAULT_GAMMA)}
+                row["speedup_measured"] = measured_speedup(spec, alone)
+                row["speedup_predicted"] = predicted_speedup(spec, alone)
+                rows.append(row)
     return {
         "cpu": cpu_name(),
+        "threads": torch_threads(),
         "date": time.strftime("%Y-%m-%d"),
         "gamma": DEFAULT_GAMMA,
         "max_new_tokens": max_new,
@@ -164,6 +164,12 @@ def report(prompts: list[str], drafters: tuple[str, ...], temperatures, max_new:
     }
 
 
+def torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
 def _cell(value, spec: str = ".2f") -> str:
     return "–" if value is None else format(value, spec)
 
@@ -171,18 +177,19 @@ def _cell(value, spec: str = ".2f") -> str:
 def markdown(rep: dict) -> str:
     """The report as the tables docs/benchmarks.md shows."""
     lines = [
-        f"{rep['cpu']}, {rep['date']}, γ = {rep['gamma']}, {rep['max_new_tokens']} new tokens, "
-        f"{len(rep['prompts'])} held-out free-text prompts",
+        f"{rep['cpu']}, {rep.get('threads', '?')} torch threads, {rep['date']}, γ = {rep['gamma']}, "
+        f"{rep['max_new_tokens']} new tokens, {len(rep['prompts'])} held-out free-text prompts",
         "",
         "| drafter | T | τ | drafts/it | accept@1..γ | α@1..γ | top-1/2/4/8 at position 1 | lookups fired, accepted "
         "| speedup measured | predicted |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rep["rows"]:
+        name = r["drafter"] if r.get("tree", True) is True else f"{r['drafter']} ({r['tree']})"
         cov = " / ".join(_cell(r["coverage"][f"top{k}"]) for k in COVERAGE_K) if r["coverage"] else "– (T = 0)"
         look = f"{_cell(r['lookups']['fired'])}, {_cell(r['lookups']['accepted'])}"
         lines.append(
-            f"| {r['drafter']} | {r['temperature']:g} | {_cell(r['tau'])} | {_cell(r['drafts_per_iteration'])} "
+            f"| {name} | {r['temperature']:g} | {_cell(r['tau'])} | {_cell(r['drafts_per_iteration'])} "
             f"| {' '.join(_cell(a) for a in r['accept_at'])} | {' '.join(_cell(a) for a in r['alpha_at'])} "
             f"| {cov} | {look} | {_cell(r['speedup_measured'])}× | {_cell(r['speedup_predicted'])}× |"
         )
@@ -202,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--temperatures", default="0,1", help="comma-separated temperatures")
     parser.add_argument("--prompts", type=int, default=len(HELD_OUT_PROMPTS), help="how many held-out prompts")
     parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--trees", default="branches", help="comma-separated draft trees: off, branches, dynamic")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     parser.add_argument("--out", type=Path, default=Path("draft-report.json"), help="JSON; the table goes beside it")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
@@ -212,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     temperatures = [float(t) for t in args.temperatures.split(",") if t.strip()]
     keys = {k.key: k.name for k in REGISTRY.values()}  # "head" -> the shipped head's draft name
     drafters = tuple(keys.get(d.strip(), d.strip()) for d in args.drafters.split(",") if d.strip())
-    rep = report(HELD_OUT_PROMPTS[: args.prompts], drafters, temperatures, args.max_new_tokens)
+    trees = tuple(t.strip() for t in args.trees.split(",") if t.strip())
+    rep = report(HELD_OUT_PROMPTS[: args.prompts], drafters, temperatures, args.max_new_tokens, trees=trees)
     args.out.write_text(json.dumps(rep, indent=1) + "\n", encoding="utf-8")
     table = markdown(rep)
     args.out.with_suffix(".md").write_text(table, encoding="utf-8")
