@@ -90,3 +90,31 @@ def test_sampled_first_tokens_follow_the_targets_exact_distribution(offline_targ
     result = run_lab(ids, target=offline_target, draft=draft, k=2, n=80, gamma=2, exact=exact, with_target=False)
     assert result.impossible_spec == 0
     assert result.spec_test.p_value > 0.001, (draft, result.spec_test)
+
+
+@pytest.mark.parametrize("gamma", [3, 5])
+@pytest.mark.parametrize("drafter", ["offline:specviz-head-smollm2", "hybrid"])
+def test_greedy_dynamic_tree_equals_transformers_greedy(offline_target, greedy_references, gamma, drafter):
+    """EAGLE-2's dynamic tree (DecodeOptions.tree "dynamic"), its budget from this machine's measured
+    v(rows): greedy float32 output is transformers' greedy generate, token for token."""
+    for prompt in PROMPTS:
+        _ids, reference = greedy_references[prompt]
+        options = DecodeOptions(gamma=gamma, temperature=0, max_new_tokens=NEW_TOKENS, tree="dynamic")
+        trace = speculative_generate(prompt, target=offline_target, draft=drafter, options=options)
+        assert trace.output_token_ids == reference, f"{prompt!r} gamma={gamma} drafter={drafter}"
+        validate(trace.to_dict())
+        assert any("nodes" in it.get("tree", {}) for it in trace.iterations) or drafter == "hybrid"
+
+
+@pytest.mark.slow
+def test_sampled_first_tokens_of_the_dynamic_tree_follow_the_targets_exact_distribution(offline_target):
+    """The chi-square above for the hybrid with EAGLE-2's dynamic tree (batched through the serving path)."""
+    from specviz.labs.lab import exact_distribution, run_lab
+
+    ids = offline_target.tokenizer("<|im_start|>user\nName a colour.<|im_end|>\n<|im_start|>assistant\n")["input_ids"]
+    exact = exact_distribution(offline_target, ids, k=2, sampling=SamplingConfig(1.0), min_prob=2e-3)
+    result = run_lab(
+        ids, target=offline_target, draft="hybrid", k=2, n=80, gamma=2, exact=exact, with_target=False, tree="dynamic"
+    )
+    assert result.impossible_spec == 0
+    assert result.spec_test.p_value > 0.001, result.spec_test

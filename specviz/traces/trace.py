@@ -35,7 +35,16 @@ torch and round-trips through JSON unchanged. Field meanings (p is always the ta
                         {token_id, token}), rejected_first[] (optional: the first tokens tested
                         and rejected before the kept one, in order: branch, token_id, token, p, q,
                         accept_prob, r; after each rejection p becomes norm(max(0, p - q)), so
-                        the kept branch's first p, p_top and beta are that residual's)
+                        the kept branch's first p, p_top and beta are that residual's).
+                        A dynamic tree (EAGLE-2, config.tree_mode "dynamic") also holds nodes[]
+                        ({token_id, token, parent (-1: after the text; parents come first), depth
+                        (1 for the first drafts), score (the head's path score)}), path[] (the
+                        accepted nodes, accepted_count of them) and tests[] (one list per level
+                        reached, len(path) + 1: the children tested and rejected there, in order,
+                        each {node, token_id, token, p, q = 1, accept_prob, r}). Its drafts[] are
+                        the path, then the last child rejected after it (the correction is drawn
+                        from what that test left of p); kept_branch counts the first tokens
+                        rejected before drafts[0], and other_branches is empty
       drafting          optional (newer speculative traces): how the drafts came, so a page can
                         say where the engine left Algorithm 1. gamma (the most this iteration
                         could draft: config.gamma, less near max_new_tokens), source (which
