@@ -1,7 +1,7 @@
 """The command line: generate a trace, validate one, and the benchmark and draft-training tools.
 
     python -m specviz generate --prompt "..." [--target --draft --gamma --temperature --top-k
-                                                --top-p --seed --max-new-tokens] [--out trace.json]
+                                                --top-p --seed --max-new-tokens --tree] [--out trace.json]
     python -m specviz validate trace.json
     python -m specviz bench ...          (specviz.labs.bench)
     python -m specviz draft-report ...   (specviz.labs.draft_report)
@@ -18,7 +18,7 @@ import importlib
 import sys
 from pathlib import Path
 
-from specviz.config import DEFAULT_GAMMA, DecodeOptions
+from specviz.config import DEFAULT_GAMMA, TREE_MODES, DecodeOptions
 from specviz.errors import SpecvizError
 from specviz.teaching.charts.tokens import iteration_tokens
 
@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--top-p", type=float, default=None)
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--max-new-tokens", type=int, default=64)
+    gen.add_argument(
+        "--tree", default="branches", choices=TREE_MODES, help="a tree-drafting draft's tree (dynamic: EAGLE-2's)"
+    )
     gen.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
     gen.add_argument(
         "--dtype",
@@ -105,6 +108,7 @@ def _generate(args) -> int:
             top_p=args.top_p,
             seed=args.seed,
             max_new_tokens=args.max_new_tokens,
+            tree=args.tree,
         ),
     )
     color = not args.no_color and sys.stdout.isatty()
