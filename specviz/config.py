@@ -28,10 +28,12 @@ HEAD_MIN_CONFIDENCE = 0.3
 # added tokens but cost more than they brought (docs/benchmarks.md, "Width", and "The defaults").
 # The draft head's tree (specviz.drafters.HeadDrafter).
 TREE_BRANCHES = 2
-# The dynamic draft tree (EAGLE-2; DecodeOptions.tree "dynamic", specviz.drafters.head_tree): each level
-# expands its DYNAMIC_TREE_WIDTH best nodes by path score into their DYNAMIC_TREE_WIDTH likeliest
+# The dynamic draft tree (EAGLE-2; DecodeOptions.tree "dynamic", specviz.drafters.head_tree): at T=0 each
+# level expands its DYNAMIC_TREE_WIDTH best nodes by path score into their DYNAMIC_TREE_WIDTH likeliest
 # tokens; of all drafted nodes at most DYNAMIC_TREE_NODES are sent, as many as the target's measured
-# cost of a pass pays for (specviz.engine.verify_cost, token_tree.choose_budget). Bounds, not tunings.
+# cost of a pass pays for (specviz.engine.verify_cost, token_tree.choose_budget). At T>0 each level draws
+# at most DYNAMIC_TREE_WIDTH nodes, a node at most that many children, the same cost rule deciding how
+# many before they are drawn (specviz.drafters.sampled_tree). Bounds, not tunings.
 DYNAMIC_TREE_WIDTH = 4
 DYNAMIC_TREE_NODES = 16
 TREE_MODES = ("off", "branches", "dynamic")  # DecodeOptions.tree: chains, TREE_BRANCHES branches, EAGLE-2

@@ -119,6 +119,19 @@ def test_the_trace_records_the_tree_and_the_pages_read_it(target):
     assert rows.tree == len(tree["nodes"]) - len(it["drafts"])
 
 
+def test_at_t1_the_tree_is_drawn_and_every_test_keeps_its_q(target):
+    """At T>0 the head draws its tree (specviz.drafters.sampled_tree): nodes keep the q_b they were drawn
+    from, and the trace records each test and draft with it, not a point mass."""
+    spec = dynamic(target, 3, 1.0, max_new_tokens=40, seed=2)
+    its = [it for it in spec.iterations if "tree" in it]
+    tests = [t for it in its for level in it["tree"]["tests"] for t in level]
+    assert tests and all(0 < t["q"] <= 1 for t in tests) and any(t["q"] < 0.99 for t in tests)
+    assert any(d["q"] < 0.99 for it in its for d in it["drafts"])
+    for it in its:  # the drafts' recorded test is min(1, p/q) with that q
+        for d in it["drafts"]:
+            assert abs(d["accept_prob"] - min(1.0, d["p"] / d["q"])) < 1e-4
+
+
 def broken(data: dict, change) -> dict:
     data = copy.deepcopy(data)
     it = next(it for it in data["iterations"] if "tree" in it and it["accepted_count"] >= 1)

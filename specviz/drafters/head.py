@@ -11,7 +11,7 @@ import torch
 
 from specviz.config import DYNAMIC_TREE_NODES, DYNAMIC_TREE_WIDTH, HEAD_MIN_CONFIDENCE, TREE_BRANCHES, SamplingConfig
 from specviz.drafters.base import DraftReport, sample_token
-from specviz.drafters.token_tree import TokenTree, choose_budget, ranked, rerank
+from specviz.drafters.token_tree import choose_budget, ranked, rerank
 from specviz.engine.models import LoadedModel
 from specviz.engine.sampling import probabilities
 
@@ -115,11 +115,14 @@ class HeadDrafter:
         return torch.stack(levels, 1), torch.stack(qs, 1)  # [k, g], [k, g, V]
 
     def propose_dynamic(self, context: torch.Tensor, gamma: int):
-        """EAGLE-2's dynamic tree (specviz.drafters.head_tree) to depth gamma, reranked to the node
-        budget the measured costs choose -> a TokenTree (its q a point mass on each node's token);
-        with no features yet, or gamma 0, the (empty) chain: tokens [1, g], q [1, g, V]. A head made to
-        draft chains (one branch: the paper's) drafts its chain."""
+        """EAGLE-2's dynamic tree to depth gamma -> a TokenTree: at T=0 the head's likeliest tokens
+        (specviz.drafters.head_tree), reranked to the node budget the measured costs choose, q a point
+        mass on each; at T>0 drawn from q without replacement, each node's child count decided before
+        its children are drawn (specviz.drafters.sampled_tree), q_b kept per node. With no features
+        yet, or gamma 0, the (empty) chain: tokens [1, g], q [1, g, V]. A head made to draft chains
+        (one branch: the paper's) drafts its chain."""
         from specviz.drafters.head_tree import expand
+        from specviz.drafters.sampled_tree import LevelBudget, sample_tree
 
         length = context.shape[0]
         self.cache_kept = self.cache.length  # nothing rolled back unless _catch_up runs
@@ -128,20 +131,24 @@ class HeadDrafter:
             return tokens[None], q[None]
         f, logits = self._catch_up(context.to(self.features.device))
         self.report = DraftReport("head")
+        v, draft_cost = self._costs(gamma)
+        if not self.sampling.greedy:
+            budget = LevelBudget(v, draft_cost, self.most_nodes, self.width)
+            return sample_tree(self.head, f[-1], logits[-1], length, gamma, self.cache, budget, self._q, self.generator)
         tree = expand(self.head, f[-1], logits[-1], length, gamma, self.cache, self.width, self.sampling)
-        return rerank(tree, self._budget(tree, gamma))
+        scores = [float(tree.score[i]) for i in ranked(tree)]
+        return rerank(tree, choose_budget(scores, v, draft_cost, self.most_nodes))
 
-    def _budget(self, tree: TokenTree, gamma: int) -> int:
-        """How many of the drafted nodes to send (token_tree.choose_budget), from the target's measured
-        v(rows) and this head's measured pass per level (gamma passes: the catch-up and the levels)."""
+    def _costs(self, gamma: int) -> tuple[list[float], float]:
+        """(v [r]: the target's measured pass of r rows in one-row steps, the drafting's cost in the same
+        unit: gamma head passes of one level, the catch-up's and the levels'). Without measured costs
+        every pass costs one step and drafting nothing, so a tree sends the most nodes allowed."""
         from specviz.drafters.head_tree import level_seconds
 
         if self.costs is None:
-            return self.most_nodes
+            return [0.0] + [1.0] * (self.most_nodes + 2), 0.0
         v, one_row_s = self.costs()
-        draft_cost = gamma * level_seconds(self.head, self.width) / one_row_s
-        scores = [float(tree.score[i]) for i in ranked(tree)]
-        return choose_budget(scores, v, draft_cost, self.most_nodes)
+        return v, gamma * level_seconds(self.head, self.width) / one_row_s
 
     def _unsure(self, subset_logits: torch.Tensor, q: torch.Tensor, tokens: torch.Tensor) -> bool:
         """Whether to stop drafting after the latest level: every branch's confidence in its draft

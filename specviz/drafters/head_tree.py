@@ -12,6 +12,9 @@ head pass per level, then reranking to the node budget (specviz.drafters.token_t
 The probabilities are the head's at the run's temperature (its top-k and top-p too); at T=0, where q
 is one-hot, its softmax at T=1 serves as the confidence. Nothing here reads p: the tree depends only
 on the head, and every node's q is a point mass on its token (specviz.decoding.tree_walk verifies it).
+This is the head's tree at T=0; at T>0 it draws its tree instead (specviz.drafters.sampled_tree: a
+rerank that dropped drawn tokens by their values would bias the output). `Nodes` and `level_pass`
+serve both.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from specviz.engine.sampling import probabilities
 
 
 @dataclass
-class _Nodes:
+class Nodes:
     """The tree as it grows, plus what the head needs to expand a node."""
 
     tokens: list[int] = field(default_factory=list)
@@ -35,6 +38,15 @@ class _Nodes:
     score: list[float] = field(default_factory=list)
     entry: dict[int, int] = field(default_factory=dict)  # an expanded node -> its head cache entry
     feature: dict[int, torch.Tensor] = field(default_factory=dict)  # an expanded node -> f^ [D] its children read
+    q: list[torch.Tensor] = field(default_factory=list)  # [V] each: what a drawn node was drawn from (T>0 only)
+
+    def add(self, parent: int, token: int, score: float, q_b: torch.Tensor | None = None) -> None:
+        self.tokens.append(token)
+        self.parents.append(parent)
+        self.depth.append(1 if parent < 0 else self.depth[parent] + 1)
+        self.score.append(score)
+        if q_b is not None:
+            self.q.append(q_b)
 
     def add_children(self, parent: int, probs: torch.Tensor, subset: torch.Tensor, width: int) -> None:
         """The `width` most likely tokens of probs [S] (over the head's subset) as children of `parent`."""
@@ -43,10 +55,7 @@ class _Nodes:
         for prob, index in zip(top.values.tolist(), top.indices.tolist(), strict=True):
             if prob <= 0:  # outside the run's top-k or top-p: never worth a row
                 break
-            self.tokens.append(int(subset[index]))
-            self.parents.append(parent)
-            self.depth.append(1 if parent < 0 else self.depth[parent] + 1)
-            self.score.append(base * prob)
+            self.add(parent, int(subset[index]), base * prob)
 
     def tree(self, device) -> TokenTree:
         def tensor(values, dtype):
@@ -55,6 +64,7 @@ class _Nodes:
         return TokenTree(
             tensor(self.tokens, torch.long), tensor(self.parents, torch.long),
             tensor(self.depth, torch.long), tensor(self.score, torch.float32),
+            torch.stack(self.q).to(device) if self.q else None,
         )  # fmt: skip
 
 
@@ -68,14 +78,14 @@ def expand(head, f_last: torch.Tensor, logits_last: torch.Tensor, length: int, d
     """Every node the head drafts, to `depth` levels: f_last [D] and logits_last [S] are the head's
     last catch-up row (its prediction after the text), `length` the text's length, `cache` the head's
     cache after the catch-up (the tree's entries are appended to it) -> a TokenTree of all of them."""
-    nodes, prefix, subset = _Nodes(), cache.length, head.subset
+    nodes, prefix, subset = Nodes(), cache.length, head.subset
     nodes.add_children(-1, confidence(logits_last, sampling), subset, width)
     level = list(range(len(nodes.tokens)))
     for d in range(1, depth):
         chosen = sorted(level, key=lambda i: -nodes.score[i])[:width]
         if not chosen:
             break
-        features, logits = _level_pass(head, nodes, chosen, f_last, length + d - 1, cache, prefix)
+        features, logits = level_pass(head, nodes, chosen, f_last, length + d - 1, cache, prefix)
         probs = confidence(logits, sampling)  # [m, S]
         first_new = len(nodes.tokens)
         for row, node in enumerate(chosen):
@@ -85,7 +95,7 @@ def expand(head, f_last: torch.Tensor, logits_last: torch.Tensor, length: int, d
     return nodes.tree(f_last.device)
 
 
-def _level_pass(head, nodes: _Nodes, chosen: list[int], f_last, index: int, cache, prefix: int):
+def level_pass(head, nodes: Nodes, chosen: list[int], f_last, index: int, cache, prefix: int):
     """One head pass over the nodes `chosen` (all of one level, at head index `index`) -> (f^ [m, D],
     subset logits [m, S]); records each node's cache entry."""
     m, device = len(chosen), f_last.device

@@ -5,9 +5,11 @@ how many of them to send to the target.
              (1 for the root's children: the number of drafts on its path), score s_i (its path
              score: the product of the draft's probabilities along the path)
 
-Parents precede children, and the children of one node come in order of score, so the exact walk
-(specviz.decoding.tree_walk) tests them in that order. Every node's q is a point mass on its token:
-the tokens are chosen (the head's top ones), not sampled.
+Parents precede children. At T=0 the tokens are chosen (the head's top ones), each node's q is a point
+mass on its token and the children of one node come in order of score; at T>0 they are drawn
+(specviz.drafters.sampled_tree), each node keeps the distribution it was drawn from (`q`), and the
+children of one node come in the order they were drawn. The exact walk (specviz.decoding.tree_walk)
+tests them in that order.
 
 `rerank` keeps the best n nodes by score (a node only with its parent: a child's score is at most
 its parent's), `choose_budget` picks n from the measured cost of a pass of n + 1 rows, and
@@ -30,6 +32,7 @@ class TokenTree:
     parents: torch.Tensor  # [N] int64, -1 for the root's children, else an earlier node
     depth: torch.Tensor  # [N] int64, 1 for the root's children
     score: torch.Tensor  # [N] float32, the path score
+    q: torch.Tensor | None = None  # [N, V] q_b: the distribution node i was drawn from; None: point masses
 
     @property
     def size(self) -> int:
@@ -40,11 +43,17 @@ class TokenTree:
         return (self.parents == node).nonzero()[:, 0].tolist()
 
     def to(self, device) -> TokenTree:
-        return TokenTree(self.tokens.to(device), self.parents.to(device), self.depth.to(device), self.score.to(device))
+        q = None if self.q is None else self.q.to(device)
+        moved = (self.tokens.to(device), self.parents.to(device), self.depth.to(device), self.score.to(device))
+        return TokenTree(*moved, q)
 
     def subset(self, keep: list[int]) -> TokenTree:
-        """The nodes `keep` (parent-closed), in level order, children by score; parents renumbered."""
-        order = sorted(keep, key=lambda i: (int(self.depth[i]), -float(self.score[i]), i))
+        """The nodes `keep` (parent-closed), in level order, parents renumbered; children by score when
+        chosen, in the order drawn when sampled (each one's q_b leaves out the siblings drawn before it)."""
+        if self.q is None:
+            order = sorted(keep, key=lambda i: (int(self.depth[i]), -float(self.score[i]), i))
+        else:
+            order = sorted(keep, key=lambda i: (int(self.depth[i]), i))
         new_index = {old: new for new, old in enumerate(order)}
         idx = torch.tensor(order, dtype=torch.long, device=self.tokens.device)
         parents = [new_index[p] if p >= 0 else -1 for p in self.parents[idx].tolist()]
@@ -53,6 +62,7 @@ class TokenTree:
             torch.tensor(parents, dtype=torch.long, device=idx.device),
             self.depth[idx],
             self.score[idx],
+            None if self.q is None else self.q[idx],
         )
 
     def without_descendants_of(self, token: int | None) -> TokenTree:

@@ -41,7 +41,9 @@ torch and round-trips through JSON unchanged. Field meanings (p is always the ta
                         (1 for the first drafts), score (the head's path score)}), path[] (the
                         accepted nodes, accepted_count of them) and tests[] (one list per level
                         reached, len(path) + 1: the children tested and rejected there, in order,
-                        each {node, token_id, token, p, q = 1, accept_prob, r}). Its drafts[] are
+                        each {node, token_id, token, p, q, accept_prob, r}: q is 1 at T = 0,
+                        where the head chose the token, and at T > 0 q_b(x), the head's q without
+                        the siblings drawn before it, renormalised). Its drafts[] are
                         the path, then the last child rejected after it (the correction is drawn
                         from what that test left of p); kept_branch counts the first tokens
                         rejected before drafts[0], and other_branches is empty

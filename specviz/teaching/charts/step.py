@@ -61,7 +61,8 @@ def tree_note(it: dict[str, Any], lang: str = "en") -> str | None:
         return None
     w = words(lang)
     if "nodes" in tree:  # EAGLE-2's dynamic tree: its size, depth, the tests that failed, the path kept
-        return w["step_tree_dynamic"].format(
+        sampled = it["drafts"][0]["r"] is not None  # T>0: drawn from q (specviz.drafters.sampled_tree)
+        return w["step_tree_dynamic_sampled" if sampled else "step_tree_dynamic"].format(
             nodes=len(tree["nodes"]), depth=max(n["depth"] for n in tree["nodes"]),
             failed=sum(len(level) for level in tree["tests"]), tokens=kept_tokens(it["drafts"]),
         )  # fmt: skip
