@@ -107,14 +107,17 @@ def test_greedy_dynamic_tree_equals_transformers_greedy(offline_target, greedy_r
 
 
 @pytest.mark.slow
-def test_sampled_first_tokens_of_the_dynamic_tree_follow_the_targets_exact_distribution(offline_target):
-    """The chi-square above for the hybrid with EAGLE-2's dynamic tree (batched through the serving path)."""
+@pytest.mark.parametrize("draft", ["hybrid", "offline:specviz-head-smollm2"])
+def test_sampled_first_tokens_of_the_dynamic_tree_follow_the_targets_exact_distribution(offline_target, draft):
+    """The chi-square above with EAGLE-2's dynamic tree, at T=1 drawn from q (specviz.drafters.sampled_tree:
+    children without replacement, their counts decided before they are drawn), batched through the
+    serving path."""
     from specviz.labs.lab import exact_distribution, run_lab
 
     ids = offline_target.tokenizer("<|im_start|>user\nName a colour.<|im_end|>\n<|im_start|>assistant\n")["input_ids"]
     exact = exact_distribution(offline_target, ids, k=2, sampling=SamplingConfig(1.0), min_prob=2e-3)
     result = run_lab(
-        ids, target=offline_target, draft="hybrid", k=2, n=80, gamma=2, exact=exact, with_target=False, tree="dynamic"
+        ids, target=offline_target, draft=draft, k=2, n=80, gamma=2, exact=exact, with_target=False, tree="dynamic"
     )
     assert result.impossible_spec == 0
-    assert result.spec_test.p_value > 0.001, result.spec_test
+    assert result.spec_test.p_value > 0.001, (draft, result.spec_test)
