@@ -345,7 +345,7 @@ def _decode_loop(prompt, target: LoadedModel, drafter, run: Run, traced, on_iter
     generator = torch.Generator(device=target.device).manual_seed(options.seed)
     if drafter is not None:
         drafter.start(options.sampling, generator, target.vocab_size)
-    state = TargetState(target, prompt_ids, seat)
+    state = TargetState(target, prompt_ids, seat, options.max_new_tokens)
     recorder = IterationRecorder(target.tokenizer, speculative=drafter is not None)
     tally = _iterate(state, drafter, options, generator, recorder, traced, on_iteration)
     output_ids = state.seq[len(prompt_ids) :].tolist()

@@ -29,12 +29,13 @@ from torch import nn
 from specviz.engine.packing import FusedLinears
 
 
-def lean_unavailable(model) -> str | None:
-    """Why `model` cannot use the lean forward, or None when it can."""
+def lean_unavailable(model, cpu_only: bool = True) -> str | None:
+    """Why `model` cannot use the lean forward, or None when it can. cpu_only=False asks only about
+    the architecture (the static step, specviz.engine.static_llama, runs the same layers on CUDA)."""
     cfg = getattr(model, "config", None)
     if type(model).__name__ != "LlamaForCausalLM" or cfg is None:
         return f"{type(model).__name__} is not a LlamaForCausalLM"
-    if model.device.type != "cpu":
+    if cpu_only and model.device.type != "cpu":
         return "the lean forward is for the CPU"
     if getattr(cfg, "attention_bias", False) or getattr(cfg, "mlp_bias", False):
         return "biased projections"
@@ -90,8 +91,8 @@ class LeanCache:
 class LeanLlama:
     """The lean forward over a transformers LlamaForCausalLM's own modules (nothing is copied)."""
 
-    def __init__(self, model):
-        reason = lean_unavailable(model)
+    def __init__(self, model, cpu_only: bool = True):
+        reason = lean_unavailable(model, cpu_only)
         if reason is not None:
             raise ValueError(reason)
         cfg = model.config
@@ -123,13 +124,13 @@ class LeanLlama:
     def new_cache(self) -> LeanCache:
         return LeanCache(len(self.layers), self.kv_heads, self.head_dim, self.dtype)
 
-    def _rms(self, x: torch.Tensor, norm: nn.Module) -> torch.Tensor:
+    def rms(self, x: torch.Tensor, norm: nn.Module) -> torch.Tensor:
         # As LlamaRMSNorm: in float32, then back to the weights' dtype before the scale.
         h = x.float()
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
         return norm.weight * h.to(x.dtype)
 
-    def _rotary(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def rotary(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """positions [T] -> cos, sin [T, hd] as LlamaRotaryEmbedding computes them."""
         freqs = positions.float()[:, None] * self.inv_freq[None, :]  # [T, hd/2]
         emb = torch.cat([freqs, freqs], dim=-1)
@@ -163,21 +164,15 @@ class LeanLlama:
         spans = [_Span.of(self, r, start) for r, start in zip(requests, starts, strict=False)]
         x = self.embed[torch.cat([r.input_ids for r in requests])]  # [sum T, D]
         earlier = {}
-        for i, layer in enumerate(self.layers):
-            attn, mlp = layer.self_attn, layer.mlp
-            qkv, gate_up = self.fused[i]
-            a = self._rms(x, layer.input_layernorm)
-            q, k, v = (
-                qkv(a) if qkv else (attn.q_proj(a), attn.k_proj(a), attn.v_proj(a))
-            )  # [sum T, H*hd], [sum T, Hkv*hd] x2
-            out = torch.cat([self._attend(i, s, q[s.rows], k[s.rows], v[s.rows]) for s in spans])  # [sum T, H*hd]
-            x = x + attn.o_proj(out)
-            m = self._rms(x, layer.post_attention_layernorm)
-            gate, up = gate_up(m) if gate_up else (mlp.gate_proj(m), mlp.up_proj(m))  # [sum T, I] each
-            x = x + mlp.down_proj(nn.functional.silu(gate) * up)
+        for i in range(len(self.layers)):
+
+            def attend(q, k, v, i=i):  # [sum T, H*hd], [sum T, Hkv*hd] x2 -> [sum T, H*hd]
+                return torch.cat([self._attend(i, s, q[s.rows], k[s.rows], v[s.rows]) for s in spans])
+
+            x = self.layer(i, x, attend)
             if any(i in (r.feature_layers or ()) for r in requests):
                 earlier[i] = x
-        hidden = self._rms(x, self.norm)  # [sum T, D]
+        hidden = self.rms(x, self.norm)  # [sum T, D]
         kept = torch.cat([hidden[s.rows][-r.keep :] for s, r in zip(spans, requests, strict=True)])  # [sum keep, D]
         logits = self.model.lm_head(kept).split([r.keep for r in requests])  # looked up here: kernels swap it
         results = []
@@ -189,12 +184,26 @@ class LeanLlama:
             results.append((lg, features))
         return results
 
+    def layer(self, i: int, x: torch.Tensor, attend) -> torch.Tensor:
+        """Decoder layer i on x [T, D] -> [T, D]; attend(q [T, H*hd], k, v [T, Hkv*hd]) -> [T, H*hd]
+        does the rest of the attention (rotary, the cache, the mask): this forward's per request,
+        the static step's over a whole preallocated cache (specviz.engine.static_llama)."""
+        layer = self.layers[i]
+        attn, mlp = layer.self_attn, layer.mlp
+        qkv, gate_up = self.fused[i]
+        a = self.rms(x, layer.input_layernorm)
+        q, k, v = qkv(a) if qkv else (attn.q_proj(a), attn.k_proj(a), attn.v_proj(a))  # [T, H*hd], [T, Hkv*hd] x2
+        x = x + attn.o_proj(attend(q, k, v))
+        m = self.rms(x, layer.post_attention_layernorm)
+        gate, up = gate_up(m) if gate_up else (mlp.gate_proj(m), mlp.up_proj(m))  # [T, I] each
+        return x + mlp.down_proj(nn.functional.silu(gate) * up)
+
     def _attend(self, i: int, s: _Span, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """Layer i's attention for one request: q [T, H*hd], k, v [T, Hkv*hd] -> [T, H*hd]. Writes
         k, v into its cache at its positions and attends over its cache."""
         t, hd, h, hkv = s.end - s.past, self.head_dim, self.heads, self.kv_heads
         # q's and k's heads rotated in one go (elementwise: the same numbers as one at a time, fewer calls)
-        qk = _rope(torch.cat([q, k], dim=-1).view(t, h + hkv, hd).transpose(0, 1), s.cos, s.sin)  # [H + Hkv, T, hd]
+        qk = rope(torch.cat([q, k], dim=-1).view(t, h + hkv, hd).transpose(0, 1), s.cos, s.sin)  # [H + Hkv, T, hd]
         q, k = qk[:h], qk[h:]  # [H, T, hd], [Hkv, T, hd]
         s.cache.keys[i, :, s.past : s.end] = k
         s.cache.values[i, :, s.past : s.end] = v.view(t, hkv, hd).transpose(0, 1)
@@ -236,11 +245,11 @@ class _Span:
         else:
             positions, mask = r.tree[0], r.tree[1][0, 0]
         r.cache.reserve(t)
-        cos, sin = lean._rotary(positions)
+        cos, sin = lean.rotary(positions)
         return _Span(slice(start, start + t), r.cache, past, past + t, mask, cos, sin)
 
 
-def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """x [heads, T, hd] rotated as transformers' apply_rotary_pos_emb (rotate_half)."""
     half = x.shape[-1] // 2
     rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)

@@ -108,7 +108,8 @@ class LoadedModel:
     kernels: dict = field(default_factory=lambda: {"reason": "not chosen"})
 
     lean: Any = None  # specviz.engine.lean_llama.LeanLlama when the lean forward serves it, else None
-    forward: str = "transformers"  # "lean", or "transformers" with the reason the lean one does not serve
+    forward: str = "transformers"  # "lean", "static (CUDA graphs)", or "transformers (why neither serves)"
+    static: Any = None  # specviz.engine.static_llama.StaticLlama: the lean step captured on CUDA, else None
 
     @property
     def kernels_label(self) -> str:
@@ -213,9 +214,6 @@ def _load(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from specviz.engine.kernels import choose_for_target
-    from specviz.engine.lean_llama import LeanLlama, lean_unavailable
-
     if name == OFFLINE_TARGET:
         source, local_only = str(prepare_offline_target()), True
     elif name.startswith("offline:"):
@@ -239,11 +237,27 @@ def _load(
         raise _explain_load_failure(name, local_only, exc) from exc
     if device_map is None:
         model.to(device)
-    model.eval()
+    return ready_model(name, model.eval(), tokenizer, dtype, pack, lean, device_map)
+
+
+def ready_model(
+    name: str, model, tokenizer, dtype: str, pack: bool = True, lean: bool = True, device_map: Any = None
+) -> LoadedModel:
+    """A loaded transformers model made ready to decode (load_model's rules): the CPU's kernels chosen
+    and the lean forward; on CUDA the lean layers' static step, captured once per shape."""
+    from specviz.engine.kernels import choose_for_target
+    from specviz.engine.lean_llama import LeanLlama, lean_unavailable
+
     why_not_lean = "lean=False" if not lean else lean_unavailable(model)
     if device_map is not None:
         why_not_lean = "loaded with a device_map"
     fast = LeanLlama(model) if why_not_lean is None else None
+    static = None  # on CUDA: the lean layers' static step in CUDA graphs (the linears stay torch's)
+    if model.device.type == "cuda" and lean and device_map is None and not lean_unavailable(model, cpu_only=False):
+        from specviz.engine.cuda_steps import captured_step
+        from specviz.engine.static_llama import StaticLlama
+
+        static = StaticLlama(LeanLlama(model, cpu_only=False), capture=captured_step)
     if not pack:
         kernels = {"reason": "kernel choice turned off (pack=False)"}
     elif device_map is not None:  # accelerate's dispatch hooks wrap the modules: leave them as they are
@@ -255,6 +269,7 @@ def _load(
             if fast is not None:
                 kernels["fused_layers"] = fast.fuse_projections()  # q/k/v and gate/up in one product each
             return_freed_memory()
+    forward = "lean" if fast is not None else f"transformers ({why_not_lean})"
     return LoadedModel(
         name=name,
         model=model,
@@ -263,7 +278,8 @@ def _load(
         dtype=dtype,
         kernels=kernels,
         lean=fast,
-        forward="lean" if fast is not None else f"transformers ({why_not_lean})",
+        forward="static (CUDA graphs)" if static is not None else forward,
+        static=static,
     )
 
 

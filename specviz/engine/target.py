@@ -5,8 +5,9 @@ over the positions it has not seen and every draft of a tree (`tree_layout` for 
 `node_layout` for any tree given by a parent array: positions and the tree attention mask), then
 keeps in its cache the text and the accepted drafts only (`select_cache_positions`, `crop_cache`).
 A Llama-family target on the CPU runs the lean forward (specviz.engine.lean_llama, `LoadedModel.lean`),
-on its own or, for a batched decode, in one pass with other decodes' (specviz.serving.batching); any
-other runs transformers' own forward (`target_forward`), which the model drafter also uses
+on its own or, for a batched decode, in one pass with other decodes' (specviz.serving.batching); on
+CUDA it runs the lean forward's static-shape step, captured per shape (specviz.engine.static_llama,
+`LoadedModel.static`); any other runs transformers' own forward (`target_forward`), which the model drafter also uses
 (`forward_logits`).
 """
 
@@ -16,23 +17,34 @@ import inspect
 
 import torch
 
+from specviz.config import DYNAMIC_TREE_NODES, GAMMA_MAX, TREE_BRANCHES
 from specviz.engine.lean_llama import LeanCache, LeanRequest
 from specviz.engine.models import LoadedModel
+
+# The most rows one verification pass feeds after the prompt: the newest token and a tree's drafts.
+MOST_FED = 1 + max(TREE_BRANCHES * GAMMA_MAX, DYNAMIC_TREE_NODES)
 
 
 class TargetState:
     """The target's side of a run: the text so far, its KV cache, and how much of it is cached."""
 
-    def __init__(self, target: LoadedModel, prompt_ids: list[int], seat=None):
+    def __init__(self, target: LoadedModel, prompt_ids: list[int], seat=None, new_tokens: int = 0):
         """seat: a specviz.serving.batching.Seat when this decode's passes run batched with other decodes'
-        (a lean target only), else None: each pass runs on its own."""
+        (a lean target only), else None: each pass runs on its own. new_tokens: the most the run
+        writes, so a static cache is made large enough once (it grows past it, dropping its graphs)."""
         from transformers import DynamicCache
 
         self.target = target
         self.seat = seat
         self.device = torch.device(target.device)
-        self.lean = target.lean  # specviz.engine.lean_llama.LeanLlama, or None: transformers' forward
-        self.cache = self.lean.new_cache() if self.lean is not None else DynamicCache(config=target.model.config)
+        self.lean = target.lean  # specviz.engine.lean_llama.LeanLlama, or None
+        self.static = target.static  # specviz.engine.static_llama.StaticLlama (CUDA), or None
+        if self.lean is not None:
+            self.cache = self.lean.new_cache()
+        elif self.static is not None:
+            self.cache = self.static.new_cache(len(prompt_ids) + new_tokens + MOST_FED, owner=self)
+        else:
+            self.cache = DynamicCache(config=target.model.config)
         self.seq = torch.tensor(prompt_ids, dtype=torch.long, device=self.device)  # [L] prompt + output
         self.seen = 0  # positions of seq the cache holds
 
@@ -61,6 +73,8 @@ class TargetState:
             logits, features = self.seat.forward(LeanRequest(feed, self.cache, keep, feature_layers, layout))
         elif self.lean is not None:
             logits, features = self.lean.forward(feed, self.cache, keep, feature_layers, layout)
+        elif self.static is not None:
+            logits, features = self.static.forward(feed, self.cache, keep, feature_layers, layout)
         else:
             logits, features = target_forward(self.target.model, feed, self.cache, keep, feature_layers, layout)
         return logits[:, : self.target.vocab_size], features
