@@ -64,18 +64,20 @@ case "${1:-}" in
         fi
         # The whole suite, in two parts side by side: the compute tests on one pytest-xdist worker
         # per core, torch on one thread each (two processes each spinning two OpenMP threads on two
-        # cores slow each other badly), and the browser tests in one process of their own, with one
-        # app server and one Chromium, not on the compute workers: the two parts share the two cores,
-        # and in one process rather than two halves the second app server and browser no longer take
-        # CPU from the compute tests (docs/reliability.md has what each part needs). No test times
-        # anything: the app's wall-clock goals are scripts/bench_app.py's, run by hand on a quiet machine.
+        # cores slow each other badly), and the browser tests on two workers of their own, each with
+        # its own app server and Chromium. A browser test mostly waits (for a script run, a page to
+        # draw): alone in one process the browser part kept about a quarter of a core busy and took
+        # longer than the compute part, so two of them run at once (docs/reliability.md has what each
+        # part needs). No test times anything: the app's wall-clock goals are scripts/bench_app.py's,
+        # run by hand on a quiet machine. Both parts hand out whole files (--dist loadgroup, one group
+        # per file: tests/conftest.py), longest first.
         # --durations: each part lists its slowest tests, so a slow new test shows in every CI log.
         mkdir -p artifacts
         status=0 browser_status=0
         # SPECVIZ_TIMING_SECONDS=0: the browser tests need only a run's figures, not many of them, so
         # the app times the fewest pairs after each run (specviz_app/serving/background.py).
-        OMP_NUM_THREADS=1 SPECVIZ_TIMING_SECONDS=0 "$VENV/bin/python" -m pytest -m browser \
-            --durations=10 >artifacts/suite-browser.log 2>&1 &
+        OMP_NUM_THREADS=1 SPECVIZ_TIMING_SECONDS=0 "$VENV/bin/python" -m pytest -m browser -n 2 \
+            --dist loadgroup --no-loadscope-reorder --durations=10 >artifacts/suite-browser.log 2>&1 &
         browser=$!
         OMP_NUM_THREADS=1 "$VENV/bin/python" -m pytest -n auto --dist loadgroup --no-loadscope-reorder \
             -m "not browser" --durations=20 || status=$?

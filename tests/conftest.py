@@ -21,13 +21,17 @@ import pytest  # noqa: E402
 from specviz.engine.toy import PEAKY, tiny_llama  # noqa: E402
 
 # Files that run before the rest, in this order:
-# - the fresh-app test first in the browser process, before the session's own app server is busy;
+# - the fresh-app test first in the browser part, before the workers' own app servers are busy, then
+#   the browser files that take longest;
 # - then the compute files that take longest, longest first (their times: docs/benchmarks.md,
 #   "The test suite's slowest files"). `./dev.sh test` hands files to its workers in collection order
 #   (--no-loadscope-reorder), and these go first: xdist's own order (by test count) handed them out
 #   last, and one of them kept a worker busy long after the other had finished.
 RUN_FIRST = [
     "test_trust.py",
+    "test_every_page_bilingual.py",  # the browser part's longest files, longest first
+    "test_lesson_projector.py",
+    "test_journeys.py",
     "test_offline_exactness.py",
     "test_head_offline.py",
     "test_install.py",

@@ -13,8 +13,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts"
 SCREENSHOTS = ARTIFACTS / "screenshots"
-# One app server per test process (`./dev.sh test` runs the browser files in one), each with its
-# own log: app.log, or app-gw1.log for pytest-xdist worker gw1 when run with -n.
+# One app server per test process (`./dev.sh test` runs the browser files on two pytest-xdist
+# workers), each with its own log: app.log, or app-gw1.log for worker gw1 when run with -n.
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 APP_LOG = ARTIFACTS / (f"app-{_WORKER}.log" if _WORKER else "app.log")
 CHROMIUM = "/usr/bin/chromium"

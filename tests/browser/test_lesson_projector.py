@@ -124,8 +124,10 @@ IDLE = "document.querySelector('[data-testid=\"stApp\"]').dataset.testScriptStat
 
 
 def heading(page):
-    """The step's title on the page (st.title: the page's only h1)."""
-    return page.locator('[data-testid="stMain"] h1')
+    """The step's title on the page (st.title: the page's only h1). While a script run redraws the
+    page, the step's title can show twice for a moment (the element being replaced and its
+    successor): the first is the one read, and Playwright's expect reads it again until it matches."""
+    return page.locator('[data-testid="stMain"] h1').first
 
 
 def expect_step(page, step: int, titles: list[str]) -> None:
