@@ -66,7 +66,9 @@ class TokenTree:
         )
 
     def without_descendants_of(self, token: int | None) -> TokenTree:
-        """The tree with nothing below a node of `token` (an end of sequence: nothing follows it)."""
+        """The tree with nothing below a node of `token` (an end of sequence: nothing follows it). Exact
+        for a drawn tree too: it sets a node's child count to 0 from the node's own token, never from
+        the values of its children."""
         if token is None:
             return self
         dropped: set[int] = set()
