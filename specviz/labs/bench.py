@@ -319,6 +319,11 @@ def _numbers(text: str, kind):
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--random-weights" in argv:  # a device's check with no download: specviz.labs.bench_device
+        from specviz.labs import bench_device
+
+        return bench_device.main(argv)
     parser = argparse.ArgumentParser(prog="python -m specviz bench", description=__doc__.splitlines()[0])
     parser.add_argument("--target", default=None, help="target model (default: the offline SmolLM2-135M-Instruct)")
     parser.add_argument(
@@ -353,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         help="skip timing transformers' generate() and its prompt lookup on the same model beside the target alone",
     )
     parser.add_argument("--out", type=Path, default=Path("bench.json"), help="JSON output; the table goes beside it")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
 
     from specviz.errors import SpecvizError
 
