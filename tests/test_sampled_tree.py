@@ -94,7 +94,7 @@ def first_two_output(p1, p2, q1, q2, drop_below: float = 0.0) -> torch.Tensor:
     return out
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", range(8))
 def test_children_drawn_without_replacement_emit_the_first_two_tokens_as_p(seed):
     p1, p2, q1, q2 = tables(seed)
     joint = first_two_output(p1, p2, q1, q2)
@@ -115,9 +115,9 @@ def test_the_budget_gives_different_counts_in_the_enumeration():
 
 
 def test_a_rerank_that_drops_a_drawn_child_by_its_q_breaks_the_output():
-    wrong = [first_two_output(*tables(s), drop_below=0.15).sum(1) - tables(s)[0] for s in range(12)]
+    wrong = [first_two_output(*tables(s), drop_below=0.15).sum(1) - tables(s)[0] for s in range(6)]
     broken = [s for s, w in enumerate(wrong) if w.abs().max() > 1e-3]
-    assert len(broken) > 9
+    assert len(broken) >= 5
 
 
 def test_draws_without_replacement_keep_the_q_they_came_from():
@@ -163,7 +163,7 @@ def test_the_real_sampled_tree_and_walk_sample_p():
     p1, p2, q1, q2 = tables(3)
     head, gen = StandInHead(q2), torch.Generator().manual_seed(11)
     p_rows = torch.cat([p1[None], p2]).float()  # row 0: after the text, row 1 + y: after token y
-    n, counts, deep = 4000, torch.zeros(V, V), 0
+    n, counts, deep = 2500, torch.zeros(V, V), 0
     for _ in range(n):
         tree = sample_tree(
             head, torch.zeros(1), q1.float().log(), 4, 2, NoCache(), budget(), lambda lg: lg.softmax(-1), gen
