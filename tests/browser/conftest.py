@@ -4,7 +4,8 @@ One app process serves the whole browser session of tests (models load once, as 
 under pytest-xdist, one per worker that runs browser tests. Its log goes to artifacts/app.log
 (app-gw0.log, ... under xdist); every test checks that the part of the log written while it ran
 holds no traceback, and that no page it saw showed one. Screenshots go to
-artifacts/screenshots/. Playwright's own browser download is never used.
+artifacts/screenshots/: a failed test's pages always, every step's with SPECVIZ_SCREENSHOTS=1.
+Playwright's own browser download is never used.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from .helpers import (
     RUN_TIMEOUT_MS,
     SCREENSHOTS,
     assert_no_traceback,
+    shot,
     wait_idle,
     watch_server,
 )
@@ -130,10 +132,22 @@ def new_page(browser, request):
         return page
 
     yield make
-    for ctx in contexts:
-        for page in ctx.pages:
+    failed = getattr(request.node, "failed_call", False)
+    for c, ctx in enumerate(contexts):
+        for i, page in enumerate(ctx.pages):
+            if failed:  # what the page showed when the test failed, for the CI log's reader
+                shot(page, f"failed-{request.node.name}-{c}-{i}", always=True)
             assert_no_traceback(page)
         ctx.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Marks a test whose call failed (item.failed_call), so new_page saves its pages' screenshots."""
+    report = yield
+    if report.when == "call" and report.failed:
+        item.failed_call = True
+    return report
 
 
 @pytest.fixture(scope="session")

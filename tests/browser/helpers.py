@@ -120,8 +120,17 @@ def assert_no_traceback(page) -> None:
     assert "Traceback" not in text, text[:2000]
 
 
-def shot(page, name: str) -> Path:
-    """Save a full-page screenshot as a test artefact."""
+# Full-page screenshots of every step the tests walk through, for a person to read: about a hundred
+# PNGs of tall pages, whose encoding is CPU the suite's two cores need, so only when asked
+# (SPECVIZ_SCREENSHOTS=1 ./dev.sh test -m browser). A failed test's pages are always saved
+# (tests/browser/conftest.py, new_page), so a red CI log comes with what the page showed.
+SCREENSHOTS_WANTED = os.environ.get("SPECVIZ_SCREENSHOTS") == "1"
+
+
+def shot(page, name: str, always: bool = False) -> Path | None:
+    """Save a full-page screenshot as a test artefact, when SPECVIZ_SCREENSHOTS=1 (or `always`)."""
+    if not (SCREENSHOTS_WANTED or always):
+        return None
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{re.sub(r'[^a-z0-9_-]+', '-', name.lower())}.png"
     page.screenshot(path=str(path), full_page=True)

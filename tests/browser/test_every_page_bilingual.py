@@ -12,20 +12,17 @@ viewport (1280×720, not the full page) per shot, into docs/screenshots/<lang>-<
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from specviz.teaching.catalogue import LANGUAGES, words
 from specviz.teaching.lesson import load_lesson
 
-from .helpers import ROOT, act, assert_no_traceback, wait_idle
+from .helpers import ROOT, SCREENSHOTS_WANTED, act, assert_no_traceback, wait_idle
 
 pytestmark = pytest.mark.browser
 
 VIEWPORT = (1280, 720)
 DOCS_SCREENSHOTS = ROOT / "docs" / "screenshots"
-SCREENSHOTS_WANTED = os.environ.get("SPECVIZ_SCREENSHOTS") == "1"
 
 # page (its url path; "" for the default page, the Playground) -> where its title is in the catalogue.
 PAGES = {
