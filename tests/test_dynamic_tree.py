@@ -158,3 +158,25 @@ def test_a_broken_dynamic_tree_is_refused(target):
     for change in (parent_after, path_off_tree, path_too_short, test_passed):
         with pytest.raises(TraceError):
             validate(broken(data, change))
+
+
+def test_the_budget_reads_a_cached_v_that_never_falls_as_rows_grow(tmp_path, monkeypatch):
+    """verify_cost keeps what it measured and hands the budget its running maximum: a dip of timing
+    noise (5 rows cheaper than 3) would otherwise make the budget send the dip's rows and not fewer.
+    A cached record is read back and nothing is measured."""
+    import json
+    from types import SimpleNamespace
+
+    from specviz.engine import verify_cost
+    from specviz.engine.kernels import describe, machine_key
+
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    target = SimpleNamespace(name="tiny", dtype="float32", kernels="packed", forward="lean", model=object())
+    raw = [0.0, 1.0, 0.9, 1.3, 1.1, 1.2, *[1.0 + r / 10 for r in range(6, verify_cost.ROWS_MAX + 1)]]
+    key = f"{machine_key(target.name)} | float32 | {describe('packed')} | lean"
+    (tmp_path / "verify_cost.json").write_text(json.dumps({key: {"v": raw, "one_row_s": 0.02}}))
+    monkeypatch.setattr(verify_cost, "measure", lambda *a, **k: pytest.fail("a cached v was measured again"))
+    v, one = verify_cost.pass_costs(target)
+    assert one == 0.02 and v[:6] == [0.0, 1.0, 1.0, 1.3, 1.3, 1.3]
+    assert all(a <= b for a, b in zip(v, v[1:], strict=False)) and v[-1] == raw[-1]
+    assert json.loads((tmp_path / "verify_cost.json").read_text())[key]["v"] == raw  # the measurement kept
