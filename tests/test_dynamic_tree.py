@@ -20,7 +20,7 @@ from specviz.engine.draft_head import HeadCache
 from specviz.engine.lean_llama import LeanLlama
 from specviz.engine.toy import tiny_llama
 from specviz.errors import TraceError
-from specviz.teaching.charts.drafting import tree_line
+from specviz.teaching.charts.drafting import reason_words, run_summary, stop_reason, tree_line
 from specviz.teaching.charts.kv_cache import iteration_cache
 from specviz.teaching.charts.step import step_view
 from specviz.traces.trace import validate
@@ -117,6 +117,13 @@ def test_the_trace_records_the_tree_and_the_pages_read_it(target):
     assert "EAGLE-2" in step_view(spec, i + 1).tree_note
     rows = iteration_cache(spec, i).target
     assert rows.tree == len(tree["nodes"]) - len(it["drafts"])
+    # A path shorter than gamma is said to be the tree's, never a reason "this older trace does not keep".
+    short = [x for x in its if 0 < len(x["drafts"]) < 3]
+    reasons = {stop_reason(x, 3, True) for x in short}
+    assert "tree" in reasons and not reasons & {None, "unrecorded"}, reasons
+    for lang in ("en", "zh"):
+        summary = run_summary(spec, lang)
+        assert reason_words(lang)["tree"] in summary and reason_words(lang)["unrecorded"] not in summary
 
 
 def test_at_t1_the_tree_is_drawn_and_every_test_keeps_its_q(target):

@@ -48,7 +48,9 @@ def _said(lang: str) -> dict[str, str]:
 def stop_reason(it: dict[str, Any], gamma: int | None = None, first_is_prefill: bool = False) -> str | None:
     """Why iteration `it` drafted fewer than γ, as a key: the recorded stop ("no_features", "confidence",
     "no_match", "match_end", "eos"), "room" (max new tokens left room for fewer; "room" with none left
-    means the draft was never asked), or "unrecorded" (an older trace). None: it drafted all γ.
+    means the draft was never asked), "tree" (a dynamic tree: its recorded drafts are the path the target
+    walked, shorter than γ where a test failed or the tree ended), or "unrecorded" (an older trace).
+    None: it drafted all γ.
     first_is_prefill: the run's draft reads the target's features (a head or the hybrid), so its first
     iteration, which has none yet, is known to draft nothing even where an older trace does not say."""
     drafting = it.get("drafting") or {}
@@ -62,6 +64,8 @@ def stop_reason(it: dict[str, Any], gamma: int | None = None, first_is_prefill: 
         return stop
     if "gamma" in drafting and drafting["gamma"] < gam and g == drafting["gamma"]:
         return "room"
+    if (it.get("tree") or {}).get("nodes"):  # a dynamic tree: `drafts` is the path the target walked
+        return "tree"
     if "drafting" not in it and g and it.get("correction") is None:
         return "eos"  # only a run's last iteration, its text ended by an accepted draft, has no correction
     return "unrecorded" if "drafting" not in it else None
@@ -162,8 +166,8 @@ def reads_features(config: dict[str, Any]) -> bool:
     return head_of(config.get("draft")) is not None
 
 
-REASONS = ("no_features", "confidence", "no_match", "match_end", "eos", "room", "unrecorded")
-STOPS = REASONS[:5]  # the stops the engine records (the last two are said by specviz)
+REASONS = ("no_features", "confidence", "no_match", "match_end", "eos", "room", "tree", "unrecorded")
+STOPS = REASONS[:5]  # the stops the engine records (the last three are said by specviz)
 
 
 def reason_words(lang: str = "en") -> dict[str, str]:
