@@ -160,8 +160,13 @@ RUN_PAGES = ["Playground", "Step inspector", "Timeline", "Acceptance", "Traces",
 
 
 def run_button_in_sight(page, height: int) -> bool:
-    """Whether the sidebar's Run button lies wholly inside a viewport `height` pixels tall, unscrolled."""
-    box = page.locator('[data-testid="stSidebar"] button', has_text="Run").first.bounding_box()
+    """Whether the sidebar's Run button lies wholly inside a viewport `height` pixels tall, unscrolled.
+    Read once the page has finished drawing: a page still being drawn can have no button yet, or one
+    that a stale element above it pushes down for a moment."""
+    wait_idle(page)
+    button = page.locator('[data-testid="stSidebar"] button', has_text="Run").first
+    button.wait_for(state="visible", timeout=RUN_TIMEOUT_MS)
+    box = button.bounding_box()
     return bool(box) and box["y"] >= 0 and box["y"] + box["height"] <= height
 
 
