@@ -44,3 +44,17 @@ def test_a_shard_is_read_back_mapped_from_its_file_not_copied_into_memory(offlin
     maps = Path("/proc/self/maps")
     if maps.is_file():  # Linux: the shard's file is mapped into this process while its sequences live
         assert str(shard.resolve()) in maps.read_text()
+
+
+def test_text_written_in_parts_is_the_text_written_whole_shard_for_shard(offline_target, tmp_path):
+    """The recipe writes a group part by part (greedy, then sampled) so that a stopped run leaves text at
+    both temperatures; sampled at T=1, each part must draw with the seed its shard has in the whole."""
+    prompts = [*PROMPTS, "Name a fruit."]
+    quiet = {"log": lambda _m: None}
+    whole = write_answers(offline_target, prompts, 1.0, 6, 2, 3, tmp_path / "whole", "sampled-1", **quiet)
+    parts = write_answers(offline_target, prompts[:2], 1.0, 6, 2, 3, tmp_path / "parts", "sampled-1", **quiet)
+    parts += write_answers(offline_target, prompts[2:], 1.0, 6, 2, 3, tmp_path / "parts", "sampled-1", first=2, **quiet)
+    assert sorted(p.name for p in (tmp_path / "parts").iterdir()) == ["sampled-1-0.pt", "sampled-1-1.pt"]
+    assert all(torch.equal(a.ids, b.ids) for a, b in zip(whole, parts, strict=True))
+    with pytest.raises(ValueError, match="multiple of the batch"):
+        write_answers(offline_target, prompts[1:], 1.0, 6, 2, 3, tmp_path / "odd", "sampled-1", first=1, **quiet)

@@ -60,11 +60,16 @@ def write_answers(
     feature_dtype: torch.dtype = torch.bfloat16,
     layer_ids: tuple[int, ...] = (),
     keep: bool = True,
+    first: int = 0,
 ) -> list[Sequence]:
     """Let the target answer `prompts` at `temperature`, `batch` at a time; shard k of this tag is
     saved as folder/{tag}-{k}.pt and reloaded instead of rewritten when present. With layer_ids,
     the outputs of those decoder layers are kept too. keep=False only writes the missing shards and
-    returns [] (text at scale does not fit in memory: the training reads it back shard by shard)."""
+    returns [] (text at scale does not fit in memory: the training reads it back shard by shard).
+    first: where `prompts` begin in their whole list (a multiple of `batch`), so that a list written
+    in parts gets the very shards and seeds it would get written whole."""
+    if first % batch:
+        raise ValueError(f"first ({first}) must be a multiple of the batch ({batch})")
     folder.mkdir(parents=True, exist_ok=True)
     captured: list[torch.Tensor] = []
     hook = target.model.model.norm.register_forward_hook(lambda _m, _i, out: captured.append(out.detach()))
@@ -72,14 +77,14 @@ def write_answers(
         out_sequences: list[Sequence] = []
         t0, tokens = time.perf_counter(), 0
         try:
-            for k, b in enumerate(range(0, len(prompts), batch)):
-                shard = folder / f"{tag}-{k}.pt"
+            for b in range(0, len(prompts), batch):
+                shard = folder / f"{tag}-{(first + b) // batch}.pt"
                 encoded = [prompt_token_ids(target.tokenizer, p) for p in prompts[b : b + batch]]
                 if shard.is_file():
                     if keep:
                         out_sequences += load_matching_shard(shard, encoded, temperature, layer_ids)
                     continue
-                torch.manual_seed(seed * 100_003 + b)  # generate() samples from the global generator
+                torch.manual_seed(seed * 100_003 + first + b)  # generate() samples from the global generator
                 hooked = (captured, layer_out, tuple(layer_ids))
                 written = _write_batch(target, encoded, temperature, new_tokens, hooked, feature_dtype)
                 partial = shard.with_suffix(".pt.partial")  # renamed when whole: a killed save leaves no shard
@@ -87,8 +92,8 @@ def write_answers(
                 partial.replace(shard)
                 out_sequences += written if keep else []
                 tokens += sum(s.ids.shape[0] - s.start for s in written)
-                done = min(b + batch, len(prompts))
-                log(f"{tag}: {done}/{len(prompts)} answers, {tokens} tokens, {time.perf_counter() - t0:.0f} s")
+                done = first + min(b + batch, len(prompts))
+                log(f"{tag}: {done}/{first + len(prompts)} answers, {tokens} tokens, {time.perf_counter() - t0:.0f} s")
         finally:
             hook.remove()
     return out_sequences

@@ -56,6 +56,9 @@ from specviz.training.self_prompts import write_self_prompts
 DEFAULT_OUT = WEIGHTS / "specviz-head-smollm2"
 DEFAULT_HISTORY = ASSETS / "head_training.json"
 SUBSET_CANDIDATES = (4096, 8192, 16384)
+# Prompts answered at every temperature before the next part begins: a run stopped part-way leaves
+# text at both temperatures for every whole part (a part is a run of about half an hour on two cores).
+PART_ANSWERS = 1280
 
 
 @dataclass(frozen=True)
@@ -121,14 +124,7 @@ def make_data(
     own = write_self_prompts(writer, cfg.self_prompts, cfg.seed, folder, exclude, cfg.gen_batch, log=log)
     train = []
     for group, tag in ((train_prompts, ""), (own, "self-")):
-        layers = {"layer_ids": cfg.feature_layers, "keep": keep}
-        train += write_answers(
-            writer, group, 0.0, cfg.new_tokens, cfg.gen_batch, 0, folder, f"{tag}greedy", log, **layers
-        )
-        for k in range(1, cfg.samples + 1):
-            train += write_answers(
-                writer, group, 1.0, cfg.new_tokens, cfg.gen_batch, k, folder, f"{tag}sampled-{k}", log, **layers
-            )
+        train += _answer_in_parts(writer, group, tag, cfg, folder, log, keep)
     exact = load_model(cfg.target, device=cfg.device, dtype="float32")
     half = cfg.heldout // 2
     fp32 = {"feature_dtype": torch.float32, "layer_ids": cfg.feature_layers}
@@ -146,6 +142,35 @@ def make_data(
             exact, BENCH_PROMPTS, temperature, cfg.new_tokens, len(BENCH_PROMPTS), 0, folder, tag, log, **fp32
         )
     return train, held, free, time.perf_counter() - t0
+
+
+def _answer_in_parts(writer, group: list[str], tag: str, cfg: HeadTrainConfig, folder: Path, log, keep: bool):
+    """A group's greedy and sampled answers, written part by part (PART_ANSWERS prompts each: greedy,
+    then every sample), so that a run stopped part-way leaves text a smaller --self-prompts can train
+    on at both temperatures. The shards and their seeds are those of writing the group whole, and the
+    answers come back in that order: greedy ones first, then each sample's."""
+    part = PART_ANSWERS - PART_ANSWERS % cfg.gen_batch or cfg.gen_batch
+    written: dict[str, list[Sequence]] = {}
+    for first in range(0, len(group), part):
+        prompts = group[first : first + part]
+        for k in range(cfg.samples + 1):  # k = 0: greedy; k >= 1: sample k at temperature 1
+            name, temperature = (f"{tag}greedy", 0.0) if k == 0 else (f"{tag}sampled-{k}", 1.0)
+            written.setdefault(name, [])
+            written[name] += write_answers(
+                writer,
+                prompts,
+                temperature,
+                cfg.new_tokens,
+                cfg.gen_batch,
+                k,
+                folder,
+                name,
+                log,
+                layer_ids=cfg.feature_layers,
+                keep=keep,
+                first=first,
+            )
+    return [s for name in written for s in written[name]]
 
 
 # ----- 2. the vocabulary subset -----------------------------------------------------------------
