@@ -98,6 +98,34 @@ def _background_threads_end_with_the_session():
     background.stop_all()
 
 
+def tiny_target_folder(path, hidden: int = 64, layers: int = 1):
+    """A random Llama of `layers` layers over the offline target's tokenizer, saved as a transformers
+    folder: a target for the training recipes' tests, which test their logic, not their scale."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from specviz.engine.models import prepare_offline_target
+
+    tokenizer = AutoTokenizer.from_pretrained(prepare_offline_target())
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    LlamaForCausalLM(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
 def wait_for(condition, timeout_s: float = 60.0, poll_s: float = 0.005) -> bool:
     """Wait until `condition()` holds (True) or `timeout_s` passes (False): a test waits for the
     state it needs, not for a number of seconds; the timeout only bounds a hang. poll_s: how often

@@ -21,8 +21,7 @@ def test_formula_matches_the_paper():
 
 
 def test_bench_tiny(tmp_path):
-    from test_train_draft import tiny_target_folder
-
+    from conftest import tiny_target_folder
     from specviz.engine.models import LoadedModel, load_model
     from specviz.labs.bench import main
     from specviz.training.train_draft import TrainConfig, make_draft

@@ -17,7 +17,6 @@ import torch
 from specviz.config import DecodeOptions
 from specviz.decoding.decoder import autoregressive_generate, speculative_generate
 from specviz.engine.models import HEAD_DRAFT, load_model
-from specviz.labs.bench import PROMPTS as BENCH_PROMPTS
 from specviz.traces.sameness import NEAR_TIE_TOLERANCE, compare_runs
 from specviz.training.head_data import load_shard
 
@@ -107,28 +106,40 @@ def test_a_real_greedy_mismatch_is_called_one(offline_target):
 
 
 def test_train_head_recipe_smoke(tmp_path):
+    """The recipe end to end on a tiny random target of three layers with the offline target's
+    tokenizer (its logic, not its scale: the shipped head's run is recorded in
+    assets/head_training.json): the text in shards, the subset measured, the steps evaluated, a head
+    that loads and drafts."""
+    from conftest import tiny_target_folder
     from specviz.drafters import HeadDrafter
     from specviz.engine.draft_head import load_head
+    from specviz.training.self_prompts import SCHEMA
     from specviz.training.train_head import main
 
+    target_dir = str(tiny_target_folder(tmp_path / "target", layers=3))
+    # A random target writes no whole user turns: its own prompts are given, as a run that wrote them
+    # before would have cached them (writing them is tests/test_self_prompts.py's).
+    own = ["Tell me about the moon tonight.", "Write a poem about rain.", "How do bees make honey?", "Say hi."]
+    cache = {"schema": SCHEMA, "target": target_dir, "seed": 0, "max_tokens": 64, "batch": 8, "batches": 1}
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "self-prompts-0.json").write_text(json.dumps({**cache, "prompts": own}))
     argv = ["--data", str(tmp_path / "data"), "--out", str(tmp_path / "head"), "--history", str(tmp_path / "h.json")]
-    # Small everywhere (the recipe's logic, not its scale, is under test): 4 pool and 4 own prompts
-    # answered in 8 tokens, two training steps, evaluated after each.
+    # Small everywhere: 4 pool and 4 own prompts answered in 8 tokens, two training steps, evaluated after each.
     argv += ["--prompts", "4", "--heldout", "4", "--new-tokens", "8", "--gen-batch", "8", "--steps", "2"]
     argv += ["--batch", "4", "--eval-every", "1", "--subset", "2048", "--unroll", "2", "--self-prompts", "4"]
-    argv += ["--feature-layers", "1,14", "--gen-dtype", "float32"]  # fp32: bf16 is emulated on CPUs without it
+    argv += ["--target", target_dir, "--feature-layers", "0,1", "--gen-dtype", "float32"]
     assert main(argv) == 0
     history = json.loads((tmp_path / "h.json").read_text())
     assert history["schema"] == "specviz.head_training/1"
     assert history["data"]["answers"] == (4 + 4) * 2  # pool and own prompts, each greedy and sampled
-    asked = json.loads((tmp_path / "data" / "self-prompts-0.json").read_text())["prompts"]
-    own = asked[:4]  # the file keeps every prompt its batches wrote; the recipe uses the first 4
-    assert len(own) == 4 and not set(asked) & set(BENCH_PROMPTS)
     shards = sorted(p.name for p in (tmp_path / "data").glob("*-0.pt"))
     assert "self-greedy-0.pt" in shards and "self-sampled-1-0.pt" in shards
     assert "bench-greedy-0.pt" in shards and "bench-sampled-0.pt" in shards
+    answered = load_shard(tmp_path / "data" / "self-greedy-0.pt")
+    target = load_model(target_dir)
+    assert [own[i] in target.tokenizer.decode(s.ids[: s.start]) for i, s in enumerate(answered)] == [True] * 4
     written = load_shard(tmp_path / "data" / "heldout-greedy-0.pt")[0]
-    assert written.layer_ids == (1, 14) and written.layers.shape == (written.features.shape[0], 2, 576)
+    assert written.layer_ids == (0, 1) and written.layers.shape == (written.features.shape[0], 2, 64)
     bench = history["history"][-1]["bench_prompts"]
     assert len(bench["alpha_by_position"]) == 4 and 0 <= bench["alpha_by_position"][0] <= 1
     assert [p["step"] for p in history["history"]] == [0, 1, 2]
@@ -137,9 +148,8 @@ def test_train_head_recipe_smoke(tmp_path):
     assert subset["chosen"] == 2048 and subset["chosen_by"] == "the recipe's setting"
     assert [c["size"] for c in subset["candidates"]] == [4096, 8192, 16384, 2048]  # all measured, one kept
     assert all(0 < c["coverage"] < 1 for c in subset["candidates"])
-    target = load_model()
     head = load_head(tmp_path / "head", target.model)
-    assert head.cfg.feature_layers == (1, 14) and history["recipe"]["feature_layers"] == [1, 14]
+    assert head.cfg.feature_layers == (0, 1) and history["recipe"]["feature_layers"] == [0, 1]
     trace = speculative_generate(
         PROMPTS[0],
         target=target,
@@ -152,9 +162,12 @@ def test_train_head_recipe_smoke(tmp_path):
 def test_recipe_refuses_data_written_for_other_prompts(tmp_path, capsys):
     """Shards are reused only for the prompts they answer: held-out text must never turn into
     training text because a later run asked for another number of prompts."""
+    from conftest import tiny_target_folder
     from specviz.cli import main
 
+    target_dir = str(tiny_target_folder(tmp_path / "target", layers=3))
     argv = ["train-head", "--data", str(tmp_path), "--new-tokens", "2", "--gen-batch", "8", "--heldout", "2"]
+    argv += ["--target", target_dir, "--feature-layers", "0"]
     argv += ["--out", str(tmp_path / "head"), "--history", str(tmp_path / "h.json"), "--steps", "0"]
     argv += ["--subset", "2048", "--self-prompts", "0", "--gen-dtype", "float32"]
     assert main(argv + ["--prompts", "8"]) == 0
@@ -163,6 +176,6 @@ def test_recipe_refuses_data_written_for_other_prompts(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "greedy-0.pt holds answers to other prompts" in err
     assert "Traceback" not in err
-    assert main(argv + ["--prompts", "8", "--feature-layers", "3"]) == 2  # text written for a head without layers
+    assert main(argv + ["--prompts", "8", "--feature-layers", "1"]) == 2  # text written for a head reading layer 0
     err = capsys.readouterr().err
-    assert "does not hold the outputs of decoder layers [3]" in err and "Traceback" not in err
+    assert "does not hold the outputs of decoder layers [1]" in err and "Traceback" not in err

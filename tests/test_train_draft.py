@@ -8,34 +8,9 @@ import json
 import pytest
 import torch
 
+from conftest import tiny_target_folder
 from specviz.config import DecodeOptions
 from specviz.training.train_draft import distill_loss
-
-
-def tiny_target_folder(path, hidden: int = 64):
-    """A random 1-layer Llama over the offline target's tokenizer, saved as a transformers folder."""
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    from specviz.engine.models import prepare_offline_target
-
-    tokenizer = AutoTokenizer.from_pretrained(prepare_offline_target())
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=hidden,
-        intermediate_size=2 * hidden,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=512,
-        tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    LlamaForCausalLM(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
 
 
 def test_distill_loss_is_cross_entropy_and_smallest_at_p():
