@@ -7,11 +7,39 @@ import json
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from specviz.errors import SpecvizError
 from specviz.training.self_prompts import user_turn_prefix, write_self_prompts
 
 pytestmark = pytest.mark.slow
+
+
+class WordWriter:
+    """A stand-in writer for the tests of the cache, the seeds and the resume: its `generate` draws
+    each message's words from torch's global generator, as transformers' sampling does (the recipe
+    seeds it per batch), over the offline tokenizer; some messages run past max_tokens (no
+    end-of-turn: not a whole turn) or are too short. The real target writes whole turns in the first test."""
+
+    WORDS = " apple river stone cloud lamp garden music window paper bridge candle forest".split()
+
+    def __init__(self, target):
+        self.name, self.tokenizer, self.eos_token_id = "word-writer", target.tokenizer, target.eos_token_id
+        self.words = [target.tokenizer.encode(" " + w, add_special_tokens=False)[0] for w in self.WORDS]
+        self.model = self
+
+    def generate(self, input_ids, attention_mask, generation_config):
+        rows = []
+        for _ in range(input_ids.shape[0]):
+            n = int(torch.randint(3, generation_config.max_new_tokens + 8, (1,)))  # > max_new_tokens: cut off
+            words = torch.tensor(self.words)[torch.randint(len(self.words), (generation_config.max_new_tokens,))]
+            words[n:] = self.eos_token_id  # the turn ends after n words (never, when n is past the end)
+            rows.append(words)
+        return torch.cat([input_ids, torch.stack(rows)], dim=1)  # [B, P + G]
+
+    @property
+    def device(self):
+        return torch.device("cpu")
 
 
 def test_prompts_are_whole_distinct_turns_and_cached(offline_target, tmp_path):
@@ -34,11 +62,13 @@ def test_prompts_are_whole_distinct_turns_and_cached(offline_target, tmp_path):
 
 
 def test_same_seed_same_prompts_and_excluded_ones_never_come_back(offline_target, tmp_path):
-    first = write_self_prompts(offline_target, 3, 1, tmp_path / "a", exclude=set(), batch=8, log=lambda _m: None)
-    again = write_self_prompts(offline_target, 3, 1, tmp_path / "b", exclude=set(), batch=8, log=lambda _m: None)
+    writer = WordWriter(offline_target)
+    first = write_self_prompts(writer, 3, 1, tmp_path / "a", exclude=set(), batch=8, log=lambda _m: None)
+    again = write_self_prompts(writer, 3, 1, tmp_path / "b", exclude=set(), batch=8, log=lambda _m: None)
     assert again == first
+    assert write_self_prompts(writer, 3, 2, tmp_path / "d", exclude=set(), batch=8, log=lambda _m: None) != first
     banned = {first[0].upper()}  # case does not hide a duplicate
-    other = write_self_prompts(offline_target, 3, 1, tmp_path / "c", exclude=banned, batch=8, log=lambda _m: None)
+    other = write_self_prompts(writer, 3, 1, tmp_path / "c", exclude=banned, batch=8, log=lambda _m: None)
     assert first[0] not in other and other[:2] == first[1:3]
 
 
@@ -54,9 +84,10 @@ def test_prefix_ends_where_the_user_message_begins(offline_target):
 
 
 def test_an_interrupted_run_resumes_at_its_next_batch_with_the_same_prompts(offline_target, tmp_path):
-    quiet = {"exclude": set(), "batch": 4, "log": lambda _m: None}
-    whole = write_self_prompts(offline_target, 5, 2, tmp_path / "whole", **quiet)
-    model = offline_target.model
+    writer = WordWriter(offline_target)
+    quiet = {"exclude": set(), "batch": 4, "log": lambda _m: None, "max_tokens": 8}
+    whole = write_self_prompts(writer, 5, 2, tmp_path / "whole", **quiet)
+    model = writer.model
     original, calls = model.generate, []
 
     def one_batch_then_stop(*args, **kwargs):
@@ -68,7 +99,7 @@ def test_an_interrupted_run_resumes_at_its_next_batch_with_the_same_prompts(offl
     model.generate = one_batch_then_stop
     try:
         with pytest.raises(KeyboardInterrupt):
-            write_self_prompts(offline_target, 5, 2, tmp_path / "cut", **quiet)
+            write_self_prompts(writer, 5, 2, tmp_path / "cut", **quiet)
     finally:
         model.generate = original
     saved = json.loads((tmp_path / "cut" / "self-prompts-2.json").read_text(encoding="utf-8"))
@@ -76,7 +107,7 @@ def test_an_interrupted_run_resumes_at_its_next_batch_with_the_same_prompts(offl
     calls.clear()
     model.generate = lambda *a, **k: (calls.append(1), original(*a, **k))[1]
     try:
-        resumed = write_self_prompts(offline_target, 5, 2, tmp_path / "cut", **quiet)
+        resumed = write_self_prompts(writer, 5, 2, tmp_path / "cut", **quiet)
     finally:
         model.generate = original
     assert resumed == whole
