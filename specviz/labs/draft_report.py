@@ -25,63 +25,37 @@ default settings
                     predicted: τ ÷ (drafts·c + v), the iteration's cost in target steps from the
                     run's measured c and v (specviz.traces.speedup's definitions)
 
-Writes JSON and a markdown table (docs/benchmarks.md, "The draft report").
+Writes JSON and a markdown table (docs/benchmarks.md, "The draft report"). With --ship it writes
+instead the shipped record the Drafters and Acceptance pages read, specviz/assets/draft_report.json
+(the default hybrid and the shipped head, the sha256 of the head's weights it measured, the CPU, date
+and settings): `python -m specviz draft-report --ship --threads 1` after the head is trained again
+(tests/test_draft_quality.py fails until then). Its definitions: specviz.traces.draft_quality.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 from pathlib import Path
 
 from specviz.config import DRAFTERS as REGISTRY
-from specviz.engine.machine import cpu_name
-from specviz.traces.trace import acceptance_by_position
+from specviz.engine.machine import cpu_name, load_average
+from specviz.shipped import WEIGHTS
+from specviz.traces.draft_quality import (
+    COVERAGE_K,
+    HEAD_WEIGHTS,
+    RECORD,
+    draft_stats,
+    head_digest,
+    lookup_share,
+    top_k_coverage,
+)
 
 DRAFTERS = "hybrid,head,ngram"  # the default, the head alone, the lookup alone: registry keys or draft names
-COVERAGE_K = (1, 2, 4, 8)
+SHIPPED_DRAFTERS = "hybrid,head"  # --ship: the default and the shipped head, the pages' two
+__all__ = ["COVERAGE_K", "draft_stats", "lookup_share", "top_k_coverage"]  # their home: specviz.traces.draft_quality
 ROWS = (1, 2, 4, 7, 8, 12, 16)
-
-
-def draft_stats(traces: list, gamma: int) -> dict:
-    """What a drafter's traces (one per prompt, one temperature) say of its drafts."""
-    its = [it for t in traces for it in t.iterations]
-    made = [len(it["drafts"]) for it in its]
-    new_tokens = sum(t.summary["new_tokens"] for t in traces)
-    by_pos = acceptance_by_position(its, gamma)
-    return {
-        "iterations": len(its),
-        "tau": new_tokens / len(its) if its else None,
-        "drafts_per_iteration": statistics.fmean(made) if made else None,
-        "accept_at": [row["acceptance"] for row in by_pos],
-        "reached_at": [row["reached"] for row in by_pos],
-        "alpha_at": [row["mean_beta"] for row in by_pos],
-        "coverage": top_k_coverage(its) if traces and traces[0].config.get("temperature") else None,
-        "lookups": lookup_share(its),
-    }
-
-
-def top_k_coverage(iterations: list[dict]) -> dict[str, float | None]:
-    """At draft position 1: the share of drafts whose q's top-k held the target's choice (argmax p)."""
-    firsts = [it["drafts"][0] for it in iterations if it["drafts"]]
-    out: dict[str, float | None] = {}
-    for k in COVERAGE_K:
-        hits = [int(d["p_top"][0][0]) in {int(tok) for tok, _ in d["q_top"][:k]} for d in firsts if d["p_top"]]
-        out[f"top{k}"] = sum(hits) / len(hits) if hits else None
-    return out
-
-
-def lookup_share(iterations: list[dict]) -> dict[str, float | None]:
-    """How often a lookup (n-gram or suffix match) drafted, and how many of its drafts passed."""
-    drafted = [it for it in iterations if it["drafts"]]
-    looked = [it for it in drafted if (it.get("drafting") or {}).get("source") in ("ngram", "suffix")]
-    made = sum(len(it["drafts"]) for it in looked)
-    return {
-        "fired": len(looked) / len(drafted) if drafted else None,
-        "accepted": sum(it["accepted_count"] for it in looked) / made if made else None,
-    }
 
 
 def verify_rows(target, reps: int = 9) -> dict[str, float]:
@@ -137,7 +111,7 @@ def decode_pairs(
 def report(prompts: list[str], drafters: tuple[str, ...], temperatures, max_new: int, log=print, trees=(True,)) -> dict:
     """The report of `drafters` (draft names) with each of `trees` (DecodeOptions.tree) on `prompts` at
     each temperature, and v(rows)."""
-    from specviz.config import DEFAULT_GAMMA
+    from specviz.config import DEFAULT_GAMMA, DecodeOptions
     from specviz.engine.models import load_model
 
     target = load_model(None, dtype="float32")
@@ -158,8 +132,14 @@ def report(prompts: list[str], drafters: tuple[str, ...], temperatures, max_new:
         "date": time.strftime("%Y-%m-%d"),
         "gamma": DEFAULT_GAMMA,
         "max_new_tokens": max_new,
+        "seed": DecodeOptions().seed,
+        "drafters": list(drafters),
+        "temperatures": list(temperatures),
+        "trees": list(trees),
+        "head": {"file": HEAD_WEIGHTS.relative_to(WEIGHTS.parent).as_posix(), "sha256": head_digest()},
         "prompts": prompts,
         "v_rows": verify_rows(target),
+        "load_average": load_average(),
         "rows": rows,
     }
 
@@ -205,13 +185,15 @@ def main(argv: list[str] | None = None) -> int:
     from specviz.labs.bench import HELD_OUT_PROMPTS
 
     parser = argparse.ArgumentParser(prog="python -m specviz draft-report", description=__doc__.splitlines()[0])
-    parser.add_argument("--drafters", default=DRAFTERS, help="comma-separated drafters: registry keys or draft names")
+    parser.add_argument("--drafters", default=None, help=f"comma-separated drafters: registry keys or draft names "
+                        f"(default {DRAFTERS}; with --ship {SHIPPED_DRAFTERS})")  # fmt: skip
     parser.add_argument("--temperatures", default="0,1", help="comma-separated temperatures")
     parser.add_argument("--prompts", type=int, default=len(HELD_OUT_PROMPTS), help="how many held-out prompts")
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--trees", default="branches", help="comma-separated draft trees: off, branches, dynamic")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     parser.add_argument("--out", type=Path, default=Path("draft-report.json"), help="JSON; the table goes beside it")
+    parser.add_argument("--ship", action="store_true", help=f"write the shipped record the app reads, {RECORD.name}")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.threads:
         import torch
@@ -219,11 +201,16 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     temperatures = [float(t) for t in args.temperatures.split(",") if t.strip()]
     keys = {k.key: k.name for k in REGISTRY.values()}  # "head" -> the shipped head's draft name
-    drafters = tuple(keys.get(d.strip(), d.strip()) for d in args.drafters.split(",") if d.strip())
+    names = args.drafters or (SHIPPED_DRAFTERS if args.ship else DRAFTERS)
+    drafters = tuple(keys.get(d.strip(), d.strip()) for d in names.split(",") if d.strip())
     trees = tuple(t.strip() for t in args.trees.split(",") if t.strip())
     rep = report(HELD_OUT_PROMPTS[: args.prompts], drafters, temperatures, args.max_new_tokens, trees=trees)
-    args.out.write_text(json.dumps(rep, indent=1) + "\n", encoding="utf-8")
+    rep["command"] = " ".join(["python -m specviz draft-report", *(sys.argv[1:] if argv is None else argv)])
     table = markdown(rep)
-    args.out.with_suffix(".md").write_text(table, encoding="utf-8")
+    if args.ship:
+        RECORD.write_text(json.dumps(rep, indent=1) + "\n", encoding="utf-8")
+    else:
+        args.out.write_text(json.dumps(rep, indent=1) + "\n", encoding="utf-8")
+        args.out.with_suffix(".md").write_text(table, encoding="utf-8")
     print(table)
     return 0
