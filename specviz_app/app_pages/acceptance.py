@@ -4,9 +4,11 @@ import streamlit as st
 
 from specviz.labs import theory
 from specviz.teaching import charts, glossary
+from specviz.teaching.charts import quality
 from specviz.teaching.charts.acceptance import counted_iterations, predicted_mean_length
 from specviz.teaching.charts.drafting import iteration_counts, run_summary, tree_effect
 from specviz_app import keys, language, render
+from specviz_app.runs import gallery
 
 
 def acceptance() -> None:
@@ -26,6 +28,23 @@ def acceptance() -> None:
     _captions(trace, lang, w)
     _tables(trace, lang, w)
     _means(trace, lang, w)
+    _beside_record(trace, lang, w)
+
+
+def _beside_record(trace, lang: str, w: dict[str, str]) -> None:
+    """This run's τ, acceptance and α by position and top-k coverage beside the shipped head's and the
+    default's on held-out text (the shipped record)."""
+    st.markdown(w["quality_heading"])
+    st.caption(w["quality_intro"])
+    record, why = gallery.shipped_draft_report()
+    if record is None:
+        st.info(quality.record_problem(why, lang))
+        return
+    rows, notes = quality.run_beside_record(trace, record, lang)
+    st.dataframe(rows, hide_index=True)
+    for note in notes:
+        st.caption(note)
+    st.caption(quality.record_words(record, lang))
 
 
 def _tables(trace, lang: str, w: dict[str, str]) -> None:

@@ -1,5 +1,6 @@
-"""Drafters: what makes a draft good. The race of every offline drafter on one prompt, and the
-learned drafts' acceptance along their training. Words: the catalogue's section "drafts"."""
+"""Drafters: what makes a draft good. The race of every offline drafter on one prompt, the shipped
+drafters on held-out text (the shipped record), and the learned drafts' acceptance along their training.
+Words: the catalogue's section "drafts"."""
 
 import json
 
@@ -8,6 +9,7 @@ import streamlit as st
 from specviz.errors import SpecvizError
 from specviz.labs import race, theory
 from specviz.teaching import catalogue, glossary
+from specviz.teaching.charts import quality
 from specviz.teaching.charts import race as race_charts
 from specviz.teaching.charts import theory as theory_charts
 from specviz.training.training_record import read_training_record
@@ -162,13 +164,28 @@ def _last_metrics(last: dict, c: float, w: dict[str, str]) -> None:
         st.metric(w["alpha_by_position"], depth, help=w["alpha_by_position_help"])
 
 
+def _quality_tab() -> None:
+    """The shipped drafters on held-out free text: τ, acceptance and α by position, top-k coverage."""
+    w, lang = language.words("drafts"), language.current()
+    st.caption(w["quality_caption"])
+    record, why = gallery.shipped_draft_report()
+    if record is None:
+        st.info(quality.record_problem(why, lang))
+        return
+    st.dataframe(quality.quality_rows(quality.shipped_columns(record, lang), record["gamma"], lang), hide_index=True)
+    st.caption(quality.record_words(record, lang))
+    st.markdown(w["quality_explained"])
+
+
 def drafts_page() -> None:
     w = language.words("drafts")
     st.title(language.words("app")["page_drafts"])
     st.caption(w["page_caption"])
-    race_tab, training_tab = st.tabs([w["tab_race"], w["tab_training"]])
+    race_tab, quality_tab, training_tab = st.tabs([w["tab_race"], w["tab_quality"], w["tab_training"]])
     with race_tab:
         _race_tab()
+    with quality_tab:
+        _quality_tab()
     with training_tab:
         _training_tab()
 

@@ -1,5 +1,6 @@
 """What ships with specviz to be shown without a model: the example traces of the gallery, the
-recorded race of drafters and the learned drafts' training records.
+recorded race of drafters, the learned drafts' training records and the shipped drafters' record on
+held-out text (specviz.traces.draft_quality).
 
 An example's title and note are written into its file in English (scripts/record_examples.py);
 `said` gives them in a language from the catalogue's section "traces" (keys "example_<name>_...").
@@ -14,9 +15,11 @@ from pathlib import Path
 
 import streamlit as st
 
+from specviz.errors import SpecvizError
 from specviz.labs import race
 from specviz.shipped import ASSETS
 from specviz.teaching import catalogue
+from specviz.traces import draft_quality
 from specviz.traces.trace import Trace
 
 EXAMPLES_DIR = ASSETS / "examples"
@@ -30,6 +33,25 @@ TRAINING_RECORDS = {
 def shipped_race() -> dict | None:
     """The recorded race of drafters, or None when this copy has none (specviz.labs.race.shipped)."""
     return race.shipped()
+
+
+def shipped_draft_report() -> tuple[dict | None, str | None]:
+    """The shipped drafters' record on held-out text -> (record, None), or (None, why): "missing",
+    "stale" (it measured another head than the one shipped now) or the reading's message."""
+    try:
+        stamps = draft_quality.RECORD.stat().st_mtime, draft_quality.HEAD_WEIGHTS.stat().st_mtime
+    except OSError:
+        return None, "missing"
+    return _draft_report(*stamps)
+
+
+@st.cache_data(show_spinner=False)
+def _draft_report(_record_mtime: float, _head_mtime: float) -> tuple[dict | None, str | None]:
+    try:
+        record = draft_quality.read_record()
+    except SpecvizError as exc:
+        return None, str(exc)
+    return (None, "stale") if draft_quality.record_is_stale(record) else (record, None)
 
 
 @dataclass
