@@ -9,7 +9,8 @@ Pure functions of tensors. p is always the target's distribution, q the draft's.
 Beside the exact rule live variants a student might invent. They exist so the distribution lab
 and the tests can show which of them change the output distribution: accepting on a token match
 then resampling from the residual, and resampling from p, do; skipping the bonus does not (it
-only wastes a target pass), which is itself worth seeing.
+only wastes a target pass), which is itself worth seeing. Block verification (Sun et al. 2024),
+exact and keeping as many drafts or more in expectation, lives in specviz.decoding.block.
 
 A draft tree offers several first tokens (`choose_branch`, recursive rejection sampling as in
 SpecInfer, Miao et al. 2024, and Jeon et al. 2024): candidate b, drawn from q_b, is tested with
@@ -25,15 +26,18 @@ of a rejected guess is p itself, so the branch kept is the one starting with the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from specviz.engine.sampling import draw
 
-RULES = ("exact", "accept_if_equal", "resample_from_p", "no_bonus")
+RULES = ("exact", "block", "accept_if_equal", "resample_from_p", "no_bonus")
 WRONG_RULES = ("accept_if_equal", "resample_from_p")  # these change the output distribution
 RULE_LABELS = {
     "exact": "Exact rule (Leviathan et al.): accept with min(1, p/q), resample from the residual",
+    "block": "Block verification (Sun et al. 2024): the chain's drafts tested together, never fewer "
+    "kept in expectation; exact too",
     "accept_if_equal": "WRONG: accept only when the draft token equals a sample from p, "
     "then resample from the residual",
     "resample_from_p": "WRONG: after a rejection, resample from p instead of the residual",
@@ -44,6 +48,7 @@ RULE_LABELS = {
 }
 RULE_NAMES = {  # the same rules named in a few words, for a menu; RULE_LABELS says what each does
     "exact": "Correct rule (Algorithm 1)",
+    "block": "Correct and keeps more: block verification",
     "accept_if_equal": "Wrong: accept only if equal to a sample from p",
     "resample_from_p": "Wrong: resample from p, not the residual",
     "no_bonus": "Correct but slower: skip the bonus token",
@@ -57,9 +62,10 @@ class Verdict:
     accepted_count: int  # n: drafts 0..n-1 were accepted, draft n (if any) was rejected
     accept_prob: torch.Tensor  # [gamma] min(1, p(x)/q(x)) for each draft token
     r: torch.Tensor | None  # [gamma] uniform draws; None when greedy (no randomness needed)
-    correction_kind: str | None  # "resample", "bonus", or None (only for the no-bonus variant)
+    correction_kind: str | None  # "resample", "block_resample", "bonus", or None (only for the no-bonus variant)
     correction_token: int | None
-    residual: torch.Tensor | None  # [V] norm(max(0, p - q)) at the rejected position
+    residual: torch.Tensor | None  # [V] norm(max(0, p - q)) at the rejected position (block: its own residual)
+    block: Any = None  # block verification's weights and stop probabilities (specviz.decoding.block.BlockNumbers)
 
 
 def accept_probability(p_x: torch.Tensor, q_x: torch.Tensor) -> torch.Tensor:
@@ -134,7 +140,10 @@ def verify(
     rule: str = "exact",
     first_r: torch.Tensor | None = None,  # [1] the first draft's draw, already made (choose_branch)
 ) -> Verdict:
-    """Decide how many drafts to keep and which token ends the iteration."""
+    """Decide how many drafts to keep and which token ends the iteration (rule "block" is
+    specviz.decoding.block.verify_block, which the decoder calls instead)."""
+    if rule == "block":
+        raise ValueError("block verification is specviz.decoding.block.verify_block, not verify")
     gamma = draft_tokens.shape[0]
     positions = torch.arange(gamma, device=draft_tokens.device)
     p_x = p[positions, draft_tokens]  # [gamma]
