@@ -292,3 +292,21 @@ def test_the_test_rejects_a_correct_sampler_at_most_at_its_level():
     for level in (0.01, SIGNIFICANCE):
         assert rates["lab"][level] <= level, rates
     assert rates["curve"][SIGNIFICANCE] > 1.5 * SIGNIFICANCE, rates  # what the simulation is there for
+
+
+def test_block_verification_is_not_rejected(pair):
+    """Block verification (specviz.decoding.block) on a chain of gamma = 2, the first k = 3 tokens
+    counted: a draft, then a draft or the block residual after one kept (where it differs from the
+    token rule), then the bonus. At gamma = 1 it would be the exact rule itself."""
+    from specviz.teaching.charts.lab import rules_figure
+
+    target, draft = pair
+    exact3 = exact_distribution(target, PROMPT, 3, SamplingConfig(1.0), min_prob=0.0)
+    result = run_lab(PROMPT, target=target, draft=draft, rule="block", k=3, n=N, gamma=2, seed=0, exact=exact3)
+    assert result.spec_test.cells >= 5, result.spec_test
+    assert result.spec_test.p_value > ALPHA_LEVEL, result.spec_test
+    assert result.target_test.p_value > ALPHA_LEVEL, result.target_test
+    assert result.impossible_spec == 0
+    assert result.rule_name == RULE_NAMES["block"] and "block" not in WRONG_RULES
+    fig = rules_figure({"block": result.to_dict()}, WRONG_RULES)
+    assert list(fig.data[0].y) == [result.spec_test.p_value]  # drawn among the correct rules

@@ -14,7 +14,8 @@ tree (specviz.drafters.draft_tree): k branches that start with different first t
 a visible extension of the chain, kept in specviz.decoding.branches: step (2) verifies every
 branch in the same single pass, and `kept_drafts` hands steps (3)-(5) one branch as a chain (the
 chain keeps itself), so they and every recorded number keep their meaning. The wrong-rule variants
-of the lab run chains.
+of the lab run chains, and so does block verification (options.rule "block", specviz.decoding.block:
+steps (3)-(4) judge the chain's drafts together): with it a tree-drafting drafter drafts one chain.
 
 End of sequence: nothing follows it. A drafted end of sequence ends its branch (`until_eos`: a
 chain before the pass, a tree's kept branch after it, since a tree's branches share one
@@ -41,6 +42,7 @@ from dataclasses import dataclass, field
 import torch
 
 from specviz.config import DecodeOptions, SamplingConfig, validate_prompt
+from specviz.decoding.block import verify_block
 from specviz.decoding.branches import kept_drafts, until_eos
 from specviz.decoding.prompting import prompt_token_ids
 from specviz.decoding.recorder import IterationRecorder
@@ -202,7 +204,10 @@ def _verify(state: TargetState, drafted, feature_layers, options: DecodeOptions,
     tree, q_tree = drafted  # [k, g], [k, g, V]
     logits, features = state.forward(tree, feature_layers)  # [1 + k*g, V], [T, (n+1)D] or None
     kept = kept_drafts(tree, q_tree, probabilities(logits, sampling), generator, sampling.greedy, eos)
-    verdict = verify(kept.drafts, kept.q, kept.p, generator, sampling.greedy, options.rule, kept.first_r)
+    if options.rule == "block":  # block verification: the chain's drafts judged together (a chain: no first_r)
+        verdict = verify_block(kept.drafts, kept.q, kept.p, generator, sampling.greedy)
+    else:
+        verdict = verify(kept.drafts, kept.q, kept.p, generator, sampling.greedy, options.rule, kept.first_r)
     return kept, verdict, features, tree.shape[0], None
 
 

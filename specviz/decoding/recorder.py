@@ -60,7 +60,7 @@ class IterationRecorder:
         r = verdict.r.tolist() if verdict.r is not None else [None] * g
         betas = beta(p[:g], q).clamp(max=1.0).tolist()  # float32 sums can overshoot 1 by ~1e-5
         ids = drafts.tolist()
-        return [
+        records = [
             {
                 "position": position0 + j,
                 "token_id": ids[j],
@@ -76,6 +76,11 @@ class IterationRecorder:
             }
             for j in range(g)
         ]
+        if verdict.block is not None:  # block verification: the weight after draft j and the stop test there
+            weights, h = verdict.block.weights[1:].tolist(), verdict.block.h[1:].tolist()
+            for j, record in enumerate(records):
+                record["block"] = {"weight": min(1.0, weights[j]), "h": min(1.0, h[j])}
+        return records
 
     def correction(self, step, position0: int, p_top: list) -> dict | None:
         """The iteration's `correction` (specviz.traces.trace); None when it ended on an end-of-sequence draft."""
@@ -91,7 +96,16 @@ class IterationRecorder:
             "p": float(dist[correction]),
             "residual_top": top_tokens(verdict.residual[None])[0] if verdict.residual is not None else None,
             "p_top": p_top[n],
+            **self.block_correction(verdict),
         }
+
+    @staticmethod
+    def block_correction(verdict) -> dict:
+        """A block residual's weight w and mass sum max(0, w p - q) (the residual before normalising)."""
+        if verdict.correction_kind != "block_resample":
+            return {}
+        n = verdict.accepted_count
+        return {"block": {"weight": float(verdict.block.weights[n]), "mass": float(verdict.block.masses[n])}}
 
     def tree(self, step) -> dict:
         """The iteration's `tree` (specviz.traces.trace): the branch kept, the others, the first tokens rejected."""

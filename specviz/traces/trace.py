@@ -18,13 +18,18 @@ torch and round-trips through JSON unchanged. Field meanings (p is always the ta
                         q, p (of this token, after temperature/top-k/top-p, as the rule used them),
                         accept_prob = min(1, p/q), r (the uniform draw; null when greedy),
                         accepted, q_top and p_top ([token_id, prob] for the top 10),
-                        beta = sum_x min(p(x), q(x)) (clamped to 1 against float32 rounding)
-      correction        kind ("resample", "bonus", or "target": drawn by the target with no draft
+                        beta = sum_x min(p(x), q(x)) (clamped to 1 against float32 rounding);
+                        block (config.rule "block" only, specviz.decoding.block: weight, the w after
+                        this draft, and h, the chance of stopping after it; r is then the draw
+                        tested against h, and the last draft with r < h is the last one kept)
+      correction        kind ("resample", "bonus", "block_resample" (rule "block": drawn from
+                        max(0, w p - q) normalised, with block {weight: w, mass: its sum before
+                        normalising}), or "target": drawn by the target with no draft
                         to check, a baseline step or an iteration whose draft proposed nothing;
                         older files called the latter "bonus", and Trace renames it), position,
                         token_id, token, p (the chosen token's probability under the distribution
-                        it was drawn from), residual_top (resample only: [token_id, prob] top 10
-                        of norm(max(0, p - q))), p_top (bonus/target: top 10 of p)
+                        it was drawn from), residual_top (resample and block_resample: [token_id, prob]
+                        top 10 of the residual it was drawn from), p_top (bonus/target: top 10 of p)
                         null only when the run stopped at an end-of-sequence draft token
       tree              only when the drafter proposed a draft tree: several branches that start
                         with different first tokens, all verified in the same target pass.
@@ -139,7 +144,7 @@ def correction_status(it: dict[str, Any]) -> str | None:
     corr = it.get("correction")
     if corr is None:
         return None
-    if corr["kind"] == "resample":
+    if corr["kind"] in ("resample", "block_resample"):
         return "resampled"
     if corr["kind"] == "bonus" and it["drafts"]:
         return "bonus"

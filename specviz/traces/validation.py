@@ -6,7 +6,6 @@ specviz.traces.trace's docstring."""
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 from specviz.config import (
@@ -19,6 +18,17 @@ from specviz.config import (
     TRACE_TOKEN_ID_MAX,
 )
 from specviz.errors import SpecvizError, TraceError
+from specviz.traces.checks import (
+    _close,
+    _expect,
+    _int,
+    _number,
+    _same,
+    _token_ids,
+    _top_list,
+    block_correction,
+    block_draft,
+)
 from specviz.traces.summary import reached_betas
 
 SCHEMA = "specviz.trace/1"
@@ -388,7 +398,7 @@ def _cache(c: Any, where: str) -> None:
 
 def _validate_draft(config: dict, d: Any, where: str, j: int, n: int, position: int) -> None:
     """Draft j of an iteration that accepted n: its token, its probabilities, and a draw r that
-    agrees with its verdict under the exact rule."""
+    agrees with its verdict under the exact rule (under block verification: specviz.traces.checks)."""
     greedy = config["temperature"] == 0
     exact = config.get("rule", "exact") == "exact"
     dw = f"{where}.drafts[{j}]"
@@ -405,7 +415,9 @@ def _validate_draft(config: dict, d: Any, where: str, j: int, n: int, position: 
     if abs(a - min(1.0, p / q)) > ACCEPT_PROB_TOLERANCE:
         raise TraceError(f"{dw}.accept_prob is {a} but min(1, p/q) is {min(1.0, p / q)}.")
     _expect("r" in d, f"{dw}.r", "the draw r (null in a greedy run, which draws nothing)")
-    if d["r"] is not None:
+    if config.get("rule") == "block":
+        block_draft(d, dw, j, n, greedy)
+    elif d["r"] is not None:
         r = _number(d["r"], f"{dw}.r", 0, 1)
         if exact and d["accepted"] and not r < a:
             raise TraceError(f"{dw}: accepted although r = {r} is not below accept_prob = {a}.")
@@ -435,9 +447,12 @@ def _validate_correction(data: dict, i: int, drafted: int, n: int, position: int
             )
         return None
     _expect(isinstance(corr, dict), f"{where}.correction", "an object")
-    kinds = ("target",) if data["mode"] == "autoregressive" else ("resample", "bonus", "target")
+    kinds = ("target",) if data["mode"] == "autoregressive" else ("resample", "block_resample", "bonus", "target")
     _expect(corr.get("kind") in kinds, f"{where}.correction.kind", " or ".join(map(repr, kinds)))
-    if corr["kind"] == "resample":
+    block = data["config"].get("rule") == "block"
+    if corr["kind"] == "block_resample" or (block and corr["kind"] == "resample"):
+        block_correction(corr, f"{where}.correction", data["config"].get("rule"), n, drafted)
+    elif corr["kind"] == "resample":
         _expect(n < drafted, f"{where}.correction.kind", '"bonus" (every draft was accepted)')
         _top_list(corr.get("residual_top"), f"{where}.correction.residual_top")
     elif corr["kind"] == "bonus":
@@ -451,46 +466,3 @@ def _validate_correction(data: dict, i: int, drafted: int, n: int, position: int
         _top_list(corr["p_top"], f"{where}.correction.p_top")
     _expect(corr.get("position") == position, f"{where}.correction.position", str(position))
     return corr["token_id"]
-
-
-def _expect(ok: bool, where: str, wanted: str) -> None:
-    if not ok:
-        raise TraceError(f"{where or 'The trace'}: expected {wanted}.")
-
-
-def _int(value: Any, where: str, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise TraceError(f"{where}: expected a whole number from {lo} to {hi}, got {value!r}.")
-    return value
-
-
-def _number(value: Any, where: str, lo: float, hi: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise TraceError(f"{where}: expected a finite number, got {value!r}.")
-    if not lo <= value <= hi:
-        raise TraceError(f"{where}: expected a number from {lo} to {hi}, got {value!r}.")
-    return float(value)
-
-
-def _token_ids(value: Any, where: str) -> None:
-    _expect(isinstance(value, list), where, "a list of token ids")
-    for k, v in enumerate(value):
-        _int(v, f"{where}[{k}]", 0, TRACE_TOKEN_ID_MAX)
-
-
-def _top_list(value: Any, where: str) -> None:
-    _expect(isinstance(value, list) and len(value) <= 1000, where, "a list of [token_id, prob] pairs")
-    for k, pair in enumerate(value):
-        _expect(isinstance(pair, list) and len(pair) == 2, f"{where}[{k}]", "a [token_id, prob] pair")
-        _int(pair[0], f"{where}[{k}][0]", 0, TRACE_TOKEN_ID_MAX)
-        _number(pair[1], f"{where}[{k}][1]", 0, 1 + 1e-4)
-
-
-def _same(got: Any, want: int, where: str) -> None:
-    if got != want:
-        raise TraceError(f"{where} is {got} but the iterations give {want}.")
-
-
-def _close(got: Any, want: float, where: str) -> None:
-    if got is None or abs(got - want) > 1e-6:
-        raise TraceError(f"{where} is {got} but the iterations give {want:.6f}.")

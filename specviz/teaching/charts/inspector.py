@@ -129,11 +129,13 @@ def residual_figure(
     lang: the language of its words (specviz.teaching.charts.words).
 
     The residual's mass is sum max(0, p - q) = 1 - beta, so the unnormalised bars are the stored
-    normalised top list times (1 - beta): exact, with no tokenizer or full distribution needed.
+    normalised top list times (1 - beta): exact, with no tokenizer or full distribution needed. A
+    block-verified correction (its `block`: weight w and mass) draws max(0, w p - q) with its own mass.
     """
     w = words(lang)
     top = correction.get("residual_top") or []
-    mass = max(0.0, 1.0 - rejected["beta"])
+    block = correction.get("block")
+    mass = block["mass"] if block else max(0.0, 1.0 - rejected["beta"])
     tid = correction["token_id"]
     ids = _pick_ids(tid, top)
     labels = _categories(extra, ids, correction["token"], w["other"])
@@ -141,10 +143,10 @@ def residual_figure(
     raw = [v * mass for v in normalised[:-1]]
     raw.append(max(0.0, mass - sum(raw)))
     fig = house_figure()
-    add_token_bars(
-        fig, labels, raw, w["residual_raw"], "max(0, p − q)", marker_color=RESIDUAL_LIGHT_COLOR, offsetgroup="raw"
-    )
-    name = w["residual_norm"]
+    formula = "max(0, w · p − q)" if block else "max(0, p − q)"
+    raw_name = w["residual_block_raw" if block else "residual_raw"]
+    add_token_bars(fig, labels, raw, raw_name, formula, marker_color=RESIDUAL_LIGHT_COLOR, offsetgroup="raw")
+    name = w["residual_block_norm" if block else "residual_norm"]
     add_token_bars(
         fig,
         labels,
@@ -158,7 +160,9 @@ def residual_figure(
     )
     _legend_swatch(fig, name, RESIDUAL_COLOR, "normalised")
     _mark_chosen(fig, labels[0], normalised[0], w["resampled_mark"], STATUS_COLORS["resampled"])
-    title = w["residual_title"].format(position=correction["position"], mass=mass, token=_esc(correction["token"]))
+    title = w["residual_block_title" if block else "residual_title"].format(
+        position=correction["position"], mass=mass, token=_esc(correction["token"]), weight=(block or {}).get("weight")
+    )
     return _probability_layout(fig, w, title, w["residual_x"], barmode="group")
 
 

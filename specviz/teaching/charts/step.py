@@ -118,7 +118,8 @@ def _correction(trace: Trace, it: dict[str, Any], drafts: list, corr: dict | Non
     w = words(lang)
     gamma, prefill = trace.config.get("gamma") or None, reads_features(trace.config)
     kind = None if corr is None else corr["status"] if corr["status"] in ("resampled", "bonus") else "target"
-    key = CORRECTION_KEYS[kind]
+    block = (corr or {}).get("block")  # block verification's correction: drawn from its own residual
+    key = "step_block_resample" if kind == "resampled" and block else CORRECTION_KEYS[kind]
     figure = None
     if kind == "resampled":
         figure = residual_figure(drafts[it["accepted_count"]], corr, trace.extra, lang)
@@ -129,7 +130,10 @@ def _correction(trace: Trace, it: dict[str, Any], drafts: list, corr: dict | Non
     asked = stop_reason(it, gamma, prefill) != "room"
     opening = w["step_opening_asked" if asked else "step_opening_not"]
     made = w["step_made_one"] if len(drafts) == 1 else w["step_made_all"].format(n=len(drafts))
-    text = w[f"{key}_text"].format(k=it["accepted_count"] + 1, made=made, why=why, opening=opening)
+    text = w[f"{key}_text"].format(
+        k=it["accepted_count"] + 1, kept=it["accepted_count"], made=made, why=why, opening=opening,
+        weight=(block or {}).get("weight"),
+    )  # fmt: skip
     return Correction(kind, w[f"{key}_title"], text, corr, figure)
 
 

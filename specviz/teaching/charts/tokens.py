@@ -57,7 +57,7 @@ def iteration_tokens(it: dict[str, Any]) -> list[dict[str, Any]]:
         rows.append({**d, "iteration": it["index"], "slot": j + 1, "status": status, "is_draft": True})
     corr = it.get("correction")
     if corr is not None:
-        status = {"resample": "resampled", "bonus": "bonus"}.get(corr["kind"], "target")
+        status = {"resample": "resampled", "block_resample": "resampled", "bonus": "bonus"}.get(corr["kind"], "target")
         if status == "bonus" and not it["drafts"]:
             status = "target"  # the draft proposed nothing (no n-gram match): not a reward for good drafts
         rows.append(
@@ -83,6 +83,8 @@ def decision_text(row: dict[str, Any], lang: str = "en") -> str:
     status = row["status"]
     greedy = "_greedy" if status in ("accepted", "rejected") and row.get("r") is None else ""
     said = words(lang)
+    if row.get("block") and not greedy and status != "bonus":  # block verification: r meets h, not min(1, p/q)
+        return said.get(f"decision_{status}_block", said["decision_target"])
     if status == "bonus":  # says how many drafts passed: an iteration may draft fewer than γ
         k = row["slot"] - 1
         return said["decision_bonus_one"] if k == 1 else said["decision_bonus"].format(k=k)
@@ -108,11 +110,13 @@ def hover_card(row: dict[str, Any], extra: dict[str, Any] | None = None, markup:
         q, p = row["q"], row["p"]
         ratio = "∞" if q == 0 else f"{p / q:.3f}"
         lines.append(w["stream_qp"].format(q=q, p=p, ratio=ratio))
-        if row["status"] == "discarded":  # after the first rejection: never compared with any r
+        if row["status"] == "discarded" and not row.get("block"):  # after the first rejection: no r met
             r = w["stream_r_not_drawn"]
         else:
             r = w["r_greedy"] if row.get("r") is None else f"{row['r']:.3g}"
         lines.append(w["stream_accept"].format(accept=row["accept_prob"], r=r))
+        if row.get("block"):  # block verification: r is tested against h, the chance of stopping here
+            lines.append(w["stream_block"].format(**row["block"]))
     else:
         lines.append(w["stream_drawn_prob"].format(p=row.get("p", 0.0)))
     lines.append(plot_escape(decision_text(row, lang)) if markup else decision_text(row, lang))
@@ -143,7 +147,8 @@ def draft_facts(row: dict, one_line: bool = False, lang: str = "en") -> str:
             f"min(1, p/q) = {row['accept_prob']:.3f}, r = {r} → {decision_text(row, lang)}"
         )
     r = w["inspector_r_greedy"] if row["r"] is None else f"{row['r']:.4f}"
-    return w["inspector_facts"].format(
+    facts = w["inspector_facts"].format(
         q=row["q"], p=row["p"], ratio=ratio, accept=row["accept_prob"], r=r, beta=row["beta"],
         decision=decision_text(row, lang),
     )  # fmt: skip
+    return facts + ("  \n" + w["stream_block"].format(**row["block"]) if row.get("block") else "")
