@@ -295,7 +295,7 @@ def test_lab_compares_all_rules_with_their_cost():
     at.button(key="lab_run_all").click().run()
     no_error(at)
     stored = at.session_state["lab_results"]
-    assert list(stored["results"]) == ["exact", "accept_if_equal", "resample_from_p", "no_bonus"]
+    assert list(stored["results"]) == ["exact", "block", "accept_if_equal", "resample_from_p", "no_bonus"]
     assert set(stored["costs"]) == set(stored["results"])
     # Skipping the bonus never emits more tokens per iteration than the exact rule.
     assert stored["costs"]["no_bonus"] <= stored["costs"]["exact"]

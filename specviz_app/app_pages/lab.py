@@ -158,13 +158,14 @@ def lab_page() -> None:
         pair = pair_label(params.pairs()[settings.pair], language.words("sidebar"))
         st.caption(render.md_escape(w["pair_caption"].format(pair=pair, prompt=settings.prompt[:80])))
     # The buttons as wide as their labels, side by side: in a fifth of the page at 1280 px, columns
-    # cut the second to "Compare all four ru…".
+    # cut the second to "Compare all ru…".
     buttons = st.container(horizontal=True, vertical_alignment="center")
     buttons.button(w["run_one"], type="primary", on_click=_start, args=("one",), key=keys.LAB_RUN_ONE)
     buttons.button(w["run_all"], on_click=_start, args=("all",), key=keys.LAB_RUN_ALL)
     if not real:
-        one, four = lab_time.toy_seconds(int(n), 1), lab_time.toy_seconds(int(n), len(RULES))
-        buttons.caption(w["toy_time"].format(n=int(n), one=f"{one:.0f}", four=f"{four:.0f}", load=lab_time.TOY_LOAD_S))
+        one, every = lab_time.toy_seconds(int(n), 1), lab_time.toy_seconds(int(n), len(RULES))
+        load = lab_time.TOY_LOAD_S
+        buttons.caption(w["toy_time"].format(n=int(n), one=f"{one:.0f}", every=f"{every:.0f}", load=load))
     request = st.session_state.pop(keys.LAB_REQUEST, None)
     if request:
         rules = [rule] if request == "one" else list(RULES)
