@@ -1,7 +1,8 @@
 """The command line: generate a trace, validate one, and the benchmark and draft-training tools.
 
     python -m specviz generate --prompt "..." [--target --draft --gamma --temperature --top-k
-                                                --top-p --seed --max-new-tokens --tree] [--out trace.json]
+                                                --top-p --seed --max-new-tokens --tree --rule]
+                                                [--out trace.json]
     python -m specviz validate trace.json
     python -m specviz bench ...          (specviz.labs.bench)
     python -m specviz draft-report ...   (specviz.labs.draft_report)
@@ -29,6 +30,10 @@ DELEGATED = {
     "train-draft": "specviz.training.train_draft",
     "train-head": "specviz.training.train_head",
 }
+
+# The acceptance rules a user may choose here: the exact ones of specviz.decoding.verify.RULES (the
+# lab's wrong variants stay in the lab). Named here so the command line imports no torch to parse.
+CLI_RULES = ("exact", "block")
 
 # Terminal colours for the token statuses (the same meaning as in the app).
 ANSI = {
@@ -58,6 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--max-new-tokens", type=int, default=64)
     gen.add_argument(
         "--tree", default="branches", choices=TREE_MODES, help="a tree-drafting draft's tree (dynamic: EAGLE-2's)"
+    )
+    gen.add_argument(
+        "--rule",
+        default="exact",
+        choices=CLI_RULES,
+        help="the acceptance rule: exact (Algorithm 1, token by token) or block (block verification, "
+        "Sun et al. 2024: a chain's drafts judged together, never fewer kept in expectation; drafts a chain, no tree)",
     )
     gen.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
     gen.add_argument(
@@ -109,6 +121,7 @@ def _generate(args) -> int:
             seed=args.seed,
             max_new_tokens=args.max_new_tokens,
             tree=args.tree,
+            rule=args.rule,
         ),
     )
     color = not args.no_color and sys.stdout.isatty()

@@ -80,6 +80,28 @@ def test_generate_refuses_bad_settings_without_a_traceback(capsys):
     assert code == 2 and "prompt is empty" in err
 
 
+def test_generate_offers_the_exact_rules_only(capsys):
+    from specviz.cli import CLI_RULES
+    from specviz.decoding.verify import RULES, WRONG_RULES
+
+    assert set(CLI_RULES) <= set(RULES) and not set(CLI_RULES) & set(WRONG_RULES) and "block" in CLI_RULES
+    code, err = cli(capsys, "generate", "--prompt", "hi", "--rule", "resample_from_p")
+    assert code == 2 and "invalid choice" in err
+
+
+@pytest.mark.slow
+def test_generate_with_block_verification_writes_a_valid_trace(tmp_path):
+    out = tmp_path / "trace.json"
+    done = run_cli(
+        "generate", "--prompt", "Name a colour.", "--rule", "block", "--max-new-tokens", "16", "--out", str(out)
+    )
+    assert done.returncode == 0, done.stderr
+    data = json.loads(out.read_text())
+    assert data["config"]["rule"] == "block" and data["config"]["tree_mode"] == "off"
+    assert all("block" in d for it in data["iterations"] for d in it["drafts"])
+    assert run_cli("validate", str(out)).returncode == 0
+
+
 def test_unknown_offline_model_from_the_cli(capsys):
     code, err = cli(capsys, "generate", "--prompt", "hi", "--target", "nobody/nothing-here")
     assert code == 2
