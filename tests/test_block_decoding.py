@@ -113,3 +113,14 @@ def test_the_inspector_and_hover_cards_say_block_verification(tiny_pair, lang):
     cards = [hover_card(row, trace.extra, lang=lang) for row in token_rows(trace) if row["is_draft"]]
     head = w["stream_block"].split(":")[0].split("：")[0]
     assert cards and all(head in card for card in cards)
+
+
+@pytest.mark.quick
+def test_the_csv_keeps_every_block_draw(tiny_pair):
+    """Under block verification a draft after the stop met its stop test too: its r is kept."""
+    import csv
+    import io
+
+    trace = _sampled(tiny_pair, 1)
+    rows = [r for r in csv.DictReader(io.StringIO(trace.to_csv())) if r["status"] == "discarded"]
+    assert rows and all(r["r"] != "" for r in rows)
