@@ -159,15 +159,15 @@ def test_the_sampled_run_stands_beside_the_records_nearest_temperature_with_its_
     assert columns == [
         "figure",
         "this run, T = 0.8",
+        "hybrid, T = 1, held-out text",  # the run's own drafter first
         "draft head, T = 1, held-out text",
-        "hybrid, T = 1, held-out text",
     ]
     run = draft_quality.run_quality(trace)
     assert table["τ: tokens per target pass"]["this run, T = 0.8"] == f"{trace.summary['mean_accepted_length']:.2f}"
     assert table["τ: tokens per target pass"]["hybrid, T = 1, held-out text"] == "1.80"
     assert table["acceptance at position 4"]["draft head, T = 1, held-out text"] == "–"  # the record's γ is 3
-    assert table["target's choice in the draft's top 8"]["this run, T = 0.8"] == f"{run['coverage']['top8']:.0%}"
-    assert table["target's choice in the draft's top 2"]["draft head, T = 1, held-out text"] == "40%"
+    assert table["target's choice in the draft's top 8"]["this run, T = 0.8"] == f"{run['coverage']['top8']:.2f}"
+    assert table["target's choice in the draft's top 2"]["draft head, T = 1, held-out text"] == "0.40"
     assert any("the record's T = 1, the nearest" in n for n in notes)
     assert any(f"{trace.summary['new_tokens']} new tokens ÷ {len(trace.iterations)} iterations" in n for n in notes)
 

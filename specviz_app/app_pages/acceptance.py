@@ -41,7 +41,7 @@ def _beside_record(trace, lang: str, w: dict[str, str]) -> None:
         st.info(quality.record_problem(why, lang))
         return
     rows, notes = quality.run_beside_record(trace, record, lang)
-    st.dataframe(rows, hide_index=True)
+    st.dataframe(rows, hide_index=True, height=35 * (len(rows) + 1) + 3)  # every row in sight, no inner scroll
     for note in notes:
         st.caption(note)
     st.caption(quality.record_words(record, lang))

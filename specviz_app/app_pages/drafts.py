@@ -172,7 +172,8 @@ def _quality_tab() -> None:
     if record is None:
         st.info(quality.record_problem(why, lang))
         return
-    st.dataframe(quality.quality_rows(quality.shipped_columns(record, lang), record["gamma"], lang), hide_index=True)
+    rows = quality.quality_rows(quality.shipped_columns(record, lang), record["gamma"], lang)
+    st.dataframe(rows, hide_index=True, height=35 * (len(rows) + 1) + 3)  # every row in sight, no inner scroll
     st.caption(quality.record_words(record, lang))
     st.markdown(w["quality_explained"])
 

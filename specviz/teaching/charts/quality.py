@@ -29,19 +29,19 @@ def quality_rows(columns: list[tuple[str, dict]], gamma: int, lang: str = "en") 
     coverage at position 1), one column per (label, stats) source, stats in draft_quality's shape."""
     w = words(lang)
 
-    def row(label: str, pick, spec: str = ".2f") -> dict[str, str]:
-        return {w["quality_figure"]: label, **{name: _cell(pick(stats), spec) for name, stats in columns}}
+    def row(label: str, pick) -> dict[str, str]:
+        return {w["quality_figure"]: label, **{name: _cell(pick(stats)) for name, stats in columns}}
 
     rows = [
         row(w["quality_tau"], lambda s: s.get("tau")),
         row(w["quality_drafts"], lambda s: s.get("drafts_per_iteration")),
     ]
     for k in range(1, gamma + 1):
-        rows.append(row(w["quality_accept_at"].format(k=k), lambda s, k=k: _at(s.get("accept_at"), k), ".0%"))
+        rows.append(row(w["quality_accept_at"].format(k=k), lambda s, k=k: _at(s.get("accept_at"), k)))
     for k in range(1, gamma + 1):
         rows.append(row(w["quality_alpha_at"].format(k=k), lambda s, k=k: _at(s.get("alpha_at"), k)))
     for k in COVERAGE_K:
-        rows.append(row(w["quality_top_k"].format(k=k), lambda s, k=k: (s.get("coverage") or {}).get(f"top{k}"), ".0%"))
+        rows.append(row(w["quality_top_k"].format(k=k), lambda s, k=k: (s.get("coverage") or {}).get(f"top{k}")))
     return rows
 
 
@@ -77,8 +77,8 @@ def run_beside_record(trace, record: dict, lang: str = "en") -> tuple[list[dict[
     has no coverage, which temperature of the record stands beside the run's)."""
     w, run = words(lang), run_quality(trace)
     columns = [(w["quality_this_run"].format(t=f"{run['temperature']:g}"), run)]
-    shown = None
-    for name in (drafter_named("head"), DEFAULT_DRAFT):
+    shown, names = None, [drafter_named("head"), DEFAULT_DRAFT]
+    for name in sorted(names, key=lambda n: n != trace.config.get("draft")):  # the run's own drafter first
         if (row := record_row(record, name, run["temperature"])) is not None:
             columns.append((source_label(name, row["temperature"], lang, held_out=True), row))
             shown = row["temperature"]
