@@ -81,7 +81,7 @@ def test_first_visit_opens_the_default_example_on_every_page():
     goto(at, "app_pages/timeline.py")
     assert at.get("plotly_chart")
     goto(at, "app_pages/acceptance.py")
-    assert len(at.get("plotly_chart")) == 3 and len(at.dataframe) == 2
+    assert len(at.get("plotly_chart")) == 3 and len(at.dataframe) == 3  # by position, lengths, beside the record
     goto(at, "app_pages/traces.py")
     labels = [b.label for b in at.get("download_button")]
     assert labels == ["Trace (JSON)", "Per-token CSV", "accept_lengths", "Baseline (JSON)"]
