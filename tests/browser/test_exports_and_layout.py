@@ -19,9 +19,11 @@ from .helpers import act, download, goto_page, shot
 
 pytestmark = pytest.mark.browser
 
-# Each data grid of the page: its column headers and whether its columns overflow its width (the
-# grid then scrolls sideways and the last columns are cut off at the right edge).
-GRIDS = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stDataFrame"]')].map(e => {
+# Each data grid in sight (a tab not on show hides its own): its column headers and whether its
+# columns overflow its width (the grid then scrolls sideways and the last columns are cut off at the
+# right edge).
+GRIDS = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stDataFrame"]')]
+  .filter(e => e.offsetParent !== null).map(e => {
   const s = e.querySelector('.dvn-scroller');
   return {heads: [...e.querySelectorAll('table[role="grid"] thead th')].map(h => h.innerText.trim()),
           overflow: s ? s.scrollWidth - s.clientWidth : null}})"""
@@ -34,7 +36,7 @@ BUTTONS = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-t
 
 def grids(page, path: str, count: int) -> list[dict]:
     page.wait_for_selector('[data-testid="stMain"] [data-testid="stDataFrame"] .dvn-scroller')
-    frames = page.locator('[data-testid="stMain"] [data-testid="stDataFrame"]')
+    frames = page.locator('[data-testid="stMain"] [data-testid="stDataFrame"]').locator("visible=true")
     assert frames.count() == count, path
     for frame in frames.all():
         frame.scroll_into_view_if_needed()
@@ -53,10 +55,14 @@ def test_drafters_race_table_shows_every_column(new_page):
 
 def test_acceptance_tables_show_every_column(new_page):
     page = new_page(path="acceptance")
-    by_position, lengths = grids(page, "acceptance", 2)
+    # by draft position, tokens per iteration, and the run beside the shipped record
+    by_position, lengths, beside = grids(page, "acceptance", 3)
     shot(page, "acceptance-tables-1400")
     assert "mean β" in by_position["heads"], by_position
-    assert by_position["overflow"] <= 1 and lengths["overflow"] <= 1, (by_position, lengths)
+    assert any(h.startswith("this run") for h in beside["heads"]) and any("held-out" in h for h in beside["heads"]), (
+        beside
+    )
+    assert all(g["overflow"] <= 1 for g in (by_position, lengths, beside)), (by_position, lengths, beside)
 
 
 def test_inspector_play_keeps_its_controls_in_place(new_page):
