@@ -105,10 +105,21 @@ def browser(app_url):
         b.close()
 
 
+@pytest.fixture(scope="session")
+def browser_context(browser):
+    """The one browser context of the session's pages. Every page (tab) is its own Streamlit session,
+    as a student's tabs are; what the pages share is the browser's cache. A page in a fresh context
+    cost Chromium about 1.9 s of CPU to load the app's scripts, one in a context that had loaded them
+    about 0.3 s (docs/reliability.md): Chromium was the suite's largest user of CPU."""
+    ctx = watch_server(browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True))
+    yield ctx
+    ctx.close()
+
+
 @pytest.fixture
-def new_page(browser, request):
-    """new_page(query, path=...) -> a fresh browser context (its own Streamlit session) showing the app."""
-    contexts = []
+def new_page(browser_context, request):
+    """new_page(query, path=...) -> a new tab (its own Streamlit session) showing the app."""
+    pages = []
 
     def make(
         query: dict | None = None,
@@ -117,11 +128,9 @@ def new_page(browser, request):
         path: str = "",
         viewport: tuple[int, int] = (1400, 1000),
     ):
-        ctx = watch_server(
-            browser.new_context(viewport={"width": viewport[0], "height": viewport[1]}, accept_downloads=True)
-        )
-        contexts.append(ctx)
-        page = ctx.new_page()
+        page = browser_context.new_page()
+        pages.append(page)
+        page.set_viewport_size({"width": viewport[0], "height": viewport[1]})
         page.set_default_timeout(60_000)
         url = request.getfixturevalue("app_url") + "/" + path
         if query:
@@ -133,12 +142,15 @@ def new_page(browser, request):
 
     yield make
     failed = getattr(request.node, "failed_call", False)
-    for c, ctx in enumerate(contexts):
-        for i, page in enumerate(ctx.pages):
+    open_pages = [page for page in pages if not page.is_closed()]
+    try:
+        for i, page in enumerate(open_pages):
             if failed:  # what the page showed when the test failed, for the CI log's reader
-                shot(page, f"failed-{request.node.name}-{c}-{i}", always=True)
+                shot(page, f"failed-{request.node.name}-{i}", always=True)
             assert_no_traceback(page)
-        ctx.close()
+    finally:  # the next test's tabs share the context: none of this test's is left open
+        for page in open_pages:
+            page.close()
 
 
 @pytest.hookimpl(wrapper=True)
