@@ -90,16 +90,18 @@ def test_generate_offers_the_exact_rules_only(capsys):
 
 
 @pytest.mark.slow
-def test_generate_with_block_verification_writes_a_valid_trace(tmp_path):
+def test_generate_with_block_verification_writes_a_valid_trace(tmp_path, capsys):
+    """In this process (the command's own process is run by the tests above): the models it loads are
+    this worker's, loaded once."""
     out = tmp_path / "trace.json"
-    done = run_cli(
-        "generate", "--prompt", "Name a colour.", "--rule", "block", "--max-new-tokens", "16", "--out", str(out)
+    code, err = cli(
+        capsys, "generate", "--prompt", "Name a colour.", "--rule", "block", "--max-new-tokens", "16", "--out", str(out)
     )
-    assert done.returncode == 0, done.stderr
+    assert code == 0, err
     data = json.loads(out.read_text())
     assert data["config"]["rule"] == "block" and data["config"]["tree_mode"] == "off"
     assert all("block" in d for it in data["iterations"] for d in it["drafts"])
-    assert run_cli("validate", str(out)).returncode == 0
+    assert cli(capsys, "validate", str(out))[0] == 0
 
 
 def test_unknown_offline_model_from_the_cli(capsys):
