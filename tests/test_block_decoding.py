@@ -113,6 +113,15 @@ def test_the_inspector_and_hover_cards_say_block_verification(tiny_pair, lang):
     cards = [hover_card(row, trace.extra, lang=lang) for row in token_rows(trace) if row["is_draft"]]
     head = w["stream_block"].split(":")[0].split("：")[0]
     assert cards and all(head in card for card in cards)
+    # The drafts after the last stop test that passed each had a test of their own, which failed: the
+    # page says so, never the token rule's "discarded unchecked".
+    later = [it for it in trace.iterations if it["accepted_count"] + 1 < len(it["drafts"])]
+    assert later, "no iteration left drafts after the one its block ended at"
+    for it in later:
+        note = step_view(trace, it["index"] + 1, lang).discarded_note
+        n = len(it["drafts"]) - it["accepted_count"] - 1
+        key = "step_block_discarded_one" if n == 1 else "step_block_discarded"
+        assert note == w[key].format(n=n, tokens=note[note.index("“") : note.rindex("”") + 1]), note
 
 
 @pytest.mark.quick

@@ -104,13 +104,15 @@ def iteration_summary(it: dict[str, Any], i: int, n: int, lang: str = "en") -> s
     return w["step_summary"].format(i=i, n=n, drafts=tokens, accepted=it["accepted_count"], then=then)
 
 
-def _discarded_note(drafts: list[dict[str, Any]], w: dict[str, str]) -> str | None:
-    """The drafts after the first rejection, discarded unchecked, in a sentence (None: there are none)."""
+def _discarded_note(drafts: list[dict[str, Any]], w: dict[str, str], block: bool = False) -> str | None:
+    """The drafts after the first rejection, in a sentence (None: there are none). The token rule never
+    checks them; block verification drew a stop test for each, and each failed (block=True)."""
     discarded = [r for r in drafts if r["status"] == "discarded"]
     if not discarded:
         return None
     tokens = w["step_token_sep"].join(f"“{label_token(r['token'])}”" for r in discarded)
-    return w["step_discarded_one" if len(discarded) == 1 else "step_discarded"].format(n=len(discarded), tokens=tokens)
+    key = ("step_block_discarded" if block else "step_discarded") + ("_one" if len(discarded) == 1 else "")
+    return w[key].format(n=len(discarded), tokens=tokens)
 
 
 def _correction(trace: Trace, it: dict[str, Any], drafts: list, corr: dict | None, lang: str) -> Correction:
@@ -158,6 +160,7 @@ def step_view(trace: Trace, i: int, lang: str = "en") -> StepView:
             title = w["step_draft_panel"].format(slot=row["slot"], token=label_token(row["token"]), status=status)
             figure = draft_figure(row, row["status"], trace.extra, row["slot"], lang)
             view.drafts.append(DraftPanel(row, title, figure))
-    view.discarded_note = _discarded_note(drafts, w)
+    block = trace.config.get("rule") == "block"  # its later drafts had stop tests; the token rule's none
+    view.discarded_note = _discarded_note(drafts, w, block)
     view.correction = _correction(trace, it, drafts, corr, lang)
     return view
