@@ -50,10 +50,8 @@ class HeadDrafter:
         return self.cache.length
 
     def start(self, sampling: SamplingConfig, generator: torch.Generator, vocab_size: int) -> None:
-        from specviz.engine.draft_head import HeadCache
-
         self.sampling, self.generator, self.vocab_size = sampling, generator, vocab_size
-        self.cache = HeadCache()
+        self.cache = self.head.new_cache(owner=self)  # a HeadCache, or the static step's (CUDA) back to its pool after
         self.true_entries = 0  # leading cache entries that read true target features
         self.cache_kept = 0  # entries the latest proposal kept before writing (its roll-back's length)
         # [n, D] the head's input features of positions 0..n-1 (f, or the fused layers: head.fused)

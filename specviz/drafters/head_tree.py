@@ -120,13 +120,11 @@ def level_seconds(head, width: int) -> float:
     import statistics
     import time
 
-    from specviz.engine.draft_head import HeadCache
-
     held = getattr(head, "level_seconds", None)
     if held is not None and width in held:
         return held[width]
     device, context = head.embed.device, 48
-    cache = HeadCache()
+    cache = head.new_cache()  # the step that runs: eager, or the static one (captured on CUDA)
     features = torch.randn(context + width, head.cfg.hidden, generator=torch.Generator().manual_seed(0)).to(device)
     tokens = head.subset[torch.arange(context + width) % head.subset.shape[0]].to(device)
     times = []

@@ -137,6 +137,7 @@ class DraftHead(nn.Module):
         self.lm_head: nn.Linear | None = None
         self.rotary = None
         self.kernels: dict = {"reason": "not chosen"}  # how its linears run (specviz.engine.kernels)
+        self.static = None  # specviz.engine.static_head.StaticHead when its steps run static (CUDA), else None
 
     # -- wiring to a target --
     def attach(self, target_model) -> DraftHead:
@@ -180,11 +181,20 @@ class DraftHead(nn.Module):
         return f, self.lm_head(f)
 
     # -- inference: one call per catch-up or chain step, with a KV cache --
+    def new_cache(self, owner=None):
+        """A KV cache for one run: a HeadCache, or with `static` set one of its preallocated caches (back
+        to its pool when `owner` is collected). step and tree_step run the step the cache is for."""
+        if self.static is None:
+            return HeadCache()
+        return self.static.new_cache(1, owner, larger=True)
+
     def step(
-        self, features: torch.Tensor, tokens: torch.Tensor, first_index: int, cache: HeadCache
+        self, features: torch.Tensor, tokens: torch.Tensor, first_index: int, cache
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """features [T, D], tokens [T] at head indices first_index.. (input i reads f_{i-1}, x_i at
         rope position i) -> (f^ [T, D], subset logits [T, S]); appends T entries to the cache."""
+        if not isinstance(cache, HeadCache):  # one of self.static's caches
+            return self.static.step(features, tokens, first_index, cache)
         t = tokens.shape[0]
         positions = torch.arange(first_index, first_index + t, device=tokens.device)
         cos, sin = self.rope(positions)
@@ -221,6 +231,8 @@ class DraftHead(nn.Module):
         features [m, D], tokens [m] at head indices positions [m]; their m entries are appended to the
         cache and allowed [m, N] (N: the cache's length after them) says which entries each one sees
         (the shared prefix, its ancestors' entries and its own) -> (f^ [m, D], subset logits [m, S])."""
+        if not isinstance(cache, HeadCache):  # one of self.static's caches
+            return self.static.tree_step(features, tokens, positions, cache, allowed)
         cos, sin = self.rope(positions)
         x = self.merge(features, tokens)  # [m, D]
         for i, layer in enumerate(self.layers):
@@ -375,4 +387,10 @@ def load_head(folder: Path, target_model) -> DraftHead:
     head.load_state_dict({k: (subset if k == "subset" else v.float()) for k, v in tensors.items()})
     head.attach(target_model)
     device = target_model.get_input_embeddings().weight.device
-    return head.to(device).eval()
+    head = head.to(device).eval()
+    if device.type == "cuda":  # launch-bound there: its static step, captured once per shape (the CPU stays eager)
+        from specviz.engine.cuda_steps import captured_head_step
+        from specviz.engine.static_head import StaticHead
+
+        head.static = StaticHead(head, capture=captured_head_step)
+    return head

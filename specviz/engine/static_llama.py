@@ -58,29 +58,27 @@ class StaticCache(LeanCache):
             self.graphs.clear()
 
 
-class StaticLlama:
-    """The static-shape step over a LeanLlama's modules. capture: None (every pass eager) or, on CUDA,
-    specviz.engine.cuda_steps.captured_step, which replays each one-row step and verification pass
-    from a CUDA graph captured once per cache and shape."""
+class CachePool:
+    """Static caches of one network's shapes ([layers, Hkv, C, hd]), handed out per run and taken back,
+    with the steps captured on them, once the run's owner is collected."""
 
-    def __init__(self, lean: LeanLlama, capture=None):
-        if capture is not None and lean.embed.device.type != "cuda":
-            raise ValueError("CUDA graphs capture only on a CUDA device")
-        self.lean, self.capture = lean, capture
-        self.device = lean.embed.device
+    def __init__(self, layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype, device):
+        self.shape, self.dtype, self.device = (layers, kv_heads, head_dim), dtype, device
         self._free: dict[int, list[StaticCache]] = {}  # caches whose run ended, by capacity (their graphs kept)
         self._lock = threading.Lock()
 
-    def new_cache(self, rows: int, owner=None) -> StaticCache:
+    def new_cache(self, rows: int, owner=None, larger: bool = False) -> StaticCache:
         """A cache for at least `rows` entries: a free one of the same rounded capacity (with the steps
-        captured on it) or a new one. When `owner` is collected the cache goes back to the free ones."""
+        captured on it) or a new one; larger: the largest free one serves too (for a run whose length
+        is not known up front). When `owner` is collected the cache goes back to the free ones."""
         capacity = -(-max(rows, 1) // CAPACITY_STEP) * CAPACITY_STEP
         with self._lock:
+            if larger:
+                capacity = max([c for c, free in self._free.items() if free and c >= capacity], default=capacity)
             free = self._free.get(capacity, [])
             cache = free.pop() if free else None
         if cache is None:
-            lean = self.lean
-            cache = StaticCache(len(lean.layers), lean.kv_heads, lean.head_dim, lean.dtype, capacity, self.device)
+            cache = StaticCache(*self.shape, self.dtype, capacity, self.device)
         cache.length = 0
         if owner is not None:
             weakref.finalize(owner, self._release, cache)
@@ -89,6 +87,18 @@ class StaticLlama:
     def _release(self, cache: StaticCache) -> None:
         with self._lock:
             self._free.setdefault(cache.capacity, []).append(cache)
+
+
+class StaticLlama(CachePool):
+    """The static-shape step over a LeanLlama's modules. capture: None (every pass eager) or, on CUDA,
+    specviz.engine.cuda_steps.captured_step, which replays each one-row step and verification pass
+    from a CUDA graph captured once per cache and shape."""
+
+    def __init__(self, lean: LeanLlama, capture=None):
+        if capture is not None and lean.embed.device.type != "cuda":
+            raise ValueError("CUDA graphs capture only on a CUDA device")
+        super().__init__(len(lean.layers), lean.kv_heads, lean.head_dim, lean.dtype, lean.embed.device)
+        self.lean, self.capture = lean, capture
 
     def forward(
         self,
