@@ -10,7 +10,8 @@
   drafted and accepted counts, with rejections (so roll-backs) among them, for chains, two-branch
   trees and the dynamic tree; at T=1 the eager head's tokens;
 - its cache grows past its capacity (dropping its graphs) and a grown one serves the next run;
-- on the CPU a loaded head keeps the eager step;
+- on the CPU a loaded head keeps the eager step, and the device check (specviz.labs.bench_steps) times
+  and checks its steps there;
 - on CUDA only (skipped without a GPU): a captured step equals the eager static step bit for bit, and
   a head loaded there runs captured, its greedy decode equal to the target alone's.
 """
@@ -128,6 +129,23 @@ def test_on_the_cpu_a_loaded_head_keeps_the_eager_step(offline_target):
     assert head.static is None and isinstance(head.new_cache(), HeadCache)
     with pytest.raises(ValueError, match="CUDA"):
         StaticHead(head, capture=lambda *_: None)
+
+
+def test_the_device_check_times_and_checks_the_head_steps_on_the_cpu(heads, monkeypatch):
+    from specviz.labs import bench_steps
+
+    monkeypatch.setattr(bench_steps, "REPS", 1)
+    monkeypatch.setattr(bench_steps, "INNER", 1)
+    eager, _ = heads  # loaded on the CPU: no captured step to time
+    with torch.inference_mode():
+        steps = bench_steps.time_head_steps(eager, [1, 3])
+        exact = bench_steps.head_exactness(eager, 3)
+    assert set(steps) == {"head step, eager", "head static step, eager"} and all(
+        set(s) == {1, 3} for s in steps.values()
+    )
+    check = exact["head static step, eager"]
+    assert check["against"] == "head step, eager" and check["same_argmax"] and check["max_abs_diff"] <= HEAD_TOL["atol"]
+    assert "head static step, eager against the head step, eager" in bench_steps.render_head_steps(steps, exact)
 
 
 def cuda_head():

@@ -8,13 +8,15 @@ process (each method's runs interleaved with the others'):
     steps       one pass of R new rows over a cached context, per forward this device has: the lean
                 forward (CPU), its static-shape step (specviz.engine.static_llama) eager, the same
                 captured as CUDA graphs (CUDA), transformers' eager forward; beside the bytes a step
-                must stream over the device's measured bandwidth (its roofline)
+                must stream over the device's measured bandwidth (its roofline); and the shipped
+                draft head's chain step of R rows: eager, its static step (specviz.engine.static_head)
+                eager, the same captured (CUDA)
     decode      specviz's target alone, specviz's default decode (the hybrid draft on these shapes),
                 transformers' generate() with its dynamic cache and with cache_implementation="static"
                 (which compiles its step on CUDA): greedy, the same prompts (random token ids)
     exactness   the captured step's logits against the eager static step's (and the lean forward's on
-                the CPU); specviz's greedy tokens against transformers' generate() in the same dtype,
-                with the logit gap at the first difference (a near-tie when small)
+                the CPU), the head's likewise; specviz's greedy tokens against transformers' generate()
+                in the same dtype, with the logit gap at the first difference (a near-tie when small)
 
 Random weights make the draft's acceptance meaningless, so τ (tokens per iteration) is also taken
 from a CPU run with the real weights (--tau): the predicted tokens/s is that τ over the measured cost
@@ -238,6 +240,13 @@ def report(args) -> None:
         exact = bench_steps.step_exactness(target, model, max(rows))
     head = f"{target.name} on {bench_steps.device_name(device)}, {dtype}, forward: {target.forward}"
     say(bench_steps.render_steps(head, steps, bench_steps.roofline(model, device), exact))
+    if methods.head is None:
+        say("\ndraft head step: none timed (the shipped head reads only the smollm2-135m shapes)")
+    else:
+        with torch.inference_mode():
+            head_steps = bench_steps.time_head_steps(methods.head, rows)
+            head_exact = bench_steps.head_exactness(methods.head, max(rows))
+        say(bench_steps.render_head_steps(head_steps, head_exact))
     say(bench_steps.render_agreement({"dynamic": greedy_agreement(methods, prompts, False)}))
     taus = [float(t) for t in args.tau.split(",")] if args.tau else []
     say(bench_steps.render_decodes(time_decodes(methods, prompts, args.reps), decode_costs(methods, prompts), taus))

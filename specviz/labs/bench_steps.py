@@ -1,7 +1,8 @@
 """The device check's step measurements and its printed report (specviz.labs.bench_device).
 
 time_steps times one pass of R new rows over a cached context through every forward the device has,
-interleaved; step_exactness sets their logits side by side; roofline is the floor a step cannot
+interleaved; step_exactness sets their logits side by side; time_head_steps and head_exactness do the
+same for the draft head's step (eager, static, captured on CUDA); roofline is the floor a step cannot
 beat (the bytes it must stream over the device's measured bandwidth); render prints it all.
 """
 
@@ -64,27 +65,95 @@ def time_steps(target, model, rows: list[int]) -> dict:
     device = model.device
     vocab = model.config.vocab_size
     context = (torch.arange(CONTEXT, device=device) * 7919) % vocab  # [C] a fixed stand-in for a prompt
-    kinds = forwards(target, model)
-    caches = {}
-    for name, (new, run, _) in kinds.items():
-        caches[name] = new()
-        run(context, caches[name], 1)
-    times: dict = {name: {r: [] for r in rows} for name in kinds}
+    runs = {}
+    for name, (new, run, crop) in forwards(target, model).items():
+        cache = new()
+        run(context, cache, 1)
+        runs[name] = (cache, run, crop)
+
+    def inputs(r, rep):
+        return ((torch.arange(r, device=device) * 31 + rep) % vocab,)  # ids [R]
+
+    return interleaved(runs, inputs, rows, device)
+
+
+def interleaved(runs: dict, inputs, rows: list[int], device) -> dict:
+    """runs: name -> (cache holding CONTEXT entries, run(*inputs, cache), crop(cache, n)); inputs(R, rep)
+    -> one pass's inputs -> {name: {R: ms per pass}}, the names' samples interleaved (the order
+    rotating per sample) and each pass rolled back to CONTEXT after."""
+    times: dict = {name: {r: [] for r in rows} for name in runs}
     for rep in range(REPS + 1):  # the first round is a warm-up (a graph is captured there)
         for r in rows:
-            ids = (torch.arange(r, device=device) * 31 + rep) % vocab  # [R]
-            names = list(kinds)
+            args = inputs(r, rep)
+            names = list(runs)
             for name in names[rep % len(names) :] + names[: rep % len(names)]:
-                _, run, crop = kinds[name]
+                cache, run, crop = runs[name]
                 sync(device)
                 start = time.perf_counter()
                 for _ in range(INNER):
-                    run(ids, caches[name])
-                    crop(caches[name], CONTEXT)
+                    run(*args, cache)
+                    crop(cache, CONTEXT)
                 sync(device)
                 if rep:
                     times[name][r].append((time.perf_counter() - start) / INNER * 1e3)
     return {name: {r: statistics.median(ms) for r, ms in per.items()} for name, per in times.items()}
+
+
+def head_steps(head) -> dict:
+    """name -> (new cache(), step(features [R, D], tokens [R], first_index, cache) -> (f^, logits)) for
+    each way this device runs the draft head's chain step: eager (a growing HeadCache), the static
+    step (specviz.engine.static_head) eager and, where the loaded head has it, captured (CUDA)."""
+    from specviz.engine.draft_head import HeadCache
+    from specviz.engine.static_head import StaticHead
+
+    eager = StaticHead(head)
+    out = {
+        "head step, eager": (HeadCache, head.step),
+        "head static step, eager": (lambda: eager.new_cache(CONTEXT + 64), eager.step),
+    }
+    if head.static is not None and head.static.capture is not None:
+        out["head static step, CUDA graph"] = (lambda: head.static.new_cache(CONTEXT + 64), head.static.step)
+    return out
+
+
+def head_inputs(head, rows: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stand-in features [R, D] (random, unit scale) and tokens [R] (from the head's vocabulary)."""
+    device = head.embed.device
+    features = torch.randn(rows, head.cfg.hidden, generator=torch.Generator().manual_seed(seed)).to(device)
+    tokens = head.subset[(torch.arange(rows) * 31 + seed) % head.subset.shape[0]].to(device)
+    return features, tokens
+
+
+def time_head_steps(head, rows: list[int]) -> dict:
+    """{head step: {R: ms per step}}: the head's chain step of R rows over CONTEXT cached entries (a
+    catch-up of R - 1 accepted tokens, or R = 1 a drafting step), interleaved as time_steps does."""
+    runs = {}
+    for name, (new, step) in head_steps(head).items():
+        cache = new()
+        step(*head_inputs(head, CONTEXT, 0), 1, cache)
+        runs[name] = (cache, lambda f, x, c, step=step: step(f, x, CONTEXT + 1, c), lambda c, n: c.crop(n))
+    return interleaved(runs, lambda r, rep: head_inputs(head, r, rep + 1), rows, head.embed.device)
+
+
+def head_exactness(head, rows: int) -> dict:
+    """One chain step of `rows` rows after CONTEXT entries through each head step: the static step
+    against the eager head step, the captured one against the static step run eagerly (the same
+    arithmetic): the largest difference in the subset logits, bit-identical or not, the same argmax."""
+    logits = {}
+    for name, (new, step) in head_steps(head).items():
+        cache = new()
+        step(*head_inputs(head, CONTEXT, 0), 1, cache)
+        logits[name] = step(*head_inputs(head, rows, 1), CONTEXT + 1, cache)[1].float()  # [R, S]
+    names = list(logits)
+    return {
+        name: {
+            "against": base,
+            "max_abs_diff": float((logits[name] - logits[base]).abs().max()),
+            "bit_identical": bool(torch.equal(logits[name], logits[base])),
+            "same_argmax": bool(torch.equal(logits[name].argmax(-1), logits[base].argmax(-1))),
+        }
+        for base, name in zip(names, names[1:], strict=False)
+    }
 
 
 def step_exactness(target, model, rows: int) -> dict:
@@ -155,6 +224,18 @@ def render_steps(head: str, steps: dict, roof: dict, exact: dict) -> str:
         )
     for name, e in exact.items():
         lines.append(f"  {name} against the eager static step: max |Δlogit| {e['max_abs_diff']:.3g}, "
+                     f"bit-identical {e['bit_identical']}, same argmax {e['same_argmax']}")  # fmt: skip
+    return "\n".join(lines)
+
+
+def render_head_steps(steps: dict, exact: dict) -> str:
+    """The draft head's steps and their logits against the eager head step's."""
+    rows = ", ".join(str(r) for r in next(iter(steps.values())))
+    lines = ["", f"draft head step, ms per step (rows: {rows})"]
+    for name, per in steps.items():
+        lines.append(f"  {name:30s} " + ", ".join(f"{ms:.3f}" for ms in per.values()))
+    for name, e in exact.items():
+        lines.append(f"  {name} against the {e['against']}: max |Δlogit| {e['max_abs_diff']:.3g}, "
                      f"bit-identical {e['bit_identical']}, same argmax {e['same_argmax']}")  # fmt: skip
     return "\n".join(lines)
 
