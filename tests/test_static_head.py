@@ -85,16 +85,22 @@ def test_static_steps_match_the_eager_steps_after_a_roll_back(offline_target, he
         both(lambda c: head.branch_step(f2[-1:].expand(2, -1), nxt, n + 1, c, n - 1, 2))
 
 
+@pytest.fixture(scope="module")
+def greedy_alone(offline_target):
+    """The target alone's greedy tokens for PROMPT, decoded once for the three trees below."""
+    options = DecodeOptions(temperature=0.0, max_new_tokens=32)
+    return autoregressive_generate(PROMPT, target=offline_target, options=options).output_token_ids
+
+
 @pytest.mark.parametrize("tree", [False, "branches", "dynamic"])
-def test_greedy_decodes_with_the_static_head_draft_as_the_eager_one(offline_target, heads, tree):
+def test_greedy_decodes_with_the_static_head_draft_as_the_eager_one(offline_target, heads, tree, greedy_alone):
     eager, static = heads
     options = DecodeOptions(gamma=4, temperature=0.0, max_new_tokens=32, tree=tree)
-    base = autoregressive_generate(PROMPT, target=offline_target, options=options)
     want = speculative_generate(PROMPT, target=offline_target, draft=HeadDrafter(eager, "head"), options=options)
     drafter = HeadDrafter(static, "head")
     got = speculative_generate(PROMPT, target=offline_target, draft=drafter, options=options)
     assert isinstance(drafter.cache, StaticCache)
-    assert got.output_token_ids == want.output_token_ids == base.output_token_ids
+    assert got.output_token_ids == want.output_token_ids == greedy_alone
     for key in ("drafted", "accepted", "iterations"):
         assert got.summary[key] == want.summary[key], key
     assert got.summary["accepted"] < got.summary["drafted"]  # rejections: the head's cache rolled back
