@@ -57,7 +57,7 @@ DEFAULT_OUT = WEIGHTS / "specviz-head-smollm2"
 DEFAULT_HISTORY = ASSETS / "head_training.json"
 SUBSET_CANDIDATES = (4096, 8192, 16384)
 # Prompts answered at every temperature before the next part begins: a run stopped part-way leaves
-# text at both temperatures for every whole part (a part is a run of about half an hour on two cores).
+# text at both temperatures for every whole part (docs/benchmarks.md has a part's time).
 PART_ANSWERS = 1280
 
 

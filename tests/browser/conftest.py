@@ -109,8 +109,8 @@ def browser(app_url):
 def browser_context(browser):
     """The one browser context of the session's pages. Every page (tab) is its own Streamlit session,
     as a student's tabs are; what the pages share is the browser's cache. A page in a fresh context
-    cost Chromium about 1.9 s of CPU to load the app's scripts, one in a context that had loaded them
-    about 0.3 s (docs/reliability.md): Chromium was the suite's largest user of CPU."""
+    cost Chromium several times the CPU of one in a context that had loaded the app's scripts, and
+    Chromium is the suite's largest user of CPU (docs/reliability.md has the figures)."""
     ctx = watch_server(browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True))
     yield ctx
     ctx.close()
