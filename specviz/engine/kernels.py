@@ -243,13 +243,15 @@ def _measure(groups: dict, run, many_rows: tuple[int, ...], prepare, linears: li
 
 
 def machine_key(model_name: str) -> str:
-    """What a choice depends on: the CPU, its cores, torch's threads and version, and the model."""
+    """What a choice depends on: the CPU, its cores, torch's threads and version, the native kernel's
+    source (a new version is measured afresh) and the model."""
     import torch
 
     from specviz.engine.machine import cpu_name
 
     threads = torch.get_num_threads()
-    return f"{cpu_name()} | {os.cpu_count()} cores | {threads} threads | torch {torch.__version__} | {model_name}"
+    versions = f"torch {torch.__version__} | native {native.source_digest()}"
+    return f"{cpu_name()} | {os.cpu_count()} cores | {threads} threads | {versions} | {model_name}"
 
 
 def _read_cache(path: Path) -> dict:

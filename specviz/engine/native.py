@@ -31,6 +31,12 @@ STALE_LOCK_S = 600  # far longer than any build takes: a lock this old was left 
 _state: dict[str, str | None] = {}  # "reason": None once loaded, else why it is not available
 
 
+def source_digest() -> str:
+    """The kernel's source, in 10 hex digits: a choice or a cost measured with one version of the
+    kernel is never read back for another (specviz.engine.kernels.machine_key)."""
+    return hashlib.sha1(SOURCE.read_bytes()).hexdigest()[:10]
+
+
 def unavailable() -> str | None:
     """Build (once per machine) and load the kernel; None when `torch.ops.specviz.gemv` is ready,
     else the reason it is not (recorded beside the kernel choice)."""

@@ -8,12 +8,16 @@
 //
 // Keeping memory busy while it computes: a verification pass's 4 to 8 rows cost a core more
 // arithmetic per weight byte than one row, and one core here keeps only so many reads in flight on
-// its own, so without help its stream stalls while it computes. Each block's first sweep therefore
-// asks for the block PREFETCH_BLOCKS ahead (into L2), spread over its k steps, and the rows are
-// split into as few sweeps as the registers allow, of balanced sizes (7 rows: 3 + 4), each sweep
-// holding its weights and rows of x in registers (GCC otherwise read them again for every product).
-// Past 12 rows (a class's batched pass, bound by arithmetic) the sweeps run over a tile of blocks
-// held in L2. Measured on AMD EPYC: docs/benchmarks.md, "The native kernel, measured at load".
+// its own, so without help its stream stalls while it computes. The sweeps over a block therefore
+// ask for the block PREFETCH_BLOCKS ahead (into L2), and the rows are split into as few sweeps as
+// the registers allow, of balanced sizes (7 rows: 3 + 4), each sweep holding its weights and rows
+// of x in registers (GCC otherwise read them again for every product). Past 12 rows (a class's
+// batched pass, bound by arithmetic) the sweeps run over a tile of blocks held in L2, and ask for
+// the next tile. Every sweep asks for its share of what comes next (sweep s of S: the k steps
+// congruent to s mod S), so memory stays busy while any sweep computes: when only the first sweep
+// asked, the stream stood still during the others, and 7 to 16 rows read the weights well below
+// the bandwidth one row reaches. Measured on AMD EPYC: docs/benchmarks.md, "The native kernel,
+// measured at load" and "Verification flatter past six rows".
 //
 // Exactness: every output (m, n) is summed in one fixed order (16 lanes over k, then the lanes in a
 // fixed tree, lane_sums), whatever M, N, the sweep sizes and the thread split are, so a row's
@@ -53,17 +57,18 @@ static inline void lane_sums(const v16 a[4], float out[4]) {
 }
 
 // One block of 4 outputs (n0..n0+3, `valid` of them real) for MB rows of x; x rows are KP floats
-// apart (padded with zeros to a multiple of 16). `ahead`, when not null, is the block to prefetch.
+// apart (padded with zeros to a multiple of 16). `ahead`, when not null, is the block to prefetch:
+// this sweep asks for its k steps congruent to `phase` mod `every` (the sweeps over the block).
 template <int MB>
 static inline void block(const float* x, int64_t KP, const float* wb, float* y, int64_t N, int64_t n0, int valid,
-                         const float* ahead) {
+                         const float* ahead, int phase, int every) {
   v16 acc[MB][4];
 #pragma GCC unroll 8
   for (int m = 0; m < MB; ++m)
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) acc[m][j] = (v16){};
   for (int64_t k = 0; k < KP; k += 16) {
-    if (ahead) {
+    if (ahead && (every == 1 || (k / 16) % every == phase)) {
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) __builtin_prefetch(ahead + k * 4 + j * 16, 0, 2);  // into L2
     }
@@ -96,14 +101,14 @@ static inline void block(const float* x, int64_t KP, const float* wb, float* y, 
 
 // One sweep of `rows` (1..MAX_ROWS_PER_SWEEP) rows of x over one block.
 static inline void sweep(int rows, const float* x, int64_t KP, const float* wb, float* y, int64_t N, int64_t n0,
-                         int valid, const float* ahead) {
+                         int valid, const float* ahead, int phase, int every) {
   switch (rows) {
-    case 1: return block<1>(x, KP, wb, y, N, n0, valid, ahead);
-    case 2: return block<2>(x, KP, wb, y, N, n0, valid, ahead);
-    case 3: return block<3>(x, KP, wb, y, N, n0, valid, ahead);
-    case 4: return block<4>(x, KP, wb, y, N, n0, valid, ahead);
-    case 5: return block<5>(x, KP, wb, y, N, n0, valid, ahead);
-    default: return block<6>(x, KP, wb, y, N, n0, valid, ahead);
+    case 1: return block<1>(x, KP, wb, y, N, n0, valid, ahead, phase, every);
+    case 2: return block<2>(x, KP, wb, y, N, n0, valid, ahead, phase, every);
+    case 3: return block<3>(x, KP, wb, y, N, n0, valid, ahead, phase, every);
+    case 4: return block<4>(x, KP, wb, y, N, n0, valid, ahead, phase, every);
+    case 5: return block<5>(x, KP, wb, y, N, n0, valid, ahead, phase, every);
+    default: return block<6>(x, KP, wb, y, N, n0, valid, ahead, phase, every);
   }
 }
 
@@ -145,6 +150,8 @@ at::Tensor gemv(const at::Tensor& x, const at::Tensor& packed, int64_t N) {
   // Many rows (a class's batched pass) are bound by arithmetic, not memory: their sweeps then run over
   // a tile of blocks that stays in L2, so each sweep reads its weights from L2, not from memory.
   const int64_t tile = sweeps <= SWEEPS_PER_BLOCK ? 1 : std::max<int64_t>(1, TILE_BYTES / (KP * 4 * sizeof(float)));
+  // What the sweeps ask for: the block PREFETCH_BLOCKS ahead, or, over tiles, the next tile's block.
+  const int64_t reach = tile == 1 ? PREFETCH_BLOCKS : tile;
   at::parallel_for(0, (blocks + tile - 1) / tile, std::max<int64_t>(1, 16 / tile), [&](int64_t t0, int64_t t1) {
     for (int64_t b0 = t0 * tile; b0 < std::min(blocks, t1 * tile); b0 += tile) {
       const int64_t b1 = std::min(blocks, b0 + tile);
@@ -153,9 +160,10 @@ at::Tensor gemv(const at::Tensor& x, const at::Tensor& packed, int64_t N) {
         const int rows = static_cast<int>((M - m) / (sweeps - s));  // balanced sizes: 7 rows are 3 + 4
         for (int64_t b = b0; b < b1; ++b) {
           const float* wb = ws + b * KP * 4;
-          const float* ahead = s == 0 && b + PREFETCH_BLOCKS < blocks ? wb + PREFETCH_BLOCKS * KP * 4 : nullptr;
+          const float* ahead = b + reach < blocks ? wb + reach * KP * 4 : nullptr;
           const int valid = static_cast<int>(std::min<int64_t>(4, N - b * 4));
-          sweep(rows, xs + m * KP, KP, wb, ys + m * N, N, b * 4, valid, ahead);
+          sweep(rows, xs + m * KP, KP, wb, ys + m * N, N, b * 4, valid, ahead, static_cast<int>(s),
+                static_cast<int>(sweeps));
         }
         m += rows;
       }
