@@ -38,7 +38,7 @@ typedef float v16 __attribute__((vector_size(64)));
 typedef float v8 __attribute__((vector_size(32)));
 
 constexpr int MAX_ROWS_PER_SWEEP = 6;  // 6 x 4 accumulators + 4 weight vectors + 1 row of x: 29 of 32 registers
-constexpr int64_t PREFETCH_BLOCKS = 4;  // how far ahead a first sweep asks for the weight stream (measured: 3-4 best)
+constexpr int64_t PREFETCH_BLOCKS = 4;  // how far ahead the sweeps ask for the weight stream (measured: 3-4 best)
 constexpr int64_t SWEEPS_PER_BLOCK = 2;  // up to 12 rows: every sweep over a block while it is in L1
 constexpr int64_t TILE_BYTES = 256 * 1024;  // past that: sweeps over a tile of blocks held in L2 (1 MB a core)
 
