@@ -270,3 +270,12 @@ def test_mixed_kernels_differ_from_the_target_alone_only_at_float32_near_ties(mo
             assert same.logit_gap < FLOAT32_NEAR_TIE_TOLERANCE == same.tolerance
         verdicts.append(same.verdict)
     assert verdicts.count("identical") >= 3, verdicts  # near-ties are rare: most decodes are identical
+
+
+def test_a_changed_native_kernel_is_measured_afresh(monkeypatch):
+    """The kernel choice (and v(rows), under the same key) is cached per machine: a choice measured with
+    one version of the native kernel's source must not be read back for another."""
+    first = kernels.machine_key("m")
+    assert kernels.native.source_digest() in first
+    monkeypatch.setattr(kernels.native, "source_digest", lambda: "0123456789")
+    assert kernels.machine_key("m") != first
