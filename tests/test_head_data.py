@@ -1,5 +1,6 @@
 """The draft head's training text (specviz.training.head_data): shards written once, whole, and read
-back instead of written again, so a run of many hours resumes where it stopped."""
+back instead of written again, so a run of many hours resumes where it stopped; and the training's
+checkpoint (specviz.training.train_head), replaced whole."""
 
 from __future__ import annotations
 
@@ -58,3 +59,38 @@ def test_text_written_in_parts_is_the_text_written_whole_shard_for_shard(offline
     assert all(torch.equal(a.ids, b.ids) for a, b in zip(whole, parts, strict=True))
     with pytest.raises(ValueError, match="multiple of the batch"):
         write_answers(offline_target, prompts[1:], 1.0, 6, 2, 3, tmp_path / "odd", "sampled-1", first=1, **quiet)
+
+
+def test_a_run_killed_while_saving_its_checkpoint_keeps_the_previous_one(tmp_path, monkeypatch):
+    """The training's checkpoint is written beside and renamed over the old one: a save cut short
+    (the session ended mid-write) leaves the last whole checkpoint to resume from."""
+    import random
+    from types import SimpleNamespace
+
+    from specviz.training import train_head
+
+    head = torch.nn.Linear(4, 4)
+    optim = torch.optim.AdamW(head.parameters())
+    run = SimpleNamespace(
+        head=head, optim=optim, size=8, history=[{"step": 1}], order=[3, 1], step=1, train_seconds=1.0,
+        order_rng=random.Random(0), generator=torch.Generator().manual_seed(0),
+    )  # fmt: skip
+    cfg = train_head.HeadTrainConfig()
+    checkpoint = tmp_path / "head-checkpoint.pt"
+    train_head.save_checkpoint(run, cfg, checkpoint)
+    real_save = torch.save
+
+    def killed_mid_write(obj, path):
+        Path(path).write_bytes(b"PK\x03\x04 half a zip")  # what a kill leaves of a save in progress
+        raise KeyboardInterrupt
+
+    run.step, run.history = 2, [{"step": 1}, {"step": 2}]
+    monkeypatch.setattr(train_head.torch, "save", killed_mid_write)
+    with pytest.raises(KeyboardInterrupt):
+        train_head.save_checkpoint(run, cfg, checkpoint)
+    monkeypatch.setattr(train_head.torch, "save", real_save)
+    state = torch.load(checkpoint, weights_only=True)
+    assert state["step"] == 1 and state["history"] == [{"step": 1}]
+    train_head.save_checkpoint(run, cfg, checkpoint)  # the next save replaces it whole
+    assert torch.load(checkpoint, weights_only=True)["step"] == 2
+    assert not checkpoint.with_suffix(".pt.partial").exists()

@@ -375,6 +375,9 @@ def resume(run: _Run, cfg: HeadTrainConfig, checkpoint: Path, log) -> None:
 
 
 def save_checkpoint(run: _Run, cfg: HeadTrainConfig, checkpoint: Path) -> None:
+    """Where the run stands, written beside the checkpoint and then renamed over it: a run killed
+    while saving (a session ends wherever it is) leaves the previous checkpoint whole, never half a file."""
+    partial = checkpoint.with_suffix(".pt.partial")
     torch.save(
         {
             "config": asdict(cfg),
@@ -388,8 +391,9 @@ def save_checkpoint(run: _Run, cfg: HeadTrainConfig, checkpoint: Path) -> None:
             "order_rng": run.order_rng.getstate(),
             "generator": run.generator.get_state(),
         },
-        checkpoint,
+        partial,
     )
+    partial.replace(checkpoint)
 
 
 def train_steps(run: _Run, cfg: HeadTrainConfig, train_seqs: list[Sequence], measure, checkpoint: Path, log) -> None:
