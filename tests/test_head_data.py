@@ -94,3 +94,53 @@ def test_a_run_killed_while_saving_its_checkpoint_keeps_the_previous_one(tmp_pat
     train_head.save_checkpoint(run, cfg, checkpoint)  # the next save replaces it whole
     assert torch.load(checkpoint, weights_only=True)["step"] == 2
     assert not checkpoint.with_suffix(".pt.partial").exists()
+
+
+def test_a_resumed_training_run_ends_with_the_head_of_an_uninterrupted_one(tmp_path, monkeypatch):
+    """A run stopped after its first checkpoint and started again with the same settings resumes from
+    it (the head, the optimiser, the shuffled order and both random generators) and ends with the
+    very head a run that was never stopped ends with: a run of many hours may span sessions."""
+    from conftest import tiny_target_folder
+    from specviz.engine.models import load_model
+    from specviz.training import train_head
+    from specviz.training.head_data import Sequence
+
+    torch.set_num_threads(1)
+    target = load_model(str(tiny_target_folder(tmp_path / "target", layers=1)))
+    generator = torch.Generator().manual_seed(0)
+    texts = []
+    for i in range(6):  # answers of various lengths, with the target's feature width
+        n = 10 + 3 * i
+        ids = torch.randint(0, 500, (n,), generator=generator)
+        texts.append(Sequence(ids, 4, torch.randn(n - 1, 64, generator=generator).bfloat16(), 1.0))
+    cfg = train_head.HeadTrainConfig(
+        steps=4, batch=2, eval_every=2, warmup=1, unroll=2, feature_layers=(), train_dtype="float32"
+    )
+    one_step, stepped = train_head.one_step, []
+
+    def counted(run, cfg, batch, step):
+        if step == stop_at[0]:
+            raise KeyboardInterrupt  # the session ends in the middle of this step
+        stepped.append(step)
+        return one_step(run, cfg, batch, step)
+
+    monkeypatch.setattr(train_head, "one_step", counted)
+    stop_at = [None]
+
+    def trained(checkpoint: Path):
+        run = train_head.start_run(cfg, target, torch.arange(512))
+        train_head.resume(run, cfg, checkpoint, log=lambda *_: None)
+        train_head.train_steps(run, cfg, texts, lambda _head: {}, checkpoint, log=lambda *_: None)
+        return run
+
+    whole = trained(tmp_path / "whole.pt")
+    stop_at[0], stepped[:] = 3, []
+    with pytest.raises(KeyboardInterrupt):  # stopped after step 2's checkpoint, during step 3
+        trained(tmp_path / "parts.pt")
+    assert stepped == [1, 2]
+    stop_at[0], stepped[:] = None, []
+    rest = trained(tmp_path / "parts.pt")  # the same command again
+    assert stepped == [3, 4]  # it resumed: steps 1 and 2 were not run again
+    assert rest.step == whole.step == 4 and [p["step"] for p in rest.history] == [2, 4]
+    for name, value in whole.head.state_dict().items():
+        assert torch.equal(value, rest.head.state_dict()[name]), name
