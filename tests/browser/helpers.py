@@ -51,6 +51,18 @@ def wait_idle(page, timeout_ms: int = RUN_TIMEOUT_MS, sidebar: bool = True) -> N
         page.wait_for_timeout(200)
 
 
+def wait_presenter_styled(page, timeout_ms: int = RUN_TIMEOUT_MS) -> None:
+    """Wait until the lesson's presenter view is styled for the projector. Its CSS comes in an st.html
+    element, which the browser draws with a script of its own, loaded on first use: on a slow machine
+    the rest of the step was drawn before it, at Streamlit's own paddings (957 px tall instead of 720,
+    a clean-clone CI run). The CSS's first rule hides the app's header: wait for that."""
+    page.wait_for_function(
+        """() => { const header = document.querySelector('header[data-testid="stHeader"]');
+                   return !header || getComputedStyle(header).display === 'none'; }""",
+        timeout=timeout_ms,
+    )
+
+
 # Every message the app's server sends a page, counted as it arrives: a context whose pages run this
 # first (`watch_server`) lets `act` see that the server answered an action, even when the script
 # run it started was too quick for the page ever to draw its "running" state.

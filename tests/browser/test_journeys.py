@@ -31,6 +31,7 @@ from .helpers import (
     slider_value,
     stream_text,
     upload,
+    wait_presenter_styled,
     warnings,
 )
 
@@ -222,7 +223,8 @@ def test_the_presenter_view_is_restored_from_its_link_and_fits_a_projector(new_p
     toggle = page.get_by_role("switch").first
     assert toggle.is_checked()
     chart = page.locator('[data-testid="stMain"] .js-plotly-plot').first
-    chart.wait_for()
+    chart.locator(".main-svg text").first.wait_for(state="attached")  # Plotly has laid out its text
+    wait_presenter_styled(page)  # what is measured below is the page styled for the projector
     box = chart.bounding_box()
     assert box["y"] >= 0 and box["y"] + box["height"] <= 720, box  # visible without scrolling
     script = "() => [...document.querySelectorAll('.js-plotly-plot text')]"

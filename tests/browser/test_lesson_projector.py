@@ -21,7 +21,7 @@ import pytest
 
 from specviz.teaching.lesson import load_lesson
 
-from .helpers import assert_no_traceback, shot, wait_idle
+from .helpers import assert_no_traceback, shot, wait_idle, wait_presenter_styled
 
 pytestmark = pytest.mark.browser
 
@@ -76,6 +76,7 @@ def wait_drawn(page, step: int, timeout_s: float = 180) -> None:  # bounds a han
     page.locator('[data-testid="stMain"] .js-plotly-plot .main-svg text').first.wait_for(
         state="attached", timeout=timeout_s * 1000
     )
+    wait_presenter_styled(page, int(timeout_s * 1000))  # what MEASURE reads is the styled page
 
 
 def dark(rgb: list[float]) -> bool:
