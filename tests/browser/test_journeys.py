@@ -31,6 +31,7 @@ from .helpers import (
     slider_value,
     stream_text,
     upload,
+    wait_idle,
     wait_presenter_styled,
     warnings,
 )
@@ -219,7 +220,10 @@ def test_a_lesson_link_with_run_settings_opens_its_step_without_decoding(new_pag
 
 
 def test_the_presenter_view_is_restored_from_its_link_and_fits_a_projector(new_page):
-    page = new_page({"step": "2", "presenter": "1", "lang": "zh"}, path="lesson", viewport=(1280, 720))
+    # The presenter view hides the sidebar: wait for the page without it (new_page waits for the sidebar,
+    # which a run whose CSS applied quickly never shows; a clean-clone CI run timed out on that).
+    page = new_page({"step": "2", "presenter": "1", "lang": "zh"}, path="lesson", viewport=(1280, 720), wait=False)
+    wait_idle(page, sidebar=False)
     toggle = page.get_by_role("switch").first
     assert toggle.is_checked()
     chart = page.locator('[data-testid="stMain"] .js-plotly-plot').first
