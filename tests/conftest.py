@@ -7,6 +7,7 @@ SPECVIZ_KERNELS=packed fixes the CPU kernels (specviz.engine.kernels) for every 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -86,6 +87,18 @@ def _no_shared_recordings():
     from specviz_app.serving import shared_runs
 
     shared_runs.RUNS.clear()
+
+
+@pytest.fixture(autouse=True)
+def _no_preload_left_running():
+    """A test that opened a page (AppTest) started the app's preload thread, which imports transformers
+    and loads the default models. The next test in the same process importing transformers at the same
+    time saw the package half initialised ("cannot import name 'LlamaConfig' from 'transformers'",
+    test_draft_quality then test_draft_report). So a test ends when the preload it started has."""
+    yield
+    background = sys.modules.get("specviz_app.serving.background")
+    if background is not None:
+        background.wait_for_preload()
 
 
 @pytest.fixture(scope="session", autouse=True)
