@@ -22,6 +22,7 @@ def test_formula_matches_the_paper():
 
 def test_bench_tiny(tmp_path):
     from conftest import tiny_target_folder
+    from specviz.config import DecodeOptions
     from specviz.engine.models import LoadedModel, load_model
     from specviz.labs.bench import main
     from specviz.training.train_draft import TrainConfig, make_draft
@@ -50,6 +51,8 @@ def test_bench_tiny(tmp_path):
     # transformers' generate() and its prompt lookup on the same model, side by side in the same run.
     assert report["settings"]["kernels"] == "packed" and set(report["target_alone"]) == {"0.0", "1.0"}
     assert report["settings"]["kernel_choice"]["source"].startswith("forced")
+    assert report["settings"]["tree"] == "branches" == DecodeOptions().tree_mode  # the tree it measured
+    assert "draft tree: branches" in out.with_suffix(".md").read_text()
     for run in (model_run, ngram_run):
         for t, base in run["baseline"].items():
             assert base["hf_generate_tokens_per_s"] > 0 and base["hf_lookup_tokens_per_s"] > 0
@@ -144,11 +147,37 @@ def test_bench_loads_no_model_for_a_named_draft(monkeypatch, name):
 
     monkeypatch.setattr(models, "load_model", lambda n, **kw: loaded.append(n))
     monkeypatch.setattr(bench, "Bench", record_bench)
-    args = SimpleNamespace(no_hf=False, max_new_tokens=4, seed=0, reps=1)
+    args = SimpleNamespace(no_hf=False, max_new_tokens=4, seed=0, reps=1, tree="branches")
     target = SimpleNamespace(device="cpu", dtype="float32")
     with pytest.raises(Stop):
         bench._sweep_draft(args, target, name, ["hi"], [0.0], [2], None, lambda m: None, {})
     assert loaded == [] and given == [name]
+
+
+@pytest.mark.parametrize("tree", ["dynamic", "off"])
+def test_bench_decodes_with_the_tree_asked_for_and_records_it(monkeypatch, tmp_path, tree):
+    """`bench --tree dynamic` times the dynamic tree: every speculative decode gets that tree, the
+    target alone too (it ignores it), and the report says which tree it measured."""
+    from specviz.decoding import decoder
+    from specviz.labs import bench
+
+    trees = []
+
+    def fake_generate(ids, target, draft=None, options=None, trace=True):
+        trees.append(options.tree)
+        raise RuntimeError("stop: the options are all this test reads")
+
+    monkeypatch.setattr(decoder, "speculative_generate", fake_generate)
+    fake = bench.Bench.__new__(bench.Bench)
+    fake.target, fake.draft, fake.plain, fake.tree = None, "hybrid", None, tree
+    fake.prompt_ids, fake.max_new_tokens, fake.seed = [[1, 2]], 4, 0
+    with pytest.raises(RuntimeError, match="stop"):
+        fake.run("untraced", 1.0, 3)
+    assert trees == [tree]
+    parser_trees = []
+    monkeypatch.setattr(bench, "_main", lambda args: parser_trees.append(args.tree) or 0)
+    assert bench.main(["--tree", tree]) == 0 and parser_trees == [tree]
+    assert bench.main([]) == 0 and parser_trees[-1] == "branches"  # the default: DecodeOptions' own tree
 
 
 def test_bench_refuses_bad_prompt_count(capsys):

@@ -26,6 +26,9 @@ definitions: the draft's time per drafted token and the verify pass, over the ta
 
 and `predicted_speedup_paper` is the paper's own, at v = 1.
 
+`--tree` picks the draft tree a head drafts (DecodeOptions.tree): the default's two branches, EAGLE-2's
+dynamic tree or plain chains; run once per tree, each against its own target alone in its process.
+
 It also measures the memory bandwidth (specviz.labs.roofline) and reports, for the target alone and
 each draft with weights, the bytes a step reads, the measured step and the share of the roofline.
 
@@ -43,6 +46,7 @@ from pathlib import Path
 
 import torch
 
+from specviz.config import TREE_MODES
 from specviz.engine.machine import load_average
 from specviz.engine.transformers_generate import generation_config
 from specviz.labs import roofline
@@ -90,13 +94,15 @@ predicted_speedup = walltime_improvement  # from the measured alpha, c and v (v 
 class Bench:
     """The loaded pair, the tokenised prompts and the settings shared by every pass."""
 
-    def __init__(self, target, draft, prompts: list[str], max_new_tokens: int, seed: int, plain=None):
+    def __init__(
+        self, target, draft, prompts: list[str], max_new_tokens: int, seed: int, plain=None, tree: bool | str = True
+    ):
         """draft: a LoadedModel, or a draft name the decoder resolves ("ngram", "hybrid", a head).
         plain: the same target as transformers loads it (for the hf_generate and hf_lookup
-        methods), or None to skip them."""
+        methods), or None to skip them. tree: DecodeOptions.tree, the draft tree a head drafts."""
         from specviz.decoding.prompting import prompt_token_ids
 
-        self.target, self.draft, self.plain = target, draft, plain
+        self.target, self.draft, self.plain, self.tree = target, draft, plain, tree
         self.prompt_ids = [prompt_token_ids(target.tokenizer, p) for p in prompts]  # identical input for all methods
         self.max_new_tokens, self.seed = max_new_tokens, seed
 
@@ -118,7 +124,9 @@ class Bench:
         from specviz.config import DecodeOptions
         from specviz.decoding.decoder import autoregressive_generate, speculative_generate
 
-        options = DecodeOptions(gamma=gamma, temperature=temperature, seed=seed, max_new_tokens=self.max_new_tokens)
+        options = DecodeOptions(
+            gamma=gamma, temperature=temperature, seed=seed, max_new_tokens=self.max_new_tokens, tree=self.tree
+        )
         if method == "baseline":
             return autoregressive_generate(ids, target=self.target, options=options, trace=False)
         if method in ("traced", "untraced"):
@@ -202,7 +210,7 @@ def per_step_ms(traces, phase: str, per: str) -> float:
 def sweep(bench: Bench, temperatures, gammas, reps: int, hf: bool, log) -> dict:
     methods = ["traced", "untraced"] + (["hf"] if hf else [])
     # Warm-up: one short pass of each method, so one-time costs (allocations, lazy imports) stay out.
-    warm = Bench(bench.target, bench.draft, ["Hello"], 8, bench.seed, bench.plain)
+    warm = Bench(bench.target, bench.draft, ["Hello"], 8, bench.seed, bench.plain, bench.tree)
     warm.prompt_ids = bench.prompt_ids[:1]
     for method in [*_baseline_methods(bench), *methods]:
         warm.run(method, temperatures[0], gammas[0])
@@ -349,6 +357,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=sorted(PROMPT_SETS),
         help="bench: the prompts defaults were chosen on; held-out: prompts no choice was made on",
     )
+    parser.add_argument(
+        "--tree",
+        default="branches",
+        choices=TREE_MODES,
+        help="the draft tree a head drafts: branches (the default), dynamic (EAGLE-2) or off (chains)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     parser.add_argument("--no-hf", action="store_true", help="skip transformers' assisted generation")
@@ -411,6 +425,7 @@ def _main(args) -> int:
             "max_new_tokens": args.max_new_tokens,
             "prompts": len(prompts),
             "prompt_set": args.prompt_set,
+            "tree": args.tree,
             "seed": args.seed,
         },
         "prompts": prompts,
@@ -438,6 +453,6 @@ def _sweep_draft(args, target, name: str, prompts, temperatures, gammas, plain, 
         hf = not args.no_hf
     log(f"draft {name}")
     drafts[name] = draft
-    bench = Bench(target, draft, prompts, args.max_new_tokens, args.seed, plain)
+    bench = Bench(target, draft, prompts, args.max_new_tokens, args.seed, plain, args.tree)
     measured = sweep(bench, temperatures, gammas, args.reps, hf, log)
     return {"draft": name, **measured, "best": best_by_temperature(measured["results"])}

@@ -67,7 +67,8 @@ def markdown(report: dict) -> str:
     lines = [
         f"Target `{s['target']}` ({s['dtype']}, kernels: {s['kernels']}), {s['prompts']} prompts "
         f"({s.get('prompt_set', 'bench')} set) x "
-        f"{s['max_new_tokens']} new tokens, median of {s['reps']} reps after a warm-up.",
+        f"{s['max_new_tokens']} new tokens, draft tree: {s.get('tree', 'branches')}, median of {s['reps']} reps "
+        "after a warm-up.",
         f"Hardware: {where}. torch {v['torch']}, transformers {v['transformers']}, Python {v['python']}. "
         f"Load average before/after: {report['load_before']} / {report['load_after']}.",
         "",
