@@ -131,6 +131,20 @@ def test_draws_without_replacement_keep_the_q_they_came_from():
     torch.testing.assert_close(drawn[1][1], want / want.sum())
 
 
+def test_a_childs_coverage_gain_is_the_sum_of_q_squared_times_its_misses():
+    """Entry c - 1 is sum_i q_i^2 (1 - q_i)^(c-1), for every node of a level."""
+    q = torch.softmax(torch.randn(3, 50, generator=torch.Generator().manual_seed(1)) * 3, dim=-1).double()
+    q[2, 5:] = 0.0  # a node whose q holds five tokens: a sixth child can add nothing
+    q[2] /= q[2].sum()
+    gains = coverage_gains(q, 6)
+    for node in range(3):
+        for c in range(1, 7):
+            held = int((q[node] > 0).sum())  # no more distinct children than tokens q holds
+            want = float((q[node] ** 2 * (1 - q[node]) ** (c - 1)).sum()) if c <= held else 0.0
+            assert abs(float(gains[node, c - 1]) - want) < 1e-6, (node, c)
+    assert float(gains[2, 5]) == 0.0 and float(gains[2, 4]) > 0.0
+
+
 def test_the_budget_follows_the_cost_and_reads_q_as_a_distribution():
     q = torch.tensor([[0.7, 0.2, 0.1, 0.0, 0.0]])
     gains = coverage_gains(q, 4)[0]

@@ -40,10 +40,16 @@ def coverage_gains(q: torch.Tensor, width: int) -> torch.Tensor:
     (c draws with replacement cover sum_i q_i (1 - (1 - q_i)^c); without replacement they cover a little
     more, so this is a slight underestimate). 0 beyond the tokens q holds."""
     q = q.double()
-    powers = torch.arange(width, dtype=q.dtype, device=q.device)  # [width] c - 1
-    gains = ((q * q)[:, None, :] * (1 - q)[:, None, :] ** powers[None, :, None]).sum(-1)  # [m, width]
+    # One product per c instead of a power of an [m, width, V] tensor: in float64 over the whole
+    # vocabulary that power was half of the sampled tree's drafting time.
+    term, columns = q * q, []  # [m, V] q_i^2 (1 - q_i)^(c-1), from c = 1
+    for _ in range(width):
+        columns.append(term.sum(-1))
+        term = term * (1 - q)
+    gains = torch.stack(columns, dim=-1)  # [m, width]
+    ordinal = torch.arange(width, device=q.device)  # [width] c - 1
     support = (q > 0).sum(-1, keepdim=True)  # [m, 1] at most that many distinct children
-    return torch.where(powers[None, :] < support, gains, torch.zeros_like(gains)).float()
+    return torch.where(ordinal[None, :] < support, gains, torch.zeros_like(gains)).float()
 
 
 @dataclass
