@@ -66,8 +66,19 @@ def test_an_n_gram_run_says_which_iterations_drafted_nothing_without_calling_the
     assert "prefill" not in said and "2 drafted nothing" in said and "4 drafted" in said
 
 
+def older(trace: Trace) -> Trace:
+    """The trace as specviz wrote it before it recorded why an iteration drafted what it did: no
+    `drafting` record (the gallery's default example was such a trace until it was recorded again)."""
+    for it in trace.iterations:
+        it.pop("drafting", None)
+    return trace
+
+
 def test_the_reason_an_older_trace_does_not_keep_is_named_and_the_end_of_text_is_read_from_it():
-    text = run_summary(example()[0])
+    trace = older(example()[0])
+    short = [it for it in trace.iterations[1:] if len(it["drafts"]) < trace.config["gamma"]]
+    assert [it["correction"] is None for it in short] == [False, True]  # the fixture: one of each below
+    text = run_summary(trace)
     assert "a reason the trace does not record" not in text
     assert "1 by a draft that ended the text" in text  # its last iteration has no correction: it ended on a draft
     assert "1 by a reason this older trace does not keep" in text
