@@ -238,7 +238,9 @@ def test_safe_bold_only_touches_delimiters_that_would_not_count():
 
 
 def step_of(language: str, step_id: str) -> dict:
-    return next(s for s in lesson.load_lesson(language)["steps"] if s["id"] == step_id)
+    """The step as the page shows it: its words with the example's numbers put in."""
+    step = next(s for s in lesson.load_lesson(language)["steps"] if s["id"] == step_id)
+    return lesson.with_numbers(step, REC, language)
 
 
 @pytest.mark.parametrize(
@@ -248,6 +250,8 @@ def step_of(language: str, step_id: str) -> dict:
         ("zh", "idea", r"生成 (\d+) 个 token 的用时", lambda: lesson.race_numbers(REC.trace, REC.baseline)["tokens"]),
         ("en", "idea", r"temperature ([\d.]+)", lambda: REC.trace.config["temperature"]),
         ("zh", "idea", r"温度 ([\d.]+)", lambda: REC.trace.config["temperature"]),
+        ("en", "idea", r"γ \+ 1 = (\d+) steps it replaces", lambda: REC.trace.config["gamma"] + 1),
+        ("zh", "idea", r"（这里 γ = (\d+)）", lambda: REC.trace.config["gamma"]),
         ("en", "not", r"asked for γ = (\d+) guesses", lambda: REC.contrast.config["gamma"]),
         ("zh", "not", r"γ = (\d+)）", lambda: REC.contrast.config["gamma"]),
         ("en", "pays", r"α ≈ ([\d.]+)", lambda: lesson.GOOD_DRAFT[0]),
@@ -264,6 +268,29 @@ def test_numbers_in_the_text_are_the_examples_own(language, step_id, pattern, tr
     found = re.search(pattern, step["body"] + " " + step.get("takeaway", ""))
     assert found, (language, step_id, pattern)
     assert float(found.group(1)) == pytest.approx(truth()), (language, step_id, found.group(0))
+
+
+@pytest.mark.parametrize("language", list(lesson.LANGUAGES))
+def test_every_placeholder_names_a_number_of_the_example_and_none_is_left(language):
+    """A step's {name} is filled from the recording (lesson.step_numbers), never printed as it is."""
+    for raw in lesson.load_lesson(language)["steps"]:
+        names = set(re.findall(r"\{(\w+)\}", raw["body"] + raw.get("takeaway", "")))
+        assert names <= set(lesson.STEP_NUMBERS), (raw["id"], names)
+        shown = lesson.with_numbers(raw, REC, language)
+        assert not re.search(r"\{\w+\}", shown["body"] + shown.get("takeaway", "")), raw["id"]
+        assert "–" not in shown.get("takeaway", ""), raw["id"]  # every number the recordings can give
+
+
+@pytest.mark.parametrize("language", list(lesson.LANGUAGES))
+def test_a_recording_that_lost_its_race_is_said_to_take_longer(monkeypatch, language):
+    """Step 2's takeaway says how the race ended, from the recording: never "less time" beside a loss."""
+    won = step_of(language, "idea")["takeaway"]
+    real = lesson.race_numbers
+    monkeypatch.setattr(lesson, "race_numbers", lambda *a: {**real(*a), "speedup": 0.9})
+    lost = step_of(language, "idea")["takeaway"]
+    notes = lesson.notes_text(language)
+    tokens = real(REC.trace, REC.baseline)["tokens"]
+    assert notes["race_less"].format(tokens=tokens) in won and notes["race_more"].format(tokens=tokens) in lost
 
 
 def best_speedup(alpha: float, c: float) -> float:

@@ -12,7 +12,8 @@ Every text the page prints passes through `safe_bold`, so bold beside CJK punctu
 both languages; `shown_for(..., projector=True)` restyles the figure for a projector.
 
 Numbers: the example's own numbers (γ, tokens, times, α) come from its recordings, never from
-the text; the curves of step 9 and 10 are for the drafts the text names (GOOD_DRAFT, WEAK_DRAFT).
+the text (a step's words name them as {placeholders}, STEP_NUMBERS, filled by `with_numbers`); the
+curves of step 9 and 10 are for the drafts the text names (GOOD_DRAFT, WEAK_DRAFT).
 
 Recordings (assets/): `lesson_trace.json` is the main example, recorded with a pair that is faster
 than the target alone on this machine, with its target-alone baseline beside it;
@@ -26,6 +27,7 @@ one shows a note in place of what it would have drawn.
 from __future__ import annotations
 
 import json
+import statistics
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -152,6 +154,52 @@ def parse_step(raw, count: int) -> tuple[int, str | None]:
 def notes_text(language: str) -> dict[str, str]:
     """The note templates of `language`, English where it has none."""
     return {**load_lesson("en").get("notes", {}), **load_lesson(language).get("notes", {})}
+
+
+# The example's own numbers a step's words may name, as {name}: the text says what the recording shows,
+# whichever recording ships (a re-recording changes the numbers, never a sentence).
+STEP_NUMBERS = ("gamma", "rows", "temperature", "tokens", "pass_steps", "draft_share", "race")
+
+
+def step_numbers(rec: Recordings, language: str) -> dict[str, str]:
+    """{name: its value in words} for the placeholders of STEP_NUMBERS, from the main recording:
+    gamma and rows (γ + 1); temperature; tokens, the tokens both runs wrote; pass_steps, the
+    recording's mean checking pass in mean steps of its target writing alone, and draft_share, its
+    drafting's time as a share of its passes' (both what the timeline beside the words draws: the dark
+    bars against the light ones, the green slivers against the dark bars); race, how the race ended
+    (notes "race_less" or "race_more"). A number the recordings cannot give reads "–"."""
+    notes, trace = notes_text(language), rec.trace
+    gamma = example_gamma(trace)
+    passes = [it["verify_ms"] for it in trace.iterations]
+    steps = [it["verify_ms"] for it in rec.baseline.iterations] if rec.baseline is not None else []
+    race = race_numbers(trace, rec.baseline)
+    tokens = race["tokens"] if race else trace.summary.get("new_tokens", 0)
+    values = {
+        "gamma": str(gamma),
+        "rows": str(gamma + 1),
+        "temperature": f"{trace.config.get('temperature', 0.0):g}",
+        "tokens": str(tokens),
+        "pass_steps": f"{statistics.mean(passes) / statistics.mean(steps):.1f}" if passes and steps else "–",
+        "draft_share": f"{sum(it['draft_ms'] for it in trace.iterations) / sum(passes):.0%}" if sum(passes) else "–",
+        "race": "–",
+    }
+    if race is not None:
+        values["race"] = notes["race_less" if race["speedup"] >= 1 else "race_more"].format(tokens=tokens)
+    return values
+
+
+def step_text(text: str, rec: Recordings, language: str) -> str:
+    """A step's body or takeaway with the example's numbers (step_numbers) put in its {placeholders}."""
+    for name, value in step_numbers(rec, language).items():
+        text = text.replace("{" + name + "}", value)
+    return text
+
+
+def with_numbers(step: dict, rec: Recordings, language: str) -> dict:
+    """A copy of `step` (the lesson's cached text is never changed) whose body and takeaway name the
+    example's own numbers (step_text)."""
+    return {k: step_text(v, rec, language) if k in ("body", "takeaway") and isinstance(v, str) else v
+            for k, v in step.items()}  # fmt: skip
 
 
 def race_numbers(trace: Trace, baseline: Trace | None) -> dict[str, Any] | None:

@@ -129,7 +129,7 @@ def lesson_page() -> None:
     count = len(steps)
     ui = lesson.get("ui", {})
     i, big = lesson_controls.step_and_view_from_link(count)  # big: the presenter view (the toggle below shows it)
-    step = steps[i - 1]
+    step = lesson_content.with_numbers(steps[i - 1], rec, language)  # its words name the recording's numbers
 
     if big:  # one row for every control, the contents in a pop-over, so the height goes to the figure
         # the language column holds "English | 中文 Chinese" whole at 1280 px (188 px; 1.7 parts cut it)
