@@ -89,10 +89,12 @@ EXAMPLES = [
 # (specviz.teaching.charts.lesson.sampled_lessons; greedy decoding showed none of them, issue 35). The main
 # example drafts as Algorithm 1 states it (config.PAPER_DRAFT: one chain of gamma drafts, no tree, no
 # early stop), the contrast with the distilled 3-layer draft on the same prompt and settings.
-# Temperature and seed were chosen by a search over 0.6-1.0 and seeds 0-5: at 0.7 every seed showed
-# all of it; seed 1's iteration 5 ("Aw, shucks! Imagine") spreads its residual widest.
+# Temperature 0.7 came from a search over 0.6-1.0: there nearly every seed shows all of it. The seed
+# is chosen when recording (representative_seed): a typical run of the head being shipped, not its
+# luckiest, whatever head that is.
 LESSON_PROMPT = "Explain why the sky is blue to a curious child."
-LESSON_SETTINGS = {"gamma": 3, "temperature": 0.7, "seed": 1, "max_new_tokens": 48}
+LESSON_SETTINGS = {"gamma": 3, "temperature": 0.7, "max_new_tokens": 48}
+LESSON_SEEDS = range(10)  # the seeds the main example's is chosen from
 CONTRAST_GAMMA = 6  # a weak draft asked for many guesses: most are wasted, each one costs a draft step
 RACE_PROMPT = "Write a short story about a fox who wants to fly."
 
@@ -106,6 +108,34 @@ def check_teaches(spec) -> None:
     missing = [name for name in ("accepted_by_r", "rejected_by_r", "residual", "both_routes") if not shown.get(name)]
     if missing:
         raise SystemExit(f"The lesson example shows no {', '.join(missing)}: choose another seed or temperature.")
+
+
+def teaches(spec) -> bool:
+    """Whether the iteration the lesson would show of `spec` shows everything it says (check_teaches)."""
+    try:
+        check_teaches(spec)
+    except SystemExit:
+        return False
+    return True
+
+
+def representative_seed(target, draft) -> int:
+    """The main example's seed: of LESSON_SEEDS, those whose run shows everything the lesson teaches,
+    the one with the median tokens per iteration (the lower middle of an even count). A typical run:
+    the lesson's race then shows what this head usually does on this prompt, not its best."""
+    runs = []
+    for seed in LESSON_SEEDS:
+        spec = speculative_generate(LESSON_PROMPT, target=target, draft=draft,
+                                    options=DecodeOptions(**LESSON_SETTINGS, seed=seed))  # fmt: skip
+        tau = spec.summary["new_tokens"] / spec.summary["iterations"]
+        print(f"  seed {seed}: {tau:.2f} tokens per iteration{'' if teaches(spec) else ', does not teach'}")
+        if teaches(spec):
+            runs.append((tau, seed))
+    if not runs:
+        raise SystemExit("No seed's run shows everything the lesson teaches: choose another temperature.")
+    tau, seed = sorted(runs)[(len(runs) - 1) // 2]
+    print(f"  the median of {len(runs)}: seed {seed}, {tau:.2f} tokens per iteration")
+    return seed
 
 
 def decode_and_time(prompt, target, draft, options, check=None):
@@ -125,8 +155,9 @@ def record_lesson(target) -> None:
     from specviz.config import PAPER_DRAFT
     from specviz.teaching.lesson import CONTRAST_TRACE, MAIN_TRACE, race_numbers
 
+    seed = representative_seed(target, PAPER_DRAFT)
     for path, draft, gamma in ((MAIN_TRACE, PAPER_DRAFT, 3), (CONTRAST_TRACE, models.TRAINED_DRAFT, CONTRAST_GAMMA)):
-        options = DecodeOptions(**{**LESSON_SETTINGS, "gamma": gamma})
+        options = DecodeOptions(**{**LESSON_SETTINGS, "gamma": gamma, "seed": seed})
         check = check_teaches if path == MAIN_TRACE else None
         spec, base = decode_and_time(LESSON_PROMPT, target, draft, options, check)
         spec.extra["recorded_with"] = f"{spec.config['device']}, {torch_threads()} torch thread(s)"
