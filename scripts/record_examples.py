@@ -94,29 +94,24 @@ EXAMPLES = [
 # luckiest, whatever head that is.
 LESSON_PROMPT = "Explain why the sky is blue to a curious child."
 LESSON_SETTINGS = {"gamma": 3, "temperature": 0.7, "max_new_tokens": 48}
-LESSON_SEEDS = range(10)  # the seeds the main example's is chosen from
+LESSON_SEEDS = range(10)  # the seeds the main example's seed is chosen from
 CONTRAST_GAMMA = 6  # a weak draft asked for many guesses: most are wasted, each one costs a draft step
 RACE_PROMPT = "Write a short story about a fox who wants to fly."
 
 
-def check_teaches(spec) -> None:
-    """Stop before writing a main example whose chosen iteration does not show what the lesson says."""
+def untaught(spec) -> list[str]:
+    """What the lesson says that the iteration it would show of `spec` does not show (none: it teaches)."""
     from specviz.teaching.charts import lesson as lesson_charts
 
     index = lesson_charts.pick_iterations(spec.iterations)["resample"]
     shown = lesson_charts.sampled_lessons(spec.iterations[index]) if index is not None else {}
-    missing = [name for name in ("accepted_by_r", "rejected_by_r", "residual", "both_routes") if not shown.get(name)]
-    if missing:
+    return [name for name in ("accepted_by_r", "rejected_by_r", "residual", "both_routes") if not shown.get(name)]
+
+
+def check_teaches(spec) -> None:
+    """Stop before writing a main example whose chosen iteration does not show what the lesson says."""
+    if missing := untaught(spec):
         raise SystemExit(f"The lesson example shows no {', '.join(missing)}: choose another seed or temperature.")
-
-
-def teaches(spec) -> bool:
-    """Whether the iteration the lesson would show of `spec` shows everything it says (check_teaches)."""
-    try:
-        check_teaches(spec)
-    except SystemExit:
-        return False
-    return True
 
 
 def representative_seed(target, draft) -> int:
@@ -128,8 +123,9 @@ def representative_seed(target, draft) -> int:
         spec = speculative_generate(LESSON_PROMPT, target=target, draft=draft,
                                     options=DecodeOptions(**LESSON_SETTINGS, seed=seed))  # fmt: skip
         tau = spec.summary["new_tokens"] / spec.summary["iterations"]
-        print(f"  seed {seed}: {tau:.2f} tokens per iteration{'' if teaches(spec) else ', does not teach'}")
-        if teaches(spec):
+        teaches = not untaught(spec)
+        print(f"  seed {seed}: {tau:.2f} tokens per iteration{'' if teaches else ', does not teach'}")
+        if teaches:
             runs.append((tau, seed))
     if not runs:
         raise SystemExit("No seed's run shows everything the lesson teaches: choose another temperature.")
@@ -161,10 +157,15 @@ def record_lesson(target) -> None:
         check = check_teaches if path == MAIN_TRACE else None
         spec, base = decode_and_time(LESSON_PROMPT, target, draft, options, check)
         spec.extra["recorded_with"] = f"{spec.config['device']}, {torch_threads()} torch thread(s)"
-        path.write_text(spec.to_json(indent=None), encoding="utf-8")
-        path.with_name(path.stem + ".baseline.json").write_text(base.to_json(indent=None), encoding="utf-8")
         race = race_numbers(spec, base)
         print(f"{path.name}: draft {spec.config['draft']}, {race['speedup']:.2f}x on {race['tokens']} tokens")
+        if path == MAIN_TRACE and race["speedup"] < 1:  # the lesson's first race must show the idea paying
+            raise SystemExit(
+                f"The lesson's main example ran {race['speedup']:.2f}x its target alone: nothing written. Record "
+                "it on a quiet machine, or choose another temperature (LESSON_SETTINGS)."
+            )
+        path.write_text(spec.to_json(indent=None), encoding="utf-8")
+        path.with_name(path.stem + ".baseline.json").write_text(base.to_json(indent=None), encoding="utf-8")
 
 
 def record_race(target) -> None:

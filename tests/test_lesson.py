@@ -278,7 +278,19 @@ def test_every_placeholder_names_a_number_of_the_example_and_none_is_left(langua
         assert names <= set(lesson.STEP_NUMBERS), (raw["id"], names)
         shown = lesson.with_numbers(raw, REC, language)
         assert not re.search(r"\{\w+\}", shown["body"] + shown.get("takeaway", "")), raw["id"]
-        assert "–" not in shown.get("takeaway", ""), raw["id"]  # every number the recordings can give
+        assert "–" not in shown["body"] + shown.get("takeaway", ""), raw["id"]  # the recordings give every one
+
+
+def test_a_copy_without_the_target_alone_recording_still_reads_as_sentences():
+    """No baseline: no race and no step to measure a pass in; the words say what the timeline shows."""
+    import dataclasses
+
+    alone = dataclasses.replace(REC, baseline=None)
+    numbers = lesson.step_numbers(alone, "en")
+    assert numbers["pass_steps"] == "–" and numbers["race"] == lesson.notes_text("en")["race_unknown"]
+    raw = next(s for s in lesson.load_lesson("en")["steps"] if s["id"] == "idea")
+    takeaway = lesson.with_numbers(raw, alone, "en")["takeaway"]
+    assert takeaway.endswith("take the time the timeline shows.")
 
 
 @pytest.mark.parametrize("language", list(lesson.LANGUAGES))

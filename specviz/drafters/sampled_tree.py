@@ -40,8 +40,10 @@ def coverage_gains(q: torch.Tensor, width: int) -> torch.Tensor:
     (c draws with replacement cover sum_i q_i (1 - (1 - q_i)^c); without replacement they cover a little
     more, so this is a slight underestimate). 0 beyond the tokens q holds."""
     q = q.double()
-    # One product per c instead of a power of an [m, width, V] tensor: in float64 over the whole
-    # vocabulary that power was half of the sampled tree's drafting time.
+    if width <= 0:
+        return q.new_zeros(q.shape[0], 0).float()
+    # One product per c, not a power of an [m, width, V] tensor: the power over the whole vocabulary in
+    # float64 was a large share of the drafting (docs/benchmarks.md, "Both trees again").
     term, columns = q * q, []  # [m, V] q_i^2 (1 - q_i)^(c-1), from c = 1
     for _ in range(width):
         columns.append(term.sum(-1))

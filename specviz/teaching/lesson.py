@@ -45,7 +45,7 @@ from specviz.teaching.catalogue import LANGUAGES  # noqa: F401 (the lesson is wr
 from specviz.teaching.charts import bonus_figure, draft_figure, residual_figure, timeline_figure
 from specviz.teaching.charts import kv_cache as kv_charts
 from specviz.teaching.charts import lesson as lesson_charts
-from specviz.teaching.charts.timeline import time_to_tokens_ms, tokens_in_common
+from specviz.teaching.charts.timeline import iterations_for, time_to_tokens_ms, tokens_in_common
 from specviz.teaching.charts.tokens import draft_facts, iteration_tokens, md_escape
 from specviz.teaching.charts.words import words
 from specviz.traces.speedup import speedup_spread
@@ -165,24 +165,28 @@ def step_numbers(rec: Recordings, language: str) -> dict[str, str]:
     """{name: its value in words} for the placeholders of STEP_NUMBERS, from the main recording:
     gamma and rows (γ + 1); temperature; tokens, the tokens both runs wrote; pass_steps, the
     recording's mean checking pass in mean steps of its target writing alone, and draft_share, its
-    drafting's time as a share of its passes' (both what the timeline beside the words draws: the dark
-    bars against the light ones, the green slivers against the dark bars); race, how the race ended
-    (notes "race_less" or "race_more"). A number the recordings cannot give reads "–"."""
-    notes, trace = notes_text(language), rec.trace
+    drafting's time as a share of its checking passes' (both over the iterations the timeline beside
+    the words draws, the first of each run left out: it reads the prompt, not a checking pass or one
+    token's step); race, how the race ended (notes "race_less", "race_more"). A number the
+    recordings cannot give reads "–" (the race: notes "race_unknown")."""
+    notes, trace, baseline = notes_text(language), rec.trace, rec.baseline
     gamma = example_gamma(trace)
-    passes = [it["verify_ms"] for it in trace.iterations]
-    steps = [it["verify_ms"] for it in rec.baseline.iterations] if rec.baseline is not None else []
-    race = race_numbers(trace, rec.baseline)
+    race = race_numbers(trace, baseline)
     tokens = race["tokens"] if race else trace.summary.get("new_tokens", 0)
+    checks = iterations_for(trace, tokens)[1:]
+    passes = sum(it["verify_ms"] for it in checks)
+    steps = [it["verify_ms"] for it in iterations_for(baseline, tokens)[1:]] if baseline is not None else []
     values = {
         "gamma": str(gamma),
         "rows": str(gamma + 1),
         "temperature": f"{trace.config.get('temperature', 0.0):g}",
         "tokens": str(tokens),
-        "pass_steps": f"{statistics.mean(passes) / statistics.mean(steps):.1f}" if passes and steps else "–",
-        "draft_share": f"{sum(it['draft_ms'] for it in trace.iterations) / sum(passes):.0%}" if sum(passes) else "–",
-        "race": "–",
+        "pass_steps": "–",
+        "draft_share": f"{sum(it['draft_ms'] for it in checks) / passes:.0%}" if passes > 0 else "–",
+        "race": notes["race_unknown"],
     }
+    if passes > 0 and steps and sum(steps) > 0:
+        values["pass_steps"] = f"{(passes / len(checks)) / statistics.mean(steps):.1f}"
     if race is not None:
         values["race"] = notes["race_less" if race["speedup"] >= 1 else "race_more"].format(tokens=tokens)
     return values
