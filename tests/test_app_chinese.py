@@ -54,8 +54,8 @@ def _strings(value, out: set[str]) -> None:
 
 def data_strings(at: AppTest) -> tuple[list[str], set[str]]:
     """The trace on show's own strings (and its baseline's) and the example prompts: -> (the texts of
-    eight characters or more, longest first, taken out wherever they stand; every string as a word,
-    lower case, so a token counts as data only where a whole word is that token)."""
+    eight characters or more, longest first, taken out wherever they stand whole (not inside a word);
+    every string as a word, lower case, so a token counts as data only where a whole word is that token)."""
     out: set[str] = set(params.EXAMPLE_PROMPTS)
     loaded = at.session_state["loaded"] if "loaded" in at.session_state else None
     recordings = lesson.load_recordings()  # the lesson's own example
@@ -125,8 +125,8 @@ NOT_WORDS = (
 
 def english_left(text: str, data: tuple[list[str], set[str]]) -> list[str]:
     long, tokens = data
-    for s in long:
-        text = text.replace(s, " ")
+    for s in long:  # never inside a word: a token " transform" must not leave "ers" of "transformers"
+        text = re.sub(rf"(?<![A-Za-z]){re.escape(s)}(?![A-Za-z])", " ", text)
     text = re.sub(NOT_WORDS, " ", text)
     words = re.findall(r"[A-Za-z][A-Za-z0-9.\-/']*[A-Za-z0-9]|[A-Za-z]", text)
     kept = LATIN_KEPT | tokens
