@@ -192,17 +192,18 @@ def step_numbers(rec: Recordings, language: str) -> dict[str, str]:
     return values
 
 
-def step_text(text: str, rec: Recordings, language: str) -> str:
+def step_text(text: str, numbers: dict[str, str]) -> str:
     """A step's body or takeaway with the example's numbers (step_numbers) put in its {placeholders}."""
-    for name, value in step_numbers(rec, language).items():
+    for name, value in numbers.items():
         text = text.replace("{" + name + "}", value)
     return text
 
 
 def with_numbers(step: dict, rec: Recordings, language: str) -> dict:
     """A copy of `step` (the lesson's cached text is never changed) whose body and takeaway name the
-    example's own numbers (step_text)."""
-    return {k: step_text(v, rec, language) if k in ("body", "takeaway") and isinstance(v, str) else v
+    example's own numbers (step_numbers, worked out once for both)."""
+    numbers = step_numbers(rec, language)
+    return {k: step_text(v, numbers) if k in ("body", "takeaway") and isinstance(v, str) else v
             for k, v in step.items()}  # fmt: skip
 
 
