@@ -231,14 +231,18 @@ def test_presenter_view_switched_on_from_the_page_keeps_next_and_back_working(ne
     # (a clean-clone CI run found two), so read the buttons once it has ended.
     wait_idle(page, sidebar=False)
     expect(back).to_be_disabled()
-    for step in range(2, count + 1):
+    # English walks to the last step and back to the first; Chinese the first four (the bug stuck on
+    # step 2; every step's presenter view in both languages is test_every_step_fits_every_screen's).
+    last = count if lang == "en" else 4
+    for step in range(2, last + 1):
         wait_idle(page, sidebar=False)  # the step before is drawn and its link written: Next is the live one
         next_.click()
         expect_step(page, step, titles)
     wait_idle(page, sidebar=False)
-    expect(next_).to_be_disabled(timeout=60_000)
-    shot(page, f"lesson-presenter-switched-{lang}-{count:02d}")
-    for step in range(count - 1, 0, -1):
+    if last == count:
+        expect(next_).to_be_disabled(timeout=60_000)
+        shot(page, f"lesson-presenter-switched-{lang}-{count:02d}")
+    for step in range(last - 1, 0, -1):
         wait_idle(page, sidebar=False)
         back.click()
         expect_step(page, step, titles)
