@@ -244,6 +244,33 @@ def test_the_rule_finds_every_way_of_sleeping(tmp_path, monkeypatch):
     ]
 
 
+# `./dev.sh test` runs the browser tests from the files its BROWSER_FILES names (collecting only
+# those); a test marked `browser` anywhere else would run in neither part.
+def browser_files_outside_the_list() -> list[str]:
+    listed = re.search(r'^BROWSER_FILES="([^"]*)"', (ROOT / "dev.sh").read_text(encoding="utf-8"), re.M)
+    assert listed, "dev.sh no longer names its BROWSER_FILES"
+    places = [ROOT / name for name in listed.group(1).split()]
+    mark = "mark." + "browser"  # spelled in two parts, so this file does not count as marked
+    marked = [path for path in sorted((ROOT / "tests").rglob("test_*.py")) if mark in path.read_text()]
+    inside = lambda path: any(path == place or place in path.parents for place in places)  # noqa: E731
+    return [str(path.relative_to(ROOT)) for path in marked if not inside(path)]
+
+
+def test_every_browser_test_is_in_a_file_the_browser_part_collects():
+    assert browser_files_outside_the_list() == [], "add the file to dev.sh's BROWSER_FILES"
+
+
+def test_the_rule_finds_a_browser_test_outside_the_list(tmp_path, monkeypatch):
+    (tmp_path / "tests" / "browser").mkdir(parents=True)
+    (tmp_path / "dev.sh").write_text('BROWSER_FILES="tests/browser tests/test_b.py"\n', encoding="utf-8")
+    marked = "import pytest\npytestmark = pytest." + "mark." + "browser\n"
+    for name in ("browser/test_a.py", "test_b.py", "test_c.py"):
+        (tmp_path / "tests" / name).write_text(marked, encoding="utf-8")
+    (tmp_path / "tests" / "test_d.py").write_text("def test_d():\n    pass\n", encoding="utf-8")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert browser_files_outside_the_list() == ["tests/test_c.py"]
+
+
 # The app's server is one wing (issue 49, item 3): its modules live in specviz_app/serving/, and the
 # top of specviz_app/ keeps the router and what every page shares (docs/design.md, section 2).
 APP_TOP_MAX = 10  # modules directly in specviz_app/, __init__.py and __main__.py included
