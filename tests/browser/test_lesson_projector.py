@@ -112,17 +112,20 @@ def dark(rgb: list[float]) -> bool:
     return lum <= 0.1 or min(rgb) >= 250
 
 
+# True once the reading of the function given (MEASURE's text) is the one the last poll saw: the page
+# has stopped moving.
+UNCHANGED = """(script) => { const now = JSON.stringify((0, eval)('(' + script + ')')());
+  const same = window.__svLastReading === now; window.__svLastReading = now; return same; }"""
+
+
 def settled(page, script: str, timeout_s: float = 60):
     """`script`'s reading once the page has stopped moving: after a resize Streamlit and Plotly lay
-    the page out again over several frames, so read until every chart fills its box and two readings
+    the page out again over several frames, so wait until every chart fills its box and two readings
     300 ms apart agree (the timeout bounds a hang only)."""
     page.wait_for_function(CHARTS_FIT, timeout=timeout_s * 1000)
-    deadline, last = time.monotonic() + timeout_s, None
-    while (now := page.evaluate(script)) != last:
-        assert time.monotonic() < deadline, f"the page was still moving after {timeout_s:.0f} s"
-        last = now
-        page.wait_for_timeout(300)
-    return now
+    page.evaluate("() => { window.__svLastReading = undefined; }")
+    page.wait_for_function(UNCHANGED, arg=script, polling=300, timeout=timeout_s * 1000)
+    return page.evaluate(script)
 
 
 def projector_problems(m: dict, where: str, step: int, page) -> list[str]:
