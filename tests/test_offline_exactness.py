@@ -76,20 +76,29 @@ def test_sampled_run_with_the_default_pair_is_a_valid_trace(offline_target):
     assert trace.extra["token_text"][str(trace.output_token_ids[0])]
 
 
-@pytest.mark.slow
-# "self" is left out: its q is p, so every draft passes and the test could not fail.
-@pytest.mark.parametrize("draft", ["hybrid", "offline:specviz-draft-smollm2"])
-def test_sampled_first_tokens_follow_the_targets_exact_distribution(offline_target, draft):
-    """Chi-square of the first two sampled tokens against the target's exact p, for the offline
-    target's model-based drafters as it loads (its kernels, the lean forward, the head's tree and
-    early stop in the hybrid): a wrong rule or a q that is not the one a token was drawn from is
-    caught here (the lab's tests show such rules fail this test)."""
-    from specviz.labs.lab import exact_distribution, run_lab
+@pytest.fixture(scope="module")
+def first_two_tokens(offline_target):
+    """(a short prompt's ids, the target's exact distribution of its first two tokens at T=1): the
+    chi-square tests below share one enumeration (each is some fifty target passes)."""
+    from specviz.labs.lab import exact_distribution
 
     # The user's turn without the template's default system turn: 13 tokens instead of 34, which
     # every one of the 80 samples feeds the target first (most of a short sample's cost).
     ids = offline_target.tokenizer("<|im_start|>user\nName a colour.<|im_end|>\n<|im_start|>assistant\n")["input_ids"]
-    exact = exact_distribution(offline_target, ids, k=2, sampling=SamplingConfig(1.0), min_prob=2e-3)
+    return ids, exact_distribution(offline_target, ids, k=2, sampling=SamplingConfig(1.0), min_prob=2e-3)
+
+
+@pytest.mark.slow
+# "self" is left out: its q is p, so every draft passes and the test could not fail.
+@pytest.mark.parametrize("draft", ["hybrid", "offline:specviz-draft-smollm2"])
+def test_sampled_first_tokens_follow_the_targets_exact_distribution(offline_target, first_two_tokens, draft):
+    """Chi-square of the first two sampled tokens against the target's exact p, for the offline
+    target's model-based drafters as it loads (its kernels, the lean forward, the head's tree and
+    early stop in the hybrid): a wrong rule or a q that is not the one a token was drawn from is
+    caught here (the lab's tests show such rules fail this test)."""
+    from specviz.labs.lab import run_lab
+
+    ids, exact = first_two_tokens
     result = run_lab(ids, target=offline_target, draft=draft, k=2, n=80, gamma=2, exact=exact, with_target=False)
     assert result.impossible_spec == 0
     assert result.spec_test.p_value > 0.001, (draft, result.spec_test)
@@ -111,14 +120,15 @@ def test_greedy_dynamic_tree_equals_transformers_greedy(offline_target, greedy_r
 
 @pytest.mark.slow
 @pytest.mark.parametrize("draft", ["hybrid", "offline:specviz-head-smollm2"])
-def test_sampled_first_tokens_of_the_dynamic_tree_follow_the_targets_exact_distribution(offline_target, draft):
+def test_sampled_first_tokens_of_the_dynamic_tree_follow_the_targets_exact_distribution(
+    offline_target, first_two_tokens, draft
+):
     """The chi-square above with EAGLE-2's dynamic tree, at T=1 drawn from q (specviz.drafters.sampled_tree:
     children without replacement, their counts decided before they are drawn), batched through the
     serving path."""
-    from specviz.labs.lab import exact_distribution, run_lab
+    from specviz.labs.lab import run_lab
 
-    ids = offline_target.tokenizer("<|im_start|>user\nName a colour.<|im_end|>\n<|im_start|>assistant\n")["input_ids"]
-    exact = exact_distribution(offline_target, ids, k=2, sampling=SamplingConfig(1.0), min_prob=2e-3)
+    ids, exact = first_two_tokens
     result = run_lab(
         ids, target=offline_target, draft=draft, k=2, n=80, gamma=2, exact=exact, with_target=False, tree="dynamic"
     )

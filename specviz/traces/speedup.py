@@ -203,10 +203,11 @@ def _most_sessions(run: Any) -> int:
 
 @contextmanager
 def _no_garbage_collection():
-    """timeit's rule: collect before a timing, never during it. A full collection with the models
+    """timeit's rule: no garbage collection during a timing. A full collection with the models
     loaded is long beside a short run, and it fell inside one run of a pair or the other at random
-    (docs/benchmarks.md, "Figures once kept in code comments", "The speedup's pairs")."""
-    gc.collect()
+    (docs/benchmarks.md, "Figures once kept in code comments", "The speedup's pairs"). None is forced
+    before the pair either: with collection off while both runs go, one there would only add its
+    cost to every pair of every run (docs/benchmarks.md, "The test suite's time")."""
     enabled = gc.isenabled()
     gc.disable()
     try:
