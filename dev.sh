@@ -75,8 +75,9 @@ case "${1:-}" in
         # --durations: each part lists its slowest tests, so a slow new test shows in every CI log.
         mkdir -p artifacts
         status=0 browser_status=0
-        # SPECVIZ_TIMING_SECONDS=0: the browser tests need only a run's figures, not many of them, so
-        # the app times the fewest pairs after each run (specviz_app/serving/background.py).
+        # SPECVIZ_TIMING_SECONDS=0: the browser tests need only a run's own figures, so the app times no
+        # pair beyond a run's own (specviz_app/serving/background.py); test_trust.py starts an app that
+        # times the fewest pairs, for its tests of them.
         # The browser part collects only the files that hold browser tests (BROWSER_FILES; a house-rules
         # test keeps the list whole): collecting the whole suite cost each of its processes seconds of
         # imports for tests it then deselected.

@@ -73,7 +73,8 @@ def test_pairs_alternate_their_order_and_short_runs_get_more():
     assert speedup.pairs_wanted(0.1) == SPEEDUP_MAX_PAIRS
     assert speedup.pairs_wanted(100.0) == SPEEDUP_MIN_PAIRS
     assert SPEEDUP_MIN_PAIRS < speedup.pairs_wanted(2.0) < SPEEDUP_MAX_PAIRS
-    assert speedup.pairs_wanted(2.0, timed_seconds=0.0) == SPEEDUP_MIN_PAIRS  # a server that wants the fewest
+    assert speedup.pairs_wanted(2.0, timed_seconds=1.0) == SPEEDUP_MIN_PAIRS  # a server that wants the fewest
+    assert speedup.pairs_wanted(2.0, timed_seconds=0.0) == 1  # one that wants no timing beyond the run's own
     assert speedup.pairs_wanted(2.0, timed_seconds=14.0) == 7
     calls = []
 

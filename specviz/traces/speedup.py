@@ -219,7 +219,11 @@ def _no_garbage_collection():
 
 def pairs_wanted(first_pair_seconds: float, timed_seconds: float = SPEEDUP_TIMED_SECONDS) -> int:
     """How many pairs a run gets: enough that short runs have `timed_seconds` of timing in all
-    (their single timings are the noisiest), between SPEEDUP_MIN_PAIRS and SPEEDUP_MAX_PAIRS."""
+    (their single timings are the noisiest), between SPEEDUP_MIN_PAIRS and SPEEDUP_MAX_PAIRS.
+    timed_seconds 0 asks for no timing beyond the run itself: its own pair is all it gets (a server
+    whose CPU is wanted elsewhere; the pages then say the speedup is from one pair)."""
+    if timed_seconds == 0:
+        return 1
     if first_pair_seconds <= 0:
         return SPEEDUP_MAX_PAIRS
     wanted = math.ceil(timed_seconds / first_pair_seconds)

@@ -46,8 +46,9 @@ from specviz.traces import speedup
 _preload_lock = threading.Lock()
 _preload_thread: threading.Thread | None = None
 # SPECVIZ_TIMING_SECONDS=s: about how many seconds of timing pairs a run gets (speedup.pairs_wanted,
-# config.SPEEDUP_TIMED_SECONDS by default; 0 gives every run the fewest, SPEEDUP_MIN_PAIRS). For a
-# server whose CPU is wanted elsewhere: the browser tests that do not time the app use 0.
+# config.SPEEDUP_TIMED_SECONDS by default; any s > 0 gives at least SPEEDUP_MIN_PAIRS; 0 times no pair
+# beyond the run's own). For a server whose CPU is wanted elsewhere: the browser tests use 0, and 1
+# (the fewest pairs) where they check the pairs themselves (tests/browser/test_trust.py).
 TIMING_SECONDS_ENV = "SPECVIZ_TIMING_SECONDS"
 IDLE_POLL_S = 0.2  # how often a waiting timing pair looks at the gate again
 SETTLE_S = 1.0  # the pause before a run's further pairs, while its page is drawn
@@ -88,7 +89,8 @@ def _timing_seconds_from(value: str) -> float:
         return seconds
     print(
         f"{TIMING_SECONDS_ENV}={value!r} is not a number of seconds >= 0: the app times "
-        f"{SPEEDUP_TIMED_SECONDS:g} s of pairs per run. Unset it, or set it to e.g. 0 (the fewest pairs).",
+        f"{SPEEDUP_TIMED_SECONDS:g} s of pairs per run. Unset it, or set it to e.g. 1 (the fewest pairs) "
+        "or 0 (no pair beyond the run's own).",
         file=sys.stderr,
     )
     return SPEEDUP_TIMED_SECONDS

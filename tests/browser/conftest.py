@@ -118,7 +118,8 @@ def browser_context(browser):
 
 @pytest.fixture
 def new_page(browser_context, request):
-    """new_page(query, path=...) -> a new tab (its own Streamlit session) showing the app."""
+    """new_page(query, path=..., app=...) -> a new tab (its own Streamlit session) showing the app
+    (the session's shared one unless `app` names another's URL)."""
     pages = []
 
     def make(
@@ -127,12 +128,13 @@ def new_page(browser_context, request):
         timeout_ms: int = RUN_TIMEOUT_MS,
         path: str = "",
         viewport: tuple[int, int] = (1400, 1000),
+        app: str | None = None,
     ):
         page = browser_context.new_page()
         pages.append(page)
         page.set_viewport_size({"width": viewport[0], "height": viewport[1]})
         page.set_default_timeout(60_000)
-        url = request.getfixturevalue("app_url") + "/" + path
+        url = (app or request.getfixturevalue("app_url")) + "/" + path
         if query:
             url += "?" + urllib.parse.urlencode(query)
         page.goto(url)

@@ -1,7 +1,11 @@
-"""A speedup a student can trust, in Chromium (issue 24): a Run answers at once on a fresh app, with
-a status while the models load, then its text and first speedup; the speedup is the median of timed
-pairs with their range, and the same number on the Playground, the Timeline and Theory, whose verdict
-never contradicts it.
+"""A speedup a student can trust, in Chromium (issues 24 and 35): a Run answers at once on a fresh
+app, with a status while the models load, then its text and first speedup; the speedup is the median
+of timed pairs with their range, and the same number on the Playground, the Timeline and Theory,
+whose verdict never contradicts it; every speed number comes from one set of pairs.
+
+The tests that read the pairs run on an app of their own that times the fewest pairs after each run
+(SPECVIZ_TIMING_SECONDS=1): the suite's shared app times none beyond a run's own (0), since the
+other tests check what a run shows, not its timing.
 
 How fast and how steady (a status within a second, the first speedup within 8 s, five identical
 runs within ±10%) are wall-clock goals: `scripts/bench_app.py` measures them on a quiet machine
@@ -22,6 +26,7 @@ from .helpers import (
     RUN_TIMEOUT_MS,
     act,
     assert_no_traceback,
+    click_run,
     goto_page,
     run_button_in_sight,
     shot,
@@ -39,6 +44,13 @@ WATCH_STATUS = f"""() => {{
     }}).observe(document.body, {{subtree: true, childList: true, characterData: true}});
 }}"""
 pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def timed_app():
+    """The URL of an app that times the fewest pairs after each run, for this file's tests of them."""
+    with serve_app(ARTIFACTS / "app-timed.log", {"SPECVIZ_TIMING_SECONDS": "1"}) as url:
+        yield url
 
 
 def speedup_metric(page) -> tuple[float, str]:
@@ -95,7 +107,7 @@ def test_a_fresh_app_answers_a_run_with_a_status_and_then_its_text_and_first_spe
         ctx.close()
 
 
-def test_a_run_shows_its_own_range_and_every_page_the_same_speedup(new_page):
+def test_a_run_shows_its_own_range_and_every_page_the_same_speedup(new_page, timed_app):
     """A default Run shows its median with the range of its pairs (at least the fewest pairs); the
     Timeline and Theory show the same number, and Theory's verdict on the run's own values does not
     say 'pays' beside a measured loss. (Five such runs within ±10% of their median is a wall-clock
@@ -104,7 +116,7 @@ def test_a_run_shows_its_own_range_and_every_page_the_same_speedup(new_page):
     The Run has a seed of its own: the app shares a recording between identical settings
     (specviz_app.serving.shared_runs), so the default seed could show another test's run. The default
     settings are greedy, so the seed changes neither a token nor any work."""
-    page = new_page()
+    page = new_page(app=timed_app)
     medians = []
     for i in range(1):
         seed = page.locator('[data-testid="stSidebar"]').get_by_label("Seed")
@@ -137,3 +149,68 @@ def test_a_run_shows_its_own_range_and_every_page_the_same_speedup(new_page):
     if medians[-1] < 1:
         assert "some γ gives a speedup" not in text, "Theory says 'pays' beside a measured loss"
     shot(page, "trust-theory")
+
+
+# Every "k of N pairs in" the page shows (the timing line and the note under the Speedup), in the
+# order they appear: installed before the Run, so a count that is drawn and gone again is still seen.
+WATCH_COUNTS = """() => {
+    window.__svCounts = [];
+    const look = () => {
+        for (const el of document.querySelectorAll('[data-testid="stMain"] [data-testid="stCaptionContainer"]')) {
+            const m = el.innerText.match(/(\\d+) of (\\d+) pairs in/);
+            const seen = window.__svCounts;
+            if (m && seen[seen.length - 1] !== m[0]) seen.push(m[0]);
+        }
+    };
+    new MutationObserver(look).observe(document.body, {subtree: true, childList: true, characterData: true});
+}"""
+
+# The Speedup metric's note reads "x–y over N pairs" and no timing line is left: every pair is in.
+FINISHED = """() => {
+    const metric = [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stMetric"]')]
+        .find(m => m.innerText.includes('Speedup'));
+    const note = metric && metric.querySelector('[data-testid="stMetricDelta"]');
+    return Boolean(note) && /^\\d+\\.\\d\\d–\\d+\\.\\d\\d over \\d+ pairs$/.test(note.innerText.trim())
+        && !document.body.innerText.includes('Timing the speedup again');
+}"""
+
+# The speed metrics' values and notes, read in one evaluation so they come from one drawing.
+READ_METRICS = """() => Object.fromEntries(
+    [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stMetric"]')].map(m => {
+        const part = id => (m.querySelector(`[data-testid="${id}"]`) || {innerText: ''}).innerText.trim();
+        return [part('stMetricLabel'), [part('stMetricValue'), part('stMetricDelta')]];
+    }))"""
+
+
+def test_the_playground_speed_numbers_come_from_one_set_of_pairs(new_page, timed_app):
+    """One set of timed pairs behind every speed number (issue 35): after a default Run's timing has
+    finished, the Playground's speedup is its speculative tok/s ÷ its target-only tok/s (both shown
+    beside it, within 3%), lies inside the range shown under it, and that range's count of pairs is
+    the count the timing line counted to. The Timeline shows the same figure. It waits for the
+    finished state the page itself shows ("x–y over N pairs" under the Speedup, the timing line
+    gone), never for a fixed time, and asserts agreement between numbers, never a speed."""
+    page = new_page(app=timed_app)
+    page.evaluate(WATCH_COUNTS)
+    click_run(page)
+    shot(page, "speed-numbers-timing")  # during the timing, on most machines (the counts are watched)
+    page.wait_for_function(FINISHED, timeout=RUN_TIMEOUT_MS, polling=500)
+    wait_idle(page)
+    shot(page, "speed-numbers-finished")
+
+    metrics = page.evaluate(READ_METRICS)
+    speedup, note = metrics["Speedup"]
+    shown = float(speedup.rstrip("×"))
+    spec, alone = float(metrics["Speculative tok/s"][0]), float(metrics["Target-only tok/s"][0])
+    assert spec / alone == pytest.approx(shown, rel=0.03), (spec, alone, speedup)
+    low, high, pairs = re.fullmatch(r"(\d+\.\d\d)–(\d+\.\d\d) over (\d+) pairs", note).groups()
+    assert float(low) <= shown <= float(high), (speedup, note)
+
+    counts = page.evaluate("() => window.__svCounts")
+    assert counts, "the page never showed how many pairs were in"
+    wanted = {int(re.search(r"of (\d+)", c).group(1)) for c in counts}
+    final = int(re.search(r"(\d+) of (\d+)", counts[-1]).group(2))
+    assert int(pairs) == final, (note, counts)
+    assert wanted == {final}, counts  # the line counted to one N all along, the N the result shows
+
+    goto_page(page, "Timeline")  # the same figure, range and count on the Timeline
+    assert page.evaluate(READ_METRICS)["Speedup"] == [speedup, note]
