@@ -75,13 +75,10 @@ case "${1:-}" in
         # --durations: each part lists its slowest tests, so a slow new test shows in every CI log.
         mkdir -p artifacts
         status=0 browser_status=0
-        # SPECVIZ_TIMING_SECONDS=0: the browser tests need only a run's own figures, so the app times no
-        # pair beyond a run's own (specviz_app/serving/background.py); test_trust.py starts an app that
-        # times the fewest pairs, for its tests of them.
         # The browser part collects only the files that hold browser tests (BROWSER_FILES; a house-rules
         # test keeps the list whole): collecting the whole suite cost each of its processes seconds of
         # imports for tests it then deselected.
-        OMP_NUM_THREADS=1 SPECVIZ_TIMING_SECONDS=0 "$VENV/bin/python" -m pytest $BROWSER_FILES -m browser -n 2 \
+        OMP_NUM_THREADS=1 "$VENV/bin/python" -m pytest $BROWSER_FILES -m browser -n 2 \
             --dist loadgroup --no-loadscope-reorder --durations=10 >artifacts/suite-browser.log 2>&1 &
         browser=$!
         OMP_NUM_THREADS=1 "$VENV/bin/python" -m pytest -n auto --dist loadgroup --no-loadscope-reorder \

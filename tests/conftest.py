@@ -2,6 +2,8 @@
 
 Tests never reach the network: HF_HUB_OFFLINE is set before anything imports transformers.
 SPECVIZ_KERNELS=packed fixes the CPU kernels (specviz.engine.kernels) for every test that does not set its own.
+SPECVIZ_TIMING_SECONDS=0: the app's runs (AppTest's and the browser tests' servers) time no pair
+beyond their own, unless a test sets its own budget.
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # One kernel choice for the whole suite, so bit-identity checks hold on every CPU; the measured
 # choice and mixed kernels have their own tests (tests/test_kernels.py).
 os.environ.setdefault("SPECVIZ_KERNELS", "packed")
+# The tests check what a run shows, not its timing: further pairs (specviz_app/serving/background.py)
+# went on decoding in the background, beside the tests that came after, up to the default budget's
+# many. The tests of the pairs set a budget of their own (tests/browser/test_trust.py).
+os.environ.setdefault("SPECVIZ_TIMING_SECONDS", "0")
 
 import pytest  # noqa: E402
 

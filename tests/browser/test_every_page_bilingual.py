@@ -6,7 +6,7 @@ page's title the catalogue's in the language on show.
 
 With SPECVIZ_SCREENSHOTS=1 each page is also photographed as it opens in each language, one
 viewport (1280×720, not the full page) per shot, into docs/screenshots/<lang>-<page>.png:
-    SPECVIZ_SCREENSHOTS=1 OMP_NUM_THREADS=1 SPECVIZ_TIMING_SECONDS=0 .venv/bin/python -m pytest -m browser \
+    SPECVIZ_SCREENSHOTS=1 OMP_NUM_THREADS=1 .venv/bin/python -m pytest -m browser \
         -p no:cacheprovider tests/browser/test_every_page_bilingual.py
 """
 
