@@ -60,7 +60,7 @@ def app_server(log_path: Path):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONPATH=str(ROOT))
-    env.pop("SPECVIZ_TIMING_SECONDS", None)  # the timing as shipped, not the suite's fewest pairs
+    env.pop("SPECVIZ_TIMING_SECONDS", None)  # the timing as shipped, not the suite's none
     cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
     cmd += ["--server.address", "127.0.0.1"]
     with log_path.open("w") as log:

@@ -103,7 +103,8 @@ def default_verify_rows() -> tuple[int, ...]:
 
 
 # A run's measured speedup is the median of interleaved pairs of timings (specviz.traces.speedup): at
-# least SPEEDUP_MIN_PAIRS, and for short runs more, until about SPEEDUP_TIMED_SECONDS were timed
+# least SPEEDUP_MIN_PAIRS (unless a server asks for none beyond the run's own, SPECVIZ_TIMING_SECONDS=0),
+# and for short runs more, until about SPEEDUP_TIMED_SECONDS were timed
 # (at most SPEEDUP_MAX_PAIRS): enough pairs that fresh runs of one setting agree with each other
 # (docs/benchmarks.md, "Figures once kept in code comments", "The speedup's pairs").
 SPEEDUP_MIN_PAIRS, SPEEDUP_MAX_PAIRS = 3, 12

@@ -3,7 +3,7 @@
 Tests never reach the network: HF_HUB_OFFLINE is set before anything imports transformers.
 SPECVIZ_KERNELS=packed fixes the CPU kernels (specviz.engine.kernels) for every test that does not set its own.
 SPECVIZ_TIMING_SECONDS=0: the app's runs (AppTest's and the browser tests' servers) time no pair
-beyond their own, unless a test sets its own budget.
+beyond their own (one solo pair for a batched run), unless a test sets its own budget.
 """
 
 from __future__ import annotations

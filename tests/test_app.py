@@ -264,6 +264,10 @@ def test_run_with_the_default_models_then_every_page(monkeypatch):
     assert loaded.trace.extra["batch"] == {"most_sessions": 1}
     assert loaded.trace.extra["timing"]["pairs"][0]["batched"] is False
     assert at.metric[0].value.endswith("×")
+    # The suite's app times no pair beyond a run's own (tests/conftest.py): no timing is started, and
+    # the speedup says it is one pair's.
+    assert loaded.trace.extra["timing"]["wanted"] == 1 and loaded.timing is None
+    assert at.metric[0].delta == "one pair"
     assert not any("Decoded together with" in c.value for c in at.caption)  # nothing was shared
     for page in PAGES:
         goto(at, page)

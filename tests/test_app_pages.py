@@ -146,6 +146,30 @@ def test_theory_sets_every_slider_to_a_measured_v_below_1_and_c_above_1():
     assert metrics["Expected walltime improvement"] != f"{theory.walltime_improvement(m['alpha'], 3, 1.0, 1.0):.2f}×"
 
 
+def test_theory_says_a_speedup_timed_by_one_pair_is_one_pair():
+    """A run timed by its own pair only (a server with SPECVIZ_TIMING_SECONDS=0): the Measured metric
+    says so, and a run of three pairs shows their range and count."""
+    from specviz.traces import speedup
+    from specviz.traces.trace import Trace
+    from specviz_app.session import Loaded
+
+    folder = ASSETS / "examples"
+    trace = Trace.from_json((folder / "01-default.json").read_bytes())
+    base = Trace.from_json((folder / "01-default.baseline.json").read_bytes())
+    pairs = trace.extra["timing"]["pairs"]
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    for kept, said in ((1, r"one timed pair"), (3, r"\d\.\d\d–\d\.\d\d, 3 pairs")):
+        timed = Trace.from_json((folder / "01-default.json").read_bytes())
+        timed.extra["timing"] = {"pairs": pairs[:kept], "wanted": kept}
+        assert speedup.speedup_spread(timed, base).pairs == kept
+        at.session_state["loaded"] = Loaded(timed, base, f"example: {kept} pairs", None)
+        at.switch_page(THEORY).run()
+        no_error(at)
+        measured = next(m for m in at.metric if m.label == "Measured")
+        assert re.fullmatch(said, measured.delta), (kept, measured.delta)
+
+
 # ----- sweep -------------------------------------------------------------------------------------
 
 

@@ -79,7 +79,7 @@ def test_sampled_run_with_the_default_pair_is_a_valid_trace(offline_target):
 @pytest.fixture(scope="module")
 def first_two_tokens(offline_target):
     """(a short prompt's ids, the target's exact distribution of its first two tokens at T=1): the
-    chi-square tests below share one enumeration (each is some fifty target passes)."""
+    chi-square tests below share one enumeration of its outcomes."""
     from specviz.labs.lab import exact_distribution
 
     # The user's turn without the template's default system turn: 13 tokens instead of 34, which

@@ -221,7 +221,8 @@ def pairs_wanted(first_pair_seconds: float, timed_seconds: float = SPEEDUP_TIMED
     """How many pairs a run gets: enough that short runs have `timed_seconds` of timing in all
     (their single timings are the noisiest), between SPEEDUP_MIN_PAIRS and SPEEDUP_MAX_PAIRS.
     timed_seconds 0 asks for no timing beyond the run itself: its own pair is all it gets (a server
-    whose CPU is wanted elsewhere; the pages then say the speedup is from one pair)."""
+    whose CPU is wanted elsewhere; the pages then say the speedup is from one pair), or one solo pair
+    when its own was batched and so does not count."""
     if timed_seconds == 0:
         return 1
     if first_pair_seconds <= 0:

@@ -52,7 +52,7 @@ def _verdict(alpha: float, c: float, v: float, run: theory.Explanation | None, l
         st.warning(
             w["contradicts"].format(
                 said=said, result=w["a_loss" if run.measured < 1 else "a_gain"], measured=run.measured,
-                low=run.low, high=run.high, pairs=run.pairs, sentence=theory_text.explanation_sentence(run, lang),
+                timed=_timed(w, run, "timed_range"), sentence=theory_text.explanation_sentence(run, lang),
             ),
             icon=":material/hourglass_bottom:",
         )  # fmt: skip
@@ -61,6 +61,11 @@ def _verdict(alpha: float, c: float, v: float, run: theory.Explanation | None, l
         st.success(w["pays"].format(rule=rule, gamma=best))
     else:
         st.error(w["no_pay"].format(alpha=alpha, c=c, v=v))
+
+
+def _timed(w: dict[str, str], run: theory.Explanation, range_key: str) -> str:
+    """How the run's measured speedup was timed: its pairs' range and count, or that one pair timed it."""
+    return w["timed_one"] if run.pairs == 1 else w[range_key].format(low=run.low, high=run.high, pairs=run.pairs)
 
 
 def _measured_section(m: dict | None, lang: str, w: dict[str, str]) -> theory.Explanation | None:
@@ -85,7 +90,7 @@ def _measured_section(m: dict | None, lang: str, w: dict[str, str]) -> theory.Ex
     cols[1].metric(w["m_predicted"], f"{explained.predicted:.2f}×")
     cols[2].metric(
         w["m_measured"], f"{explained.measured:.2f}×",
-        w["m_measured_delta"].format(low=explained.low, high=explained.high, pairs=explained.pairs),
+        _timed(w, explained, "m_measured_delta"),
         delta_color="off", delta_arrow="off",
     )  # fmt: skip
     cols[3].markdown(theory_text.explanation_sentence(explained, lang))

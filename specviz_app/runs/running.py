@@ -258,12 +258,15 @@ class _Redraw:
         return True
 
 
-def _time_more_pairs(request: RunRequest, trace, baseline) -> background.TimingPairs:
+def _time_more_pairs(request: RunRequest, trace, baseline) -> background.TimingPairs | None:
     """The run is the first timed pair (specviz.traces.speedup); the others run in the background on the
     same request, traced as the first was, so every pair is timed alike. They decode solo (no
-    batched=True): when the run was batched, its pair is marked so and these alone give the speedup."""
+    batched=True): when the run was batched, its pair is marked so and these alone give the speedup.
+    None when the run's own pair is all it wants (a server with SPECVIZ_TIMING_SECONDS=0)."""
     # streamed: the page drew its tokens as they came
-    speedup.start_timing(trace, baseline, streamed=True, timed_seconds=background.timing_seconds())
+    timing = speedup.start_timing(trace, baseline, streamed=True, timed_seconds=background.timing_seconds())
+    if len(speedup.counted_pairs(timing["pairs"])) >= timing["wanted"]:
+        return None
     return background.TimingPairs(
         trace, str(request.target.device), request.speculative, request.target_alone, wanted=background.session_alive()
     ).start()

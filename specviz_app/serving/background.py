@@ -47,8 +47,9 @@ _preload_lock = threading.Lock()
 _preload_thread: threading.Thread | None = None
 # SPECVIZ_TIMING_SECONDS=s: about how many seconds of timing pairs a run gets (speedup.pairs_wanted,
 # config.SPEEDUP_TIMED_SECONDS by default; any s > 0 gives at least SPEEDUP_MIN_PAIRS; 0 times no pair
-# beyond the run's own). For a server whose CPU is wanted elsewhere: the tests use 0 (tests/conftest.py),
-# and 1 (the fewest pairs) where they check the pairs themselves (tests/browser/test_trust.py).
+# beyond the run's own, or one solo pair when the run's own was batched). For a server whose CPU is
+# wanted elsewhere: the tests use 0 (tests/conftest.py), and 1 (the fewest pairs) where they check
+# the pairs themselves (tests/browser/test_trust.py).
 TIMING_SECONDS_ENV = "SPECVIZ_TIMING_SECONDS"
 IDLE_POLL_S = 0.2  # how often a waiting timing pair looks at the gate again
 SETTLE_S = 1.0  # the pause before a run's further pairs, while its page is drawn
