@@ -112,6 +112,7 @@ def test_two_app_sessions_with_one_link_share_the_recording_and_its_timing(monke
     from specviz_app.serving import background, shared_runs
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv(background.TIMING_SECONDS_ENV, "1")  # pairs to time, which the suite's 0 would not
     monkeypatch.setattr(shared_runs, "RUNS", SharedRuns())
     started = []
     real_start = background.TimingPairs.start
