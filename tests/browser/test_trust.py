@@ -101,7 +101,7 @@ def test_a_fresh_app_answers_a_run_with_a_status_and_then_its_text_and_first_spe
         page.wait_for_function("() => document.body.innerText.includes('Showing: run here')", timeout=RUN_TIMEOUT_MS)
         assert page.evaluate("window.__svStatuses"), "no status was shown between the click and the text"
         page.locator('[data-testid="stMetric"]', has_text="Speedup").first.wait_for()
-        shot(page, "trust-first-run")  # its range and pairs: the tests below, on an app that times them
+        shot(page, "trust-first-run")  # its first speedup (one pair: this app times no more; the tests below do)
         wait_idle(page)
         assert_no_traceback(page)
         ctx.close()
