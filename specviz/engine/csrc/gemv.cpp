@@ -2,8 +2,8 @@
 // streaming w once from memory whatever M is. A target step on the CPU is this product for one to a
 // few rows, and is bound by the bytes of w it reads. So w is laid out once (pack_rows) in blocks of
 // 4 output rows, 16 inputs at a time: [ceil(N/4), ceil(K/16), 4, 16], zeros padding both ends. The
-// kernel then reads w in one sequential stream, holding a block's 4 rows and up to 6 rows of x in
-// registers (the block stays in the L1 cache for the next rows of x), and splits the blocks over
+// kernel then reads w in one sequential stream, holding a block's 4 rows and up to 6 rows of x (3 without
+// AVX-512) in registers (the block stays in the L1 cache for the next rows of x), and splits the blocks over
 // torch's threads. Built by specviz/engine/native.py for the CPU it runs on (-march=native).
 //
 // Keeping memory busy while it computes: a verification pass's 4 to 8 rows cost a core more
@@ -19,8 +19,8 @@
 // the bandwidth one row reaches. Measured on AMD EPYC: docs/benchmarks.md, "The native kernel,
 // measured at load" and "Verification flatter past six rows".
 //
-// Exactness: every output (m, n) is summed in one fixed order (16 lanes over k, then the lanes in a
-// fixed tree, lane_sums), whatever M, N, the sweep sizes and the thread split are, so a row's
+// Exactness: every output (m, n) is summed in one fixed order (16 lanes over k, 8 without AVX-512, then
+// the lanes in a fixed tree, lane_sums), whatever M, N, the sweep sizes and the thread split are, so a row's
 // numbers are the same computed alone or among others: a verification pass and a one-token step
 // agree bit for bit. The padding adds exact zeros.
 
@@ -37,11 +37,17 @@ typedef float v16 __attribute__((vector_size(64)));
 
 typedef float v8 __attribute__((vector_size(32)));
 
+#if defined(__AVX512F__)
 constexpr int MAX_ROWS_PER_SWEEP = 6;  // 6 x 4 accumulators + 4 weight vectors + 1 row of x: 29 of 32 registers
-constexpr int64_t PREFETCH_BLOCKS = 4;  // how far ahead the sweeps ask for the weight stream (measured: 3-4 best)
 constexpr int64_t SWEEPS_PER_BLOCK = 2;  // up to 12 rows: every sweep over a block while it is in L1
+#else  // 16 registers of 8 floats (AVX2): the 8-lane sweeps below
+constexpr int MAX_ROWS_PER_SWEEP = 3;  // 3 x 4 accumulators + 4 weight vectors + 1 row of x: about the 16 registers
+constexpr int64_t SWEEPS_PER_BLOCK = 4;  // up to 12 rows: every sweep over a block while it is in L1
+#endif
+constexpr int64_t PREFETCH_BLOCKS = 4;  // how far ahead the sweeps ask for the weight stream (measured: 3-4 best)
 constexpr int64_t TILE_BYTES = 256 * 1024;  // past that: sweeps over a tile of blocks held in L2 (1 MB a core)
 
+#if defined(__AVX512F__)  // 32 registers of 16 floats
 // The lane sums of 4 accumulators at once, each in one fixed tree (lanes i + (i+8), then i + (i+4),
 // then (0 + 2) + (1 + 3)): the same adds, in the same order, for every output.
 static inline void lane_sums(const v16 a[4], float out[4]) {
@@ -76,17 +82,13 @@ static inline void block(const float* x, int64_t KP, const float* wb, float* y, 
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
       std::memcpy(&wv[j], wb + k * 4 + j * 16, 64);
-#if defined(__AVX512F__)  // a 64-byte vector fits one register only with AVX-512
       asm("" : "+v"(wv[j]));  // kept in a register: GCC would otherwise read it again for every row of x
-#endif
     }
 #pragma GCC unroll 8
     for (int m = 0; m < MB; ++m) {
       v16 xv;
       std::memcpy(&xv, x + m * KP + k, 64);
-#if defined(__AVX512F__)  // a 64-byte vector fits one register only with AVX-512
       asm("" : "+v"(xv));  // read once for the block's 4 rows, not once for each
-#endif
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) acc[m][j] += wv[j] * xv;
     }
@@ -98,6 +100,59 @@ static inline void block(const float* x, int64_t KP, const float* wb, float* y, 
     for (int j = 0; j < valid; ++j) y[m * N + n0 + j] = sums[j];
   }
 }
+
+#else
+// Without AVX-512 a 16-float vector takes two of the 16 registers, and the sweeps above (24 such
+// accumulators) spilled to memory: a verification pass of 4 rows cost four times one row's. Here each
+// output sums in 8 lanes, a k step's two halves of 16 in turn, and a sweep holds 3 rows: their 12
+// accumulators, the block's 4 weight vectors of the half and one row of x about fill the registers
+// (2 and 4 rows measured within the noise of 3: docs/benchmarks.md, "The native kernel without AVX-512").
+
+// The lane sums of 4 accumulators, each in one fixed tree: the same adds, in the same order, for
+// every output.
+static inline void lane_sums(const v8 a[4], float out[4]) {
+  for (int j = 0; j < 4; ++j) {
+    float l[8];
+    std::memcpy(l, &a[j], sizeof(l));
+    out[j] = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+  }
+}
+
+template <int MB>
+static inline void block(const float* x, int64_t KP, const float* wb, float* y, int64_t N, int64_t n0, int valid,
+                         const float* ahead, int phase, int every) {
+  v8 acc[MB][4];
+#pragma GCC unroll 8
+  for (int m = 0; m < MB; ++m)
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) acc[m][j] = (v8){};
+  for (int64_t k = 0; k < KP; k += 16) {
+    if (ahead && (every == 1 || (k / 16) % every == phase)) {
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) __builtin_prefetch(ahead + k * 4 + j * 16, 0, 2);  // into L2
+    }
+#pragma GCC unroll 2
+    for (int h = 0; h < 16; h += 8) {
+      v8 wv[4];
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) std::memcpy(&wv[j], wb + k * 4 + j * 16 + h, 32);
+#pragma GCC unroll 8
+      for (int m = 0; m < MB; ++m) {
+        v8 xv;
+        std::memcpy(&xv, x + m * KP + k + h, 32);
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) acc[m][j] += wv[j] * xv;
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int m = 0; m < MB; ++m) {
+    float sums[4];
+    lane_sums(acc[m], sums);
+    for (int j = 0; j < valid; ++j) y[m * N + n0 + j] = sums[j];
+  }
+}
+#endif
 
 // One sweep of `rows` (1..MAX_ROWS_PER_SWEEP) rows of x over one block.
 static inline void sweep(int rows, const float* x, int64_t KP, const float* wb, float* y, int64_t N, int64_t n0,
