@@ -37,17 +37,26 @@ EXAMPLE_GAMMA = {"en": "γ = {gamma}, as in the lesson's example", "zh": "γ = {
 # than greedy decoding: a bar or a route under this share of the axis is too thin to see projected.
 VISIBLE_MASS = 0.05
 RESIDUAL_TOKENS = 3  # the residual spread over at least this many tokens, each of visible mass
+# A draft the lesson reads aloud (step 5: "q = 0.785, p = 0.202, ...") has p and q of at least this: to
+# three decimals neither reads 0.000, and both show as bars. A rejection of a token both models gave
+# 0.0004 is true, but teaches nothing a student can see.
+LEGIBLE_PROB = 0.01
 
 
 def _ratio(draft: dict[str, Any]) -> float:
     return float("inf") if draft["q"] == 0 else draft["p"] / draft["q"]
 
 
+def _legible(draft: dict[str, Any]) -> bool:
+    return min(draft["p"], draft["q"]) >= LEGIBLE_PROB
+
+
 def sampled_lessons(it: dict[str, Any]) -> dict[str, bool]:
     """Which of the sampled algorithm's lessons one iteration shows, each by its name:
 
     accepted_by_r: a draft accepted against a drawn r with 0 < p/q < 1 (accepted although the target
-        likes it less than the draft did); rejected_by_r: the first rejection, with a drawn r ≥ p/q > 0;
+        likes it less than the draft did); rejected_by_r: the first rejection, with a drawn r ≥ p/q > 0
+        (both drafts with p and q of at least LEGIBLE_PROB, so the numbers the lesson reads are seen);
     residual: the residual after it spread over RESIDUAL_TOKENS tokens or more of visible mass;
     both_routes: at that position both routes to the output (accepted: β = Σ min(p, q); resampled:
         1 − β) are visible; spread_draft: the first draft's q is not a certainty (q < 1).
@@ -57,9 +66,10 @@ def sampled_lessons(it: dict[str, Any]) -> dict[str, bool]:
     rejected = drafts[k] if correction.get("kind") == "resample" and k < len(drafts) else None
     residual = (correction.get("residual_top") or []) if rejected is not None else []
     return {
-        "accepted_by_r": any(d.get("r") is not None and 0 < _ratio(d) < 1 for d in drafts[:k]),
+        "accepted_by_r": any(d.get("r") is not None and 0 < _ratio(d) < 1 and _legible(d) for d in drafts[:k]),
         "rejected_by_r": rejected is not None
         and rejected.get("r") is not None
+        and _legible(rejected)
         and 0 < _ratio(rejected)
         and rejected["r"] >= min(1.0, _ratio(rejected)),
         "residual": sum(prob >= VISIBLE_MASS for _, prob in residual) >= RESIDUAL_TOKENS,
