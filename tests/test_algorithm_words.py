@@ -309,6 +309,14 @@ def example(name: str) -> Trace:
     return Trace.from_json((charts_assets() / "examples" / f"{name}.json").read_text())
 
 
+def frozen(name: str) -> Trace:
+    """A recording kept in tests/fixtures for its shape (a tree in most iterations, a last iteration
+    with no room for a draft): the shipped recordings change whenever they are made again."""
+    from pathlib import Path
+
+    return Trace.from_json((Path(__file__).parent / "fixtures" / f"{name}.json").read_text())
+
+
 def test_the_tree_caption_says_each_comparison_as_the_numbers_have_it():
     from specviz.teaching.charts.drafting import tree_effect
 
@@ -318,20 +326,16 @@ def test_the_tree_caption_says_each_comparison_as_the_numbers_have_it():
     assert "passes more often" not in greedy and "make more tokens" not in greedy
     assert "position 1 passed 0.800 of the times it was reached, level with its mean β 0.800" in greedy
     assert "made 2.75 tokens each, fewer than the 3.05 predicted" in greedy
-    sampled = tree_effect(example("02-sampled"))  # 22 trees in 25 iterations: both lifted
+    sampled = tree_effect(frozen("sampled_tree"))  # 22 trees in 25 iterations: both lifted
     assert sampled.startswith("22 of 25 iterations drafted a tree.")
     assert "passed 0.522 of the times it was reached, above its mean β 0.379" in sampled
     assert "made 1.65 tokens each, more than the 1.49 predicted" in sampled
 
 
-def lesson_trace() -> Trace:
-    return Trace.from_json((charts_assets() / "lesson_trace.json").read_text())
-
-
 def test_the_last_iteration_says_no_room_was_left_the_same_on_every_page():
     from specviz.teaching import notebook
 
-    trace = lesson_trace()
+    trace = frozen("no_room_at_the_end")  # the lesson as once recorded
     last, before = trace.iterations[-1], trace.iterations[-2]
     n = len(trace.iterations)
     assert last["drafting"]["gamma"] == 0 and last["drafts"] == []  # max new tokens left room for none
@@ -380,7 +384,7 @@ def test_the_chinese_lesson_says_how_its_iteration_drafted_in_chinese():
     tree = tree_trace(1)
     zh = token_stream_html(tree.iterations, {}, gamma=3, lang="zh")
     assert "草稿树：2 个分支在目标模型的一次前向中一起检验，保留第 2 个分支 “. And then”" in zh
-    last = lesson_trace().iterations[-1]
+    last = frozen("no_room_at_the_end").iterations[-1]
     assert "没有草稿（γ = 3）：在达到最大新 token 数之前已没有起草的空间" in token_stream_html(
         [last], {}, gamma=3, lang="zh"
     )
