@@ -105,7 +105,8 @@ def untaught(spec) -> list[str]:
 
     index = lesson_charts.pick_iterations(spec.iterations)["resample"]
     shown = lesson_charts.sampled_lessons(spec.iterations[index]) if index is not None else {}
-    return [name for name in ("accepted_by_r", "rejected_by_r", "residual", "both_routes") if not shown.get(name)]
+    taught = ("accepted_by_r", "rejected_by_r", "legible", "residual", "both_routes")
+    return [name for name in taught if not shown.get(name)]
 
 
 def check_teaches(spec) -> None:

@@ -290,7 +290,7 @@ def test_the_papers_preset_says_where_it_drafts_fewer_than_gamma_and_the_lesson_
     short = [it for it in trace.iterations if len(it["drafts"]) < gamma]
     last = len(trace.iterations) - 1
     near_the_end = [it["index"] for it in short[1:]]
-    assert short[0]["index"] == 0 and near_the_end  # the first, and some near max new tokens: the last ones
+    assert short[0]["index"] == 0  # the first, then only the last ones (near max new tokens), if any
     assert near_the_end == list(range(last - len(near_the_end) + 1, last + 1)), near_the_end
     for it in short:  # each for a reason the definition names
         d = it["drafting"]

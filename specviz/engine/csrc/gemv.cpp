@@ -10,7 +10,7 @@
 // arithmetic per weight byte than one row, and one core here keeps only so many reads in flight on
 // its own, so without help its stream stalls while it computes. The sweeps over a block therefore
 // ask for the block PREFETCH_BLOCKS ahead (into L2), and the rows are split into as few sweeps as
-// the registers allow, of balanced sizes (7 rows: 3 + 4), each sweep holding its weights and rows
+// the registers allow, of balanced sizes (7 rows: 3 + 4; without AVX-512 2 + 2 + 3), each sweep holding its weights and rows
 // of x in registers (GCC otherwise read them again for every product). Past 12 rows (a class's
 // batched pass, bound by arithmetic) the sweeps run over a tile of blocks held in L2, and ask for
 // the next tile. Every sweep asks for its share of what comes next (sweep s of S: the k steps
@@ -41,7 +41,7 @@ typedef float v8 __attribute__((vector_size(32)));
 constexpr int MAX_ROWS_PER_SWEEP = 6;  // 6 x 4 accumulators + 4 weight vectors + 1 row of x: 29 of 32 registers
 constexpr int64_t SWEEPS_PER_BLOCK = 2;  // up to 12 rows: every sweep over a block while it is in L1
 #else  // 16 registers of 8 floats (AVX2): the 8-lane sweeps below
-constexpr int MAX_ROWS_PER_SWEEP = 3;  // 3 x 4 accumulators + 4 weight vectors + 1 row of x: about the 16 registers
+constexpr int MAX_ROWS_PER_SWEEP = 3;  // 3 x 4 accumulators + 4 weight vectors + 1 row of x: 17 for 16 registers
 constexpr int64_t SWEEPS_PER_BLOCK = 4;  // up to 12 rows: every sweep over a block while it is in L1
 #endif
 constexpr int64_t PREFETCH_BLOCKS = 4;  // how far ahead the sweeps ask for the weight stream (measured: 3-4 best)
@@ -103,10 +103,11 @@ static inline void block(const float* x, int64_t KP, const float* wb, float* y, 
 
 #else
 // Without AVX-512 a 16-float vector takes two of the 16 registers, and the sweeps above (24 such
-// accumulators) spilled to memory: a verification pass of 4 rows cost four times one row's. Here each
+// accumulators) spilled to memory: a verification pass cost nearly its rows' one-row passes. Here each
 // output sums in 8 lanes, a k step's two halves of 16 in turn, and a sweep holds 3 rows: their 12
-// accumulators, the block's 4 weight vectors of the half and one row of x about fill the registers
-// (2 and 4 rows measured within the noise of 3: docs/benchmarks.md, "The native kernel without AVX-512").
+// accumulators, the block's 4 weight vectors of the half and one row of x, one more than the 16
+// registers, so GCC reads one operand from L1. Sweeps of 2 and of 4 rows were each faster at one row
+// count and slower at another (docs/benchmarks.md, "The native kernel without AVX-512").
 
 // The lane sums of 4 accumulators, each in one fixed tree: the same adds, in the same order, for
 // every output.
@@ -160,10 +161,14 @@ static inline void sweep(int rows, const float* x, int64_t KP, const float* wb, 
   switch (rows) {
     case 1: return block<1>(x, KP, wb, y, N, n0, valid, ahead, phase, every);
     case 2: return block<2>(x, KP, wb, y, N, n0, valid, ahead, phase, every);
+#if defined(__AVX512F__)
     case 3: return block<3>(x, KP, wb, y, N, n0, valid, ahead, phase, every);
     case 4: return block<4>(x, KP, wb, y, N, n0, valid, ahead, phase, every);
     case 5: return block<5>(x, KP, wb, y, N, n0, valid, ahead, phase, every);
     default: return block<6>(x, KP, wb, y, N, n0, valid, ahead, phase, every);
+#else
+    default: return block<3>(x, KP, wb, y, N, n0, valid, ahead, phase, every);
+#endif
   }
 }
 

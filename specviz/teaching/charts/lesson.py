@@ -37,9 +37,9 @@ EXAMPLE_GAMMA = {"en": "γ = {gamma}, as in the lesson's example", "zh": "γ = {
 # than greedy decoding: a bar or a route under this share of the axis is too thin to see projected.
 VISIBLE_MASS = 0.05
 RESIDUAL_TOKENS = 3  # the residual spread over at least this many tokens, each of visible mass
-# A draft the lesson reads aloud (step 5: "q = 0.785, p = 0.202, ...") has p and q of at least this: to
-# three decimals neither reads 0.000, and both show as bars. A rejection of a token both models gave
-# 0.0004 is true, but teaches nothing a student can see.
+# Every draft step 5 reads aloud ("q = 0.785, p = 0.202, ...": the accepted ones and the rejected one)
+# has p and q of at least this, so that to three decimals none reads 0.000. A rejection of a token both
+# models gave 0.0004 is true, but its numbers teach a student nothing.
 LEGIBLE_PROB = 0.01
 
 
@@ -55,23 +55,24 @@ def sampled_lessons(it: dict[str, Any]) -> dict[str, bool]:
     """Which of the sampled algorithm's lessons one iteration shows, each by its name:
 
     accepted_by_r: a draft accepted against a drawn r with 0 < p/q < 1 (accepted although the target
-        likes it less than the draft did); rejected_by_r: the first rejection, with a drawn r ≥ p/q > 0
-        (both drafts with p and q of at least LEGIBLE_PROB, so the numbers the lesson reads are seen);
+        likes it less than the draft did); rejected_by_r: the first rejection, with a drawn r ≥ p/q > 0;
+    legible: every checked draft (the accepted ones and the first rejected) has p and q of at least
+        LEGIBLE_PROB, so the numbers the lesson reads of them show;
     residual: the residual after it spread over RESIDUAL_TOKENS tokens or more of visible mass;
     both_routes: at that position both routes to the output (accepted: β = Σ min(p, q); resampled:
         1 − β) are visible; spread_draft: the first draft's q is not a certainty (q < 1).
-    A greedy iteration (r = None) shows none of the first four."""
+    A greedy iteration (r = None) shows neither of the first two, nor residual and both_routes."""
     drafts, k = it.get("drafts") or [], it.get("accepted_count", 0)
     correction = it.get("correction") or {}
     rejected = drafts[k] if correction.get("kind") == "resample" and k < len(drafts) else None
     residual = (correction.get("residual_top") or []) if rejected is not None else []
     return {
-        "accepted_by_r": any(d.get("r") is not None and 0 < _ratio(d) < 1 and _legible(d) for d in drafts[:k]),
+        "accepted_by_r": any(d.get("r") is not None and 0 < _ratio(d) < 1 for d in drafts[:k]),
         "rejected_by_r": rejected is not None
         and rejected.get("r") is not None
-        and _legible(rejected)
         and 0 < _ratio(rejected)
         and rejected["r"] >= min(1.0, _ratio(rejected)),
+        "legible": bool(drafts) and all(_legible(d) for d in drafts[: k + 1]),
         "residual": sum(prob >= VISIBLE_MASS for _, prob in residual) >= RESIDUAL_TOKENS,
         "both_routes": rejected is not None and VISIBLE_MASS <= rejected["beta"] <= 1 - VISIBLE_MASS,
         "spread_draft": bool(drafts) and drafts[0]["q"] < 0.999,
