@@ -10,14 +10,15 @@
 // arithmetic per weight byte than one row, and one core here keeps only so many reads in flight on
 // its own, so without help its stream stalls while it computes. The sweeps over a block therefore
 // ask for the block PREFETCH_BLOCKS ahead (into L2), and the rows are split into as few sweeps as
-// the registers allow, of balanced sizes (7 rows: 3 + 4; without AVX-512 2 + 2 + 3), each sweep holding its weights and rows
-// of x in registers (GCC otherwise read them again for every product). Past 12 rows (a class's
-// batched pass, bound by arithmetic) the sweeps run over a tile of blocks held in L2, and ask for
-// the next tile. Every sweep asks for its share of what comes next (sweep s of S: the k steps
-// congruent to s mod S), so memory stays busy while any sweep computes: when only the first sweep
-// asked, the stream stood still during the others, and 7 to 16 rows read the weights well below
-// the bandwidth one row reaches. Measured on AMD EPYC: docs/benchmarks.md, "The native kernel,
-// measured at load" and "Verification flatter past six rows".
+// the registers allow, of balanced sizes (7 rows: 3 + 4; without AVX-512, 2 + 2 + 3), each sweep
+// holding its weights and rows of x in registers (GCC otherwise read them again for every product).
+// Past 12 rows (a class's batched pass, bound by arithmetic) the sweeps run over a tile of blocks
+// held in L2, and ask for the next tile (with AVX-512; without it, they stay over each block in L1,
+// as below 12 rows: L2_TILES). Every sweep asks for its share of what comes next (sweep s of S: the
+// k steps congruent to s mod S), so memory stays busy while any sweep computes: when only the first
+// sweep asked, the stream stood still during the others, and 7 to 16 rows read the weights well
+// below the bandwidth one row reaches. Measured on AMD EPYC: docs/benchmarks.md, "The native kernel,
+// measured at load", "Verification flatter past six rows" and "The native kernel without AVX-512".
 //
 // Exactness: every output (m, n) is summed in one fixed order (16 lanes over k, 8 without AVX-512, then
 // the lanes in a fixed tree, lane_sums), whatever M, N, the sweep sizes and the thread split are, so a row's
@@ -40,9 +41,13 @@ typedef float v8 __attribute__((vector_size(32)));
 #if defined(__AVX512F__)
 constexpr int MAX_ROWS_PER_SWEEP = 6;  // 6 x 4 accumulators + 4 weight vectors + 1 row of x: 29 of 32 registers
 constexpr int64_t SWEEPS_PER_BLOCK = 2;  // up to 12 rows: every sweep over a block while it is in L1
+constexpr bool L2_TILES = true;  // past that, sweeps over a tile of blocks held in L2
 #else  // 16 registers of 8 floats (AVX2): the 8-lane sweeps below
 constexpr int MAX_ROWS_PER_SWEEP = 3;  // 3 x 4 accumulators + 4 weight vectors + 1 row of x: 17 for 16 registers
-constexpr int64_t SWEEPS_PER_BLOCK = 4;  // up to 12 rows: every sweep over a block while it is in L1
+constexpr int64_t SWEEPS_PER_BLOCK = 4;  // up to 12 rows, as with AVX-512
+// Past 12 rows too, every sweep runs over a block while it is in L1: the 3-row sweeps read their
+// weights again for each sweep, and from L2 tiles that was slower than from L1 at 16 to 48 rows.
+constexpr bool L2_TILES = false;
 #endif
 constexpr int64_t PREFETCH_BLOCKS = 4;  // how far ahead the sweeps ask for the weight stream (measured: 3-4 best)
 constexpr int64_t TILE_BYTES = 256 * 1024;  // past that: sweeps over a tile of blocks held in L2 (1 MB a core)
@@ -207,9 +212,11 @@ at::Tensor gemv(const at::Tensor& x, const at::Tensor& packed, int64_t N) {
   const float* ws = packed.data_ptr<float>();
   float* ys = y.data_ptr<float>();
   const int64_t blocks = (N + 3) / 4, sweeps = (M + MAX_ROWS_PER_SWEEP - 1) / MAX_ROWS_PER_SWEEP;
-  // Many rows (a class's batched pass) are bound by arithmetic, not memory: their sweeps then run over
-  // a tile of blocks that stays in L2, so each sweep reads its weights from L2, not from memory.
-  const int64_t tile = sweeps <= SWEEPS_PER_BLOCK ? 1 : std::max<int64_t>(1, TILE_BYTES / (KP * 4 * sizeof(float)));
+  // Many rows (a class's batched pass) are bound by arithmetic, not memory: with L2_TILES their sweeps
+  // then run over a tile of blocks that stays in L2, so each sweep reads its weights from L2, not from
+  // memory; without, every sweep runs over a block while it is in L1, whatever the rows.
+  const int64_t tile =
+      !L2_TILES || sweeps <= SWEEPS_PER_BLOCK ? 1 : std::max<int64_t>(1, TILE_BYTES / (KP * 4 * sizeof(float)));
   // What the sweeps ask for: the block PREFETCH_BLOCKS ahead, or, over tiles, the next tile's block.
   const int64_t reach = tile == 1 ? PREFETCH_BLOCKS : tile;
   at::parallel_for(0, (blocks + tile - 1) / tile, std::max<int64_t>(1, 16 / tile), [&](int64_t t0, int64_t t1) {
