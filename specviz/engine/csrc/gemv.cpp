@@ -53,6 +53,10 @@ constexpr int64_t PREFETCH_BLOCKS = 4;  // how far ahead the sweeps ask for the 
 constexpr int64_t TILE_BYTES = 256 * 1024;  // past that: sweeps over a tile of blocks held in L2 (1 MB a core)
 
 #if defined(__AVX512F__)  // 32 registers of 16 floats
+typedef v16 vec;
+// A 64-byte vector fits one register only with AVX-512: pinned there, GCC keeps the block's weights
+// and a row of x in registers instead of reading them again.
+static inline void keep_in_register(v16& v) { asm("" : "+v"(v)); }
 // The lane sums of 4 accumulators at once, each in one fixed tree (lanes i + (i+8), then i + (i+4),
 // then (0 + 2) + (1 + 3)): the same adds, in the same order, for every output.
 static inline void lane_sums(const v16 a[4], float out[4]) {
@@ -67,52 +71,16 @@ static inline void lane_sums(const v16 a[4], float out[4]) {
   for (int j = 0; j < 4; ++j) out[j] = e[2 * j] + e[2 * j + 1];
 }
 
-// One block of 4 outputs (n0..n0+3, `valid` of them real) for MB rows of x; x rows are KP floats
-// apart (padded with zeros to a multiple of 16). `ahead`, when not null, is the block to prefetch:
-// this sweep asks for its k steps congruent to `phase` mod `every` (the sweeps over the block).
-template <int MB>
-static inline void block(const float* x, int64_t KP, const float* wb, float* y, int64_t N, int64_t n0, int valid,
-                         const float* ahead, int phase, int every) {
-  v16 acc[MB][4];
-#pragma GCC unroll 8
-  for (int m = 0; m < MB; ++m)
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) acc[m][j] = (v16){};
-  for (int64_t k = 0; k < KP; k += 16) {
-    if (ahead && (every == 1 || (k / 16) % every == phase)) {
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) __builtin_prefetch(ahead + k * 4 + j * 16, 0, 2);  // into L2
-    }
-    v16 wv[4];
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      std::memcpy(&wv[j], wb + k * 4 + j * 16, 64);
-      asm("" : "+v"(wv[j]));  // kept in a register: GCC would otherwise read it again for every row of x
-    }
-#pragma GCC unroll 8
-    for (int m = 0; m < MB; ++m) {
-      v16 xv;
-      std::memcpy(&xv, x + m * KP + k, 64);
-      asm("" : "+v"(xv));  // read once for the block's 4 rows, not once for each
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) acc[m][j] += wv[j] * xv;
-    }
-  }
-#pragma GCC unroll 8
-  for (int m = 0; m < MB; ++m) {
-    float sums[4];
-    lane_sums(acc[m], sums);
-    for (int j = 0; j < valid; ++j) y[m * N + n0 + j] = sums[j];
-  }
-}
-
 #else
-// Without AVX-512 a 16-float vector takes two of the 16 registers, and the sweeps above (24 such
+// Without AVX-512 a 16-float vector takes two of the 16 registers, and the AVX-512 sweeps (24 such
 // accumulators) spilled to memory: a verification pass cost nearly its rows' one-row passes. Here each
 // output sums in 8 lanes, a k step's two halves of 16 in turn, and a sweep holds 3 rows: their 12
 // accumulators, the block's 4 weight vectors of the half and one row of x, one more than the 16
 // registers, so GCC reads one operand from L1. Sweeps of 2 and of 4 rows were each faster at one row
 // count and slower at another (docs/benchmarks.md, "The native kernel without AVX-512").
+
+typedef v8 vec;
+static inline void keep_in_register(v8&) {}  // 3 rows' accumulators leave no register to pin one in
 
 // The lane sums of 4 accumulators, each in one fixed tree: the same adds, in the same order, for
 // every output.
@@ -124,28 +92,39 @@ static inline void lane_sums(const v8 a[4], float out[4]) {
   }
 }
 
+#endif
+constexpr int LANES = sizeof(vec) / sizeof(float);  // floats an accumulator holds: 16, or 8 without AVX-512
+
+// One block of 4 outputs (n0..n0+3, `valid` of them real) for MB rows of x; x rows are KP floats
+// apart (padded with zeros to a multiple of 16). `ahead`, when not null, is the block to prefetch:
+// this sweep asks for its k steps congruent to `phase` mod `every` (the sweeps over the block). Each
+// k step of 16 inputs is summed in LANES-float pieces (one with AVX-512, two halves without).
 template <int MB>
 static inline void block(const float* x, int64_t KP, const float* wb, float* y, int64_t N, int64_t n0, int valid,
                          const float* ahead, int phase, int every) {
-  v8 acc[MB][4];
+  vec acc[MB][4];
 #pragma GCC unroll 8
   for (int m = 0; m < MB; ++m)
 #pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) acc[m][j] = (v8){};
+    for (int j = 0; j < 4; ++j) acc[m][j] = (vec){};
   for (int64_t k = 0; k < KP; k += 16) {
     if (ahead && (every == 1 || (k / 16) % every == phase)) {
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) __builtin_prefetch(ahead + k * 4 + j * 16, 0, 2);  // into L2
     }
 #pragma GCC unroll 2
-    for (int h = 0; h < 16; h += 8) {
-      v8 wv[4];
+    for (int h = 0; h < 16; h += LANES) {
+      vec wv[4];
 #pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) std::memcpy(&wv[j], wb + k * 4 + j * 16 + h, 32);
+      for (int j = 0; j < 4; ++j) {
+        std::memcpy(&wv[j], wb + k * 4 + j * 16 + h, sizeof(vec));
+        keep_in_register(wv[j]);  // GCC would otherwise read it again for every row of x
+      }
 #pragma GCC unroll 8
       for (int m = 0; m < MB; ++m) {
-        v8 xv;
-        std::memcpy(&xv, x + m * KP + k + h, 32);
+        vec xv;
+        std::memcpy(&xv, x + m * KP + k + h, sizeof(vec));
+        keep_in_register(xv);  // read once for the block's 4 rows, not once for each
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) acc[m][j] += wv[j] * xv;
       }
@@ -158,7 +137,6 @@ static inline void block(const float* x, int64_t KP, const float* wb, float* y, 
     for (int j = 0; j < valid; ++j) y[m * N + n0 + j] = sums[j];
   }
 }
-#endif
 
 // One sweep of `rows` (1..MAX_ROWS_PER_SWEEP) rows of x over one block.
 static inline void sweep(int rows, const float* x, int64_t KP, const float* wb, float* y, int64_t N, int64_t n0,
