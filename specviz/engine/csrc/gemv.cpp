@@ -24,6 +24,14 @@
 // the lanes in a fixed tree, lane_sums), whatever M, N, the sweep sizes and the thread split are, so a row's
 // numbers are the same computed alone or among others: a verification pass and a one-token step
 // agree bit for bit. The padding adds exact zeros.
+//
+// The weights as shipped (gemv_blocks): the same loop reads a GGUF file's Q4_1 and Q8_0 blocks (a
+// weight is d*q + m, or d*q: d and m fp16, q a 4- or 8-bit integer) laid out by rows of 4 like the
+// float32 layout (specviz/engine/blocks.py), and expands each block in registers. d*q is exact in float32
+// (11 significant bits times at most 8), so the expanded weight is the float32 number gguf's
+// dequantisation writes (one rounding, of d*q + m, whether fused or not), and the sums run in the order
+// above: every output is bit-identical to gemv on the float32 weights, from 3.2x (Q8_0) to 6.4x (Q4_1)
+// fewer bytes.
 
 #include <ATen/core/Tensor.h>
 #include <ATen/Parallel.h>
@@ -32,7 +40,10 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <type_traits>
+#include <vector>
 
 typedef float v16 __attribute__((vector_size(64)));
 
@@ -95,38 +106,134 @@ static inline void lane_sums(const v8 a[4], float out[4]) {
 #endif
 constexpr int LANES = sizeof(vec) / sizeof(float);  // floats an accumulator holds: 16, or 8 without AVX-512
 
+// ----- the weight formats: what a row block holds for F::INPUTS inputs (a "chunk" of F::BYTES bytes) -----
+
+// fp16 -> float32, exact (every fp16 number is a float32 number).
+static inline float half_to_float(const uint8_t* p) {
+  _Float16 h;
+  std::memcpy(&h, p, sizeof(h));
+  return static_cast<float>(h);
+}
+
+typedef uint8_t bytes __attribute__((vector_size(LANES)));  // LANES quantised weights, one byte each
+typedef int32_t ints __attribute__((vector_size(LANES * 4)));
+// Bytes to floats through 32-bit integers: GCC widens them in one instruction (vpmovzxbd / vpmovsxbd) and
+// converts them in another; straight to floats it converted them one at a time.
+static inline vec to_floats(bytes q) { return __builtin_convertvector(__builtin_convertvector(q, ints), vec); }
+// Signed bytes read as unsigned, then made signed in 32 bits (GCC 12 widened signed bytes one at a time).
+static inline vec signed_to_floats(bytes q) {
+  return __builtin_convertvector((__builtin_convertvector(q, ints) ^ 128) - 128, vec);
+}
+
+// float32: a chunk is 16 inputs of the block's 4 rows, [4, 16] floats.
+struct F32 {
+  static constexpr int64_t INPUTS = 16, BYTES = 4 * 16 * sizeof(float);
+  struct Scales {};
+  static inline Scales scales(const uint8_t*) { return {}; }
+  // Row j's weights for inputs 16 s + h .. + LANES of the chunk.
+  static inline vec weights(const uint8_t* c, const Scales&, int j, int s, int h) {
+    vec w;
+    std::memcpy(&w, c + (j * 16 + h) * sizeof(float), sizeof(vec));  // s is 0: one k step a chunk
+    return w;
+  }
+};
+
+// Q4_1 (ggml type 3): a chunk is 32 inputs of 4 rows: d[4], m[4] fp16, then 16 bytes a row (input i in
+// the low nibble of byte i, input 16 + i in its high nibble). Weight = d q + m.
+struct Q4_1 {
+  static constexpr int64_t INPUTS = 32, BYTES = 8 + 8 + 4 * 16;
+#if defined(__AVX512F__)
+  // A row's 16 possible weights d i + m (i = 0..15) in one register, and each weight picked from it by
+  // its nibble (one vpermps, which reads only an index's low 4 bits): fewer instructions a weight than
+  // masking, widening and converting each one. Each table entry is the same one rounding of d i + m.
+  struct Scales { v16 table[4]; };
+  static inline Scales scales(const uint8_t* c) {
+    const v16 iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    Scales sc;
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) sc.table[j] = half_to_float(c + 2 * j) * iota + half_to_float(c + 8 + 2 * j);
+    return sc;
+  }
+  static inline vec weights(const uint8_t* c, const Scales& sc, int j, int s, int) {
+    bytes q;
+    std::memcpy(&q, c + 16 + j * 16, sizeof(q));
+    asm("" : "+x"(q));  // one vector load
+    ints i = __builtin_convertvector(q, ints);  // both nibbles of each byte; the shuffle reads the low 4 bits
+    if (s == 1) i >>= 4;
+    return __builtin_shuffle(sc.table[j], i);
+  }
+#else
+  struct Scales { float d[4], m[4]; };
+  static inline Scales scales(const uint8_t* c) {
+    Scales sc;
+    for (int j = 0; j < 4; ++j) sc.d[j] = half_to_float(c + 2 * j), sc.m[j] = half_to_float(c + 8 + 2 * j);
+    return sc;
+  }
+  static inline vec weights(const uint8_t* c, const Scales& sc, int j, int s, int h) {
+    bytes q;
+    std::memcpy(&q, c + 16 + j * 16 + h, sizeof(q));
+    q = s == 0 ? (q & 15) : (q >> 4);
+    return sc.d[j] * to_floats(q) + sc.m[j];  // d q exact: one rounding, as gguf's
+  }
+#endif
+};
+
+// Q8_0 (ggml type 8): a chunk is 32 inputs of 4 rows: d[4] fp16, then 32 signed bytes a row. Weight = d q.
+struct Q8_0 {
+  static constexpr int64_t INPUTS = 32, BYTES = 8 + 4 * 32;
+  struct Scales { float d[4]; };
+  static inline Scales scales(const uint8_t* c) {
+    Scales sc;
+    for (int j = 0; j < 4; ++j) sc.d[j] = half_to_float(c + 2 * j);
+    return sc;
+  }
+  static inline vec weights(const uint8_t* c, const Scales& sc, int j, int s, int h) {
+    bytes q;
+    std::memcpy(&q, c + 8 + j * 32 + s * 16 + h, sizeof(q));
+    asm("" : "+x"(q));  // one vector load: GCC 12 otherwise read the bytes one by one
+    return sc.d[j] * signed_to_floats(q);  // exact
+  }
+};
+
 // One block of 4 outputs (n0..n0+3, `valid` of them real) for MB rows of x; x rows are KP floats
-// apart (padded with zeros to a multiple of 16). `ahead`, when not null, is the block to prefetch:
-// this sweep asks for its k steps congruent to `phase` mod `every` (the sweeps over the block). Each
-// k step of 16 inputs is summed in LANES-float pieces (one with AVX-512, two halves without).
-template <int MB>
-static inline void block(const float* x, int64_t KP, const float* wb, float* y, int64_t N, int64_t n0, int valid,
-                         const float* ahead, int phase, int every) {
+// apart (padded with zeros to a whole number of chunks). `ahead`, when not null, is the block to
+// prefetch: this sweep asks for its chunks congruent to `phase` mod `every` (the sweeps over the
+// block). Each k step of 16 inputs is summed in LANES-float pieces (one with AVX-512, two halves
+// without), in the same order for every format.
+template <typename F, int MB>
+static inline void block(const float* x, int64_t KP, const uint8_t* wb, float* y, int64_t N, int64_t n0, int valid,
+                         const uint8_t* ahead, int phase, int every) {
   vec acc[MB][4];
 #pragma GCC unroll 8
   for (int m = 0; m < MB; ++m)
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) acc[m][j] = (vec){};
-  for (int64_t k = 0; k < KP; k += 16) {
-    if (ahead && (every == 1 || (k / 16) % every == phase)) {
+  const int64_t chunks = KP / F::INPUTS;
+  for (int64_t c = 0; c < chunks; ++c) {
+    const uint8_t* chunk = wb + c * F::BYTES;
+    if (ahead && (every == 1 || c % every == phase)) {
 #pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) __builtin_prefetch(ahead + k * 4 + j * 16, 0, 2);  // into L2
+      for (int64_t o = 0; o < F::BYTES; o += 64) __builtin_prefetch(ahead + c * F::BYTES + o, 0, 2);  // into L2
     }
+    const typename F::Scales sc = F::scales(chunk);
 #pragma GCC unroll 2
-    for (int h = 0; h < 16; h += LANES) {
-      vec wv[4];
+    for (int s = 0; s < F::INPUTS / 16; ++s) {
+#pragma GCC unroll 2
+      for (int h = 0; h < 16; h += LANES) {
+        vec wv[4];
 #pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        std::memcpy(&wv[j], wb + k * 4 + j * 16 + h, sizeof(vec));
-        keep_in_register(wv[j]);  // GCC would otherwise read it again for every row of x
-      }
+        for (int j = 0; j < 4; ++j) {
+          wv[j] = F::weights(chunk, sc, j, s, h);
+          keep_in_register(wv[j]);  // GCC would otherwise read (or expand) it again for every row of x
+        }
 #pragma GCC unroll 8
-      for (int m = 0; m < MB; ++m) {
-        vec xv;
-        std::memcpy(&xv, x + m * KP + k + h, sizeof(vec));
-        keep_in_register(xv);  // read once for the block's 4 rows, not once for each
+        for (int m = 0; m < MB; ++m) {
+          vec xv;
+          std::memcpy(&xv, x + m * KP + c * F::INPUTS + s * 16 + h, sizeof(vec));
+          keep_in_register(xv);  // read once for the block's 4 rows, not once for each
 #pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) acc[m][j] += wv[j] * xv;
+          for (int j = 0; j < 4; ++j) acc[m][j] += wv[j] * xv;
+        }
       }
     }
   }
@@ -139,20 +246,94 @@ static inline void block(const float* x, int64_t KP, const float* wb, float* y, 
 }
 
 // One sweep of `rows` (1..MAX_ROWS_PER_SWEEP) rows of x over one block.
-static inline void sweep(int rows, const float* x, int64_t KP, const float* wb, float* y, int64_t N, int64_t n0,
-                         int valid, const float* ahead, int phase, int every) {
+template <typename F>
+static inline void sweep(int rows, const float* x, int64_t KP, const uint8_t* wb, float* y, int64_t N, int64_t n0,
+                         int valid, const uint8_t* ahead, int phase, int every) {
   switch (rows) {
-    case 1: return block<1>(x, KP, wb, y, N, n0, valid, ahead, phase, every);
-    case 2: return block<2>(x, KP, wb, y, N, n0, valid, ahead, phase, every);
+    case 1: return block<F, 1>(x, KP, wb, y, N, n0, valid, ahead, phase, every);
+    case 2: return block<F, 2>(x, KP, wb, y, N, n0, valid, ahead, phase, every);
 #if defined(__AVX512F__)
-    case 3: return block<3>(x, KP, wb, y, N, n0, valid, ahead, phase, every);
-    case 4: return block<4>(x, KP, wb, y, N, n0, valid, ahead, phase, every);
-    case 5: return block<5>(x, KP, wb, y, N, n0, valid, ahead, phase, every);
-    default: return block<6>(x, KP, wb, y, N, n0, valid, ahead, phase, every);
+    case 3: return block<F, 3>(x, KP, wb, y, N, n0, valid, ahead, phase, every);
+    case 4: return block<F, 4>(x, KP, wb, y, N, n0, valid, ahead, phase, every);
+    case 5: return block<F, 5>(x, KP, wb, y, N, n0, valid, ahead, phase, every);
+    default: return block<F, 6>(x, KP, wb, y, N, n0, valid, ahead, phase, every);
 #else
-    default: return block<3>(x, KP, wb, y, N, n0, valid, ahead, phase, every);
+    default: return block<F, 3>(x, KP, wb, y, N, n0, valid, ahead, phase, every);
 #endif
   }
+}
+
+// A block of F's format expanded into the float32 layout ([KP/16, 4, 16] floats), the same numbers the
+// registers hold in `block`.
+template <typename F>
+static inline void expand(const uint8_t* wb, int64_t KP, float* out) {
+  for (int64_t c = 0; c < KP / F::INPUTS; ++c) {
+    const uint8_t* chunk = wb + c * F::BYTES;
+    const typename F::Scales sc = F::scales(chunk);
+    for (int s = 0; s < F::INPUTS / 16; ++s)
+      for (int h = 0; h < 16; h += LANES)
+        for (int j = 0; j < 4; ++j) {
+          const vec w = F::weights(chunk, sc, j, s, h);
+          std::memcpy(out + ((c * (F::INPUTS / 16) + s) * 4 + j) * 16 + h, &w, sizeof(vec));
+        }
+  }
+}
+
+// Blocks for more rows than one sweep holds (a verification pass past MAX_ROWS_PER_SWEEP, a class's
+// batched pass): each block is expanded once into float32 in L1, and the float32 sweeps run over it, so
+// the expansion is paid once a block, not once a sweep. The same weights in the same order: the same sums.
+template <typename F>
+static void product_expanded(const float* xs, int64_t M, int64_t KP, const uint8_t* ws, float* ys, int64_t N) {
+  const int64_t blocks = (N + 3) / 4, sweeps = (M + MAX_ROWS_PER_SWEEP - 1) / MAX_ROWS_PER_SWEEP;
+  const int64_t block_bytes = KP / F::INPUTS * F::BYTES;
+  at::parallel_for(0, blocks, 16, [&](int64_t b0, int64_t b1) {
+    std::vector<float> expanded(KP * 4);
+    const uint8_t* wf = reinterpret_cast<const uint8_t*>(expanded.data());
+    for (int64_t b = b0; b < b1; ++b) {
+      const uint8_t* wb = ws + b * block_bytes;
+      if (b + PREFETCH_BLOCKS < blocks)
+        for (int64_t o = 0; o < block_bytes; o += 64) __builtin_prefetch(wb + PREFETCH_BLOCKS * block_bytes + o, 0, 2);
+      expand<F>(wb, KP, expanded.data());
+      const int valid = static_cast<int>(std::min<int64_t>(4, N - b * 4));
+      int64_t m = 0;
+      for (int64_t s = 0; s < sweeps; ++s) {
+        const int rows = static_cast<int>((M - m) / (sweeps - s));  // balanced sizes, as below
+        sweep<F32>(rows, xs + m * KP, KP, wf, ys + m * N, N, b * 4, valid, nullptr, 0, 1);
+        m += rows;
+      }
+    }
+  });
+}
+
+// y [M, N] = x [M, KP] w^T over a layout of ceil(N/4) row blocks of KP / F::INPUTS chunks each.
+template <typename F>
+static void product(const float* xs, int64_t M, int64_t KP, const uint8_t* ws, float* ys, int64_t N) {
+  const int64_t blocks = (N + 3) / 4, sweeps = (M + MAX_ROWS_PER_SWEEP - 1) / MAX_ROWS_PER_SWEEP;
+  const int64_t block_bytes = KP / F::INPUTS * F::BYTES;
+  if (!std::is_same<F, F32>::value && sweeps > 1) return product_expanded<F>(xs, M, KP, ws, ys, N);
+  // Many rows (a class's batched pass) are bound by arithmetic, not memory: with L2_TILES their sweeps
+  // then run over a tile of blocks that stays in L2, so each sweep reads its weights from L2, not from
+  // memory; without, every sweep runs over a block while it is in L1, whatever the rows.
+  const int64_t tile = !L2_TILES || sweeps <= SWEEPS_PER_BLOCK ? 1 : std::max<int64_t>(1, TILE_BYTES / block_bytes);
+  // What the sweeps ask for: the block PREFETCH_BLOCKS ahead, or, over tiles, the next tile's block.
+  const int64_t reach = tile == 1 ? PREFETCH_BLOCKS : tile;
+  at::parallel_for(0, (blocks + tile - 1) / tile, std::max<int64_t>(1, 16 / tile), [&](int64_t t0, int64_t t1) {
+    for (int64_t b0 = t0 * tile; b0 < std::min(blocks, t1 * tile); b0 += tile) {
+      const int64_t b1 = std::min(blocks, b0 + tile);
+      int64_t m = 0;
+      for (int64_t s = 0; s < sweeps; ++s) {
+        const int rows = static_cast<int>((M - m) / (sweeps - s));  // balanced sizes: 7 rows are 3 + 4
+        for (int64_t b = b0; b < b1; ++b) {
+          const uint8_t* wb = ws + b * block_bytes;
+          const uint8_t* ahead = b + reach < blocks ? wb + reach * block_bytes : nullptr;
+          const int valid = static_cast<int>(std::min<int64_t>(4, N - b * 4));
+          sweep<F>(rows, xs + m * KP, KP, wb, ys + m * N, N, b * 4, valid, ahead, static_cast<int>(s),
+                   static_cast<int>(sweeps));
+        }
+        m += rows;
+      }
+    }
+  });
 }
 
 at::Tensor pack_rows(const at::Tensor& w) {
@@ -186,38 +367,35 @@ at::Tensor gemv(const at::Tensor& x, const at::Tensor& packed, int64_t N) {
     xp = padded;
   }
   at::Tensor y = at::empty({M, N}, x.options());
-  const float* xs = xp.data_ptr<float>();
-  const float* ws = packed.data_ptr<float>();
-  float* ys = y.data_ptr<float>();
-  const int64_t blocks = (N + 3) / 4, sweeps = (M + MAX_ROWS_PER_SWEEP - 1) / MAX_ROWS_PER_SWEEP;
-  // Many rows (a class's batched pass) are bound by arithmetic, not memory: with L2_TILES their sweeps
-  // then run over a tile of blocks that stays in L2, so each sweep reads its weights from L2, not from
-  // memory; without, every sweep runs over a block while it is in L1, whatever the rows.
-  const int64_t tile =
-      !L2_TILES || sweeps <= SWEEPS_PER_BLOCK ? 1 : std::max<int64_t>(1, TILE_BYTES / (KP * 4 * sizeof(float)));
-  // What the sweeps ask for: the block PREFETCH_BLOCKS ahead, or, over tiles, the next tile's block.
-  const int64_t reach = tile == 1 ? PREFETCH_BLOCKS : tile;
-  at::parallel_for(0, (blocks + tile - 1) / tile, std::max<int64_t>(1, 16 / tile), [&](int64_t t0, int64_t t1) {
-    for (int64_t b0 = t0 * tile; b0 < std::min(blocks, t1 * tile); b0 += tile) {
-      const int64_t b1 = std::min(blocks, b0 + tile);
-      int64_t m = 0;
-      for (int64_t s = 0; s < sweeps; ++s) {
-        const int rows = static_cast<int>((M - m) / (sweeps - s));  // balanced sizes: 7 rows are 3 + 4
-        for (int64_t b = b0; b < b1; ++b) {
-          const float* wb = ws + b * KP * 4;
-          const float* ahead = b + reach < blocks ? wb + reach * KP * 4 : nullptr;
-          const int valid = static_cast<int>(std::min<int64_t>(4, N - b * 4));
-          sweep(rows, xs + m * KP, KP, wb, ys + m * N, N, b * 4, valid, ahead, static_cast<int>(s),
-                static_cast<int>(sweeps));
-        }
-        m += rows;
-      }
-    }
-  });
+  product<F32>(xp.data_ptr<float>(), M, KP, reinterpret_cast<const uint8_t*>(packed.data_ptr<float>()),
+               y.data_ptr<float>(), N);
+  return y;
+}
+
+constexpr int64_t GGML_Q4_1 = 3, GGML_Q8_0 = 8;  // ggml's numbers for the two block formats
+
+at::Tensor gemv_blocks(const at::Tensor& x, const at::Tensor& layout, int64_t N, int64_t format) {
+  TORCH_CHECK(format == GGML_Q4_1 || format == GGML_Q8_0, "gemv_blocks: format 3 (Q4_1) or 8 (Q8_0), not ", format);
+  const int64_t bytes = format == GGML_Q4_1 ? Q4_1::BYTES : Q8_0::BYTES;
+  TORCH_CHECK(x.dim() == 2 && layout.dim() == 3 && layout.size(2) == bytes && layout.is_contiguous(),
+              "gemv_blocks: x [M, K] and a blocks layout [ceil(N/4), K/32, ", bytes, "]");
+  TORCH_CHECK(x.device().is_cpu() && layout.device().is_cpu(), "gemv_blocks: CPU tensors only");
+  TORCH_CHECK(x.scalar_type() == at::kFloat && layout.scalar_type() == at::kByte, "gemv_blocks: float32 x, uint8 layout");
+  TORCH_CHECK(layout.size(0) == (N + 3) / 4, "gemv_blocks: the layout holds another number of outputs than N");
+  TORCH_CHECK(x.size(1) == layout.size(1) * 32 && x.size(1) > 0, "gemv_blocks: x [M, K] and the layout differ in K");
+  const at::Tensor xc = x.contiguous();
+  const int64_t M = xc.size(0), K = xc.size(1);
+  at::Tensor y = at::empty({M, N}, x.options());
+  const uint8_t* ws = layout.data_ptr<uint8_t>();
+  if (format == GGML_Q4_1)
+    product<Q4_1>(xc.data_ptr<float>(), M, K, ws, y.data_ptr<float>(), N);
+  else
+    product<Q8_0>(xc.data_ptr<float>(), M, K, ws, y.data_ptr<float>(), N);
   return y;
 }
 
 TORCH_LIBRARY(specviz, m) {
   m.def("pack_rows(Tensor w) -> Tensor", &pack_rows);
   m.def("gemv(Tensor x, Tensor packed, int N) -> Tensor", &gemv);
+  m.def("gemv_blocks(Tensor x, Tensor layout, int N, int format) -> Tensor", &gemv_blocks);
 }

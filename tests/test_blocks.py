@@ -1,0 +1,73 @@
+"""The weights as shipped (specviz.engine.blocks and csrc/gemv.cpp's gemv_blocks), on the offline target's
+real GGUF blocks: they expand to exactly the float32 weights the float32 path loads, and the kernel's
+product over the blocks is bit-identical to its product over those float32 weights, for both formats
+(Q4_1: the linears; Q8_0: the tied embedding), alone and among other rows."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from specviz.engine import blocks, native
+from specviz.engine.models import gguf_location, prepare_offline_target
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    """{module: (raw GGUF rows, format)} and the float32 tensors the float32 path loads."""
+    found = blocks.read_blocks(gguf_location(), heads=9, kv_heads=3)
+    return found, load_file(str(prepare_offline_target() / "model.safetensors"))
+
+
+@pytest.fixture(scope="module")
+def built():
+    reason = native.unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+
+
+def test_every_block_expands_to_the_float32_weight_loaded(shipped):
+    found, float32 = shipped
+    assert len(found) == 211  # 210 linears in Q4_1 and the tied embedding in Q8_0
+    assert {fmt.name for _, fmt in found.values()} == {"Q4_1", "Q8_0"}
+    for name, (raw, fmt) in found.items():
+        loaded = float32["model.embed_tokens.weight" if name == "lm_head" else f"{name}.weight"]
+        assert torch.equal(blocks.dequantize(raw, fmt), loaded), name  # q and k rows put back in transformers' order
+
+
+def test_the_layout_gives_back_every_row(shipped):
+    found, _ = shipped
+    for name in ("model.layers.0.self_attn.k_proj", "lm_head"):
+        raw, fmt = found[name]
+        layout = blocks.lay_out(raw, fmt)
+        ids = torch.tensor([raw.shape[0] - 1, 0, 1, 2, 3, 4, 7, 4])
+        assert torch.equal(blocks.rows_of(layout, fmt, ids), raw[ids])
+        assert layout.numel() == raw.numel() + (-raw.shape[0] % 4) * raw.shape[1]  # no byte more than the rows
+
+
+@pytest.mark.parametrize("name", ["model.layers.0.self_attn.q_proj", "model.layers.29.mlp.down_proj", "lm_head"])
+def test_the_kernel_over_blocks_is_bit_identical_to_float32(built, shipped, name):
+    found, _ = shipped
+    raw, fmt = found[name]
+    if name == "lm_head":
+        raw = raw[:4098]  # a slice of the 49152 rows (4098: a last block of 2 real rows); every format path
+    weight = blocks.dequantize(raw, fmt)  # [N, K]
+    packed, layout = torch.ops.specviz.pack_rows(weight), blocks.lay_out(raw, fmt)
+    x = torch.randn(40, weight.shape[1], generator=torch.Generator().manual_seed(0))
+    together = blocks.product(x, layout, weight.shape[0], fmt)  # [40, N]: the expanded sweeps
+    for rows in (1, 2, 3, 4, 6, 7, 9, 13, 40):
+        alone = blocks.product(x[:rows], layout, weight.shape[0], fmt)
+        assert torch.equal(alone, torch.ops.specviz.gemv(x[:rows], packed, weight.shape[0])), rows
+        assert torch.equal(alone, together[:rows]), rows
+
+
+def test_the_block_embedding_reads_the_float32_rows(shipped):
+    found, float32 = shipped
+    raw, fmt = found["lm_head"]
+    embedding = blocks.BlockEmbedding(blocks.lay_out(raw, fmt), fmt, *float32["model.embed_tokens.weight"].shape)
+    ids = torch.tensor([[0, 17, 49151], [3, 3, 2]])
+    assert torch.equal(embedding(ids), float32["model.embed_tokens.weight"][ids])
+    assert embedding.weight.shape == (49152, 576) and embedding.weight.is_meta  # its shape, never a copy
