@@ -29,13 +29,14 @@ PROMPTS = [
 ]
 
 
-def test_default_target_is_packed_and_verification_rows_match_single_steps(offline_target):
-    """Packed linears give each row the same bits alone or among others; through the whole target
+def test_default_target_runs_blocks_and_verification_rows_match_single_steps(offline_target):
+    """The default target's linears run the weights as shipped (the native kernel over the GGUF's
+    blocks), which give each row the same bits alone or among others; through the whole target
     (attention over different query counts) a verification pass and one-token steps then agree
     within 1e-4 and pick the same argmax."""
     from transformers import DynamicCache
 
-    assert offline_target.kernels_label == "packed"  # forced for the suite (tests/conftest.py)
+    assert offline_target.kernels_label == "blocks" and offline_target.weights == "shipped"  # the default
     model = offline_target.model
     linear = model.model.layers[0].mlp.up_proj
     x = torch.randn(4, linear.in_features, generator=torch.Generator().manual_seed(0))

@@ -451,6 +451,10 @@ def _config_dict(target: LoadedModel, drafter, run: Run, device, traced: bool) -
         "max_new_tokens": cfg.max_new_tokens,
         "device": str(device),
         "dtype": target.dtype,
+        # the target's weights: "shipped" (the GGUF's blocks) or "float32" (specviz.engine.models.WEIGHT_FORMATS),
+        # and why float32 ran where shipped was asked for
+        "weights": target.weights,
+        "weights_note": target.weights_note,
         "forward": target.forward,  # "lean" (specviz.engine.lean_llama) or transformers' own, and why
         "kernels": target.kernels,  # specviz.engine.kernels: the choice per group and shape, and its timings
         "draft_kernels": getattr(drafter, "kernels", None),

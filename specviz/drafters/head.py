@@ -55,7 +55,7 @@ class HeadDrafter:
         self.true_entries = 0  # leading cache entries that read true target features
         self.cache_kept = 0  # entries the latest proposal kept before writing (its roll-back's length)
         # [n, D] the head's input features of positions 0..n-1 (f, or the fused layers: head.fused)
-        self.features = torch.empty(0, self.head.cfg.hidden, device=self.head.embed.device)
+        self.features = torch.empty(0, self.head.cfg.hidden, device=self.head.device)
 
     def observe(self, features: torch.Tensor, first_position: int) -> None:
         self.features = torch.cat([self.features[:first_position], self.head.fused(features)])

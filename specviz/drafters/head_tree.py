@@ -123,7 +123,7 @@ def level_seconds(head, width: int) -> float:
     held = getattr(head, "level_seconds", None)
     if held is not None and width in held:
         return held[width]
-    device, context = head.embed.device, 48
+    device, context = head.device, 48
     cache = head.new_cache()  # the step that runs: eager, or the static one (captured on CUDA)
     features = torch.randn(context + width, head.cfg.hidden, generator=torch.Generator().manual_seed(0)).to(device)
     tokens = head.subset[torch.arange(context + width) % head.subset.shape[0]].to(device)

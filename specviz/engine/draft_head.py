@@ -141,14 +141,34 @@ class DraftHead(nn.Module):
 
     # -- wiring to a target --
     def attach(self, target_model) -> DraftHead:
-        """Borrow the target's token embedding and rotary table (not copied into the head's file)."""
-        embed = target_model.get_input_embeddings().weight.detach()
-        self.embed = embed
+        """Borrow the target's token embedding and rotary table (not copied into the head's file).
+        With the target's weights as shipped (specviz.engine.blocks) E_S is the subset's rows of its
+        Q8_0 blocks, run by the native kernel; else a float32 copy of those rows."""
+        from specviz.engine.blocks import BlockEmbedding, rows_of
+
+        embedding = target_model.get_input_embeddings()
+        object.__setattr__(self, "embedding", embedding)  # borrowed: not a submodule, never saved or moved
+        self.embed = embedding.weight.detach()  # [V, D]; on the meta device (its shape only) as shipped
         lm_head = nn.Linear(self.cfg.hidden, self.cfg.subset_size, bias=False)
-        lm_head.weight = nn.Parameter(embed[self.subset.to(embed.device)].float().clone(), requires_grad=False)
-        self.lm_head = lm_head.to(embed.device)
+        if isinstance(embedding, BlockEmbedding):
+            from specviz.engine.blocks import lay_out
+            from specviz.engine.packing import KernelLinear
+
+            fmt = embedding.fmt
+            lm_head = KernelLinear(lm_head)
+            lm_head.hold_blocks(lay_out(rows_of(embedding.layout, fmt, self.subset), fmt), fmt)  # [S/4, D/32, chunk]
+        else:
+            rows = self.embed[self.subset.to(self.embed.device)].float().clone()  # [S, D]
+            lm_head.weight = nn.Parameter(rows, requires_grad=False)
+            lm_head = lm_head.to(self.embed.device)
+        self.lm_head = lm_head
         self.rotary = target_model.model.rotary_emb
         return self
+
+    @property
+    def device(self) -> torch.device:
+        """Where the head runs: its target's device (its norm's weight is never swapped for a layout)."""
+        return self.norm.weight.device
 
     def rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """positions [..., T] -> cos, sin [..., T, hd], exactly the target's rotary table."""
@@ -173,7 +193,7 @@ class DraftHead(nn.Module):
 
     def merge(self, features: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """features [..., T, D] (f_{i-1}), tokens [..., T] (x_i) -> the layer's input [..., T, D]."""
-        return self.fc(torch.cat([features.float(), self.embed[tokens].float()], dim=-1))
+        return self.fc(torch.cat([features.float(), self.embedding(tokens).float()], dim=-1))
 
     def out(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """layer output [..., T, D] -> (f^ [..., T, D], logits over the subset [..., T, S])."""
@@ -386,7 +406,7 @@ def load_head(folder: Path, target_model) -> DraftHead:
     head = DraftHead(cfg, subset)
     head.load_state_dict({k: (subset if k == "subset" else v.float()) for k, v in tensors.items()})
     head.attach(target_model)
-    device = target_model.get_input_embeddings().weight.device
+    device = target_model.model.norm.weight.device
     head = head.to(device).eval()
     if device.type == "cuda":  # launch-bound there: its static step, captured once per shape (the CPU stays eager)
         from specviz.engine.cuda_steps import captured_head_step

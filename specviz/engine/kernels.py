@@ -43,7 +43,15 @@ from pathlib import Path
 
 from specviz.config import TREE_BRANCHES, default_verify_rows
 from specviz.engine import native
-from specviz.engine.packing import MANY_ROWS_KERNELS, NATIVE, ONE_ROW_KERNELS, PACKED, KernelLinear, kernel_linears
+from specviz.engine.packing import (
+    BLOCKS,
+    MANY_ROWS_KERNELS,
+    NATIVE,
+    ONE_ROW_KERNELS,
+    PACKED,
+    KernelLinear,
+    kernel_linears,
+)
 from specviz.errors import ConfigError
 
 MEASURE_REPS = 5  # per candidate and shape: a stable median in a few seconds (docs/benchmarks.md, "Load cost")
@@ -322,7 +330,7 @@ def choose_for_head(head, name: str, cache_file: Path) -> dict:
 
     from specviz.engine.draft_head import HeadCache
 
-    device = head.embed.device
+    device = head.device
     cache = HeadCache()
     features = torch.randn(CONTEXT_TOKENS, head.cfg.hidden, generator=torch.Generator().manual_seed(0)).to(device)
     tokens = head.subset[:CONTEXT_TOKENS].to(device)
@@ -335,4 +343,11 @@ def choose_for_head(head, name: str, cache_file: Path) -> dict:
         cache.crop(CONTEXT_TOKENS)
 
     rows = (TREE_BRANCHES, default_verify_rows()[0])
-    return choose(machine_key(f"head {name}"), cache_file, head, lambda: head.lm_head, run, rows, prepare)
+    if getattr(head.lm_head, "one_row", None) != BLOCKS:
+        return choose(machine_key(f"head {name}"), cache_file, head, lambda: head.lm_head, run, rows, prepare)
+    # E_S holds the target's blocks (specviz.engine.blocks): only the head's own linears are chosen.
+    key = machine_key(f"head {name} | E_S as shipped")
+    record = choose(key, cache_file, head, lambda: head.lm_head, run, rows, prepare)
+    if not record.get("reason"):
+        record = {**record, **{shape: {**record[shape], "head": BLOCKS} for shape in SHAPES}}
+    return record

@@ -98,14 +98,14 @@ class LeanLlama:
         cfg = model.config
         self.model = model
         self.layers = model.model.layers
-        self.embed = model.model.embed_tokens.weight  # [V, D]
+        embed = model.model.embed_tokens.weight  # [V, D] (its dtype and device; read through embed_rows)
         self.norm = model.model.norm
         self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         self.eps = cfg.rms_norm_eps
         self.inv_freq = model.model.rotary_emb.inv_freq.float()  # [hd / 2]
         self.attention_scaling = float(getattr(model.model.rotary_emb, "attention_scaling", 1.0))
-        self.dtype = self.embed.dtype
+        self.dtype, self.device = embed.dtype, embed.device
         self.fused: list[tuple[FusedLinears | None, FusedLinears | None]] = [(None, None)] * len(self.layers)
 
     def fuse_projections(self) -> int:
@@ -120,6 +120,11 @@ class LeanLlama:
             for layer in self.layers
         ]
         return sum(qkv is not None and gate_up is not None for qkv, gate_up in self.fused)
+
+    def embed_rows(self, ids: torch.Tensor) -> torch.Tensor:
+        """ids [T] -> their embeddings [T, D]: the model's embedding looked up at each call, as it may be
+        the weights as shipped (specviz.engine.blocks.BlockEmbedding) once they are loaded."""
+        return self.model.model.embed_tokens(ids)
 
     def new_cache(self) -> LeanCache:
         return LeanCache(len(self.layers), self.kv_heads, self.head_dim, self.dtype)
@@ -162,7 +167,7 @@ class LeanLlama:
             raise ValueError("each request of one pass needs its own cache")
         starts = itertools.accumulate((r.input_ids.shape[0] for r in requests), initial=0)
         spans = [_Span.of(self, r, start) for r, start in zip(requests, starts, strict=False)]
-        x = self.embed[torch.cat([r.input_ids for r in requests])]  # [sum T, D]
+        x = self.embed_rows(torch.cat([r.input_ids for r in requests]))  # [sum T, D]
         earlier = {}
         for i in range(len(self.layers)):
 

@@ -92,6 +92,12 @@ HUB_PAIRS: dict[str, tuple[str, str]] = {
 }
 
 DTYPES = ("float32", "bfloat16", "float16")
+# The target's weights (specviz.engine.blocks): "shipped" keeps the GGUF file's Q4_1/Q8_0 blocks and runs
+# them with the native kernel, bit-identical to "float32" (the blocks expanded once, today's float32 path)
+# in a fifth of the bytes; only the offline target ships blocks, and only the CPU's native kernel reads
+# them, so elsewhere "shipped" loads float32 and says why (LoadedModel.weights_note).
+WEIGHT_FORMATS = ("shipped", "float32")
+DEFAULT_WEIGHTS = "shipped"  # the faster exact one where it runs (docs/benchmarks.md, "The weights as shipped")
 
 
 @dataclass(frozen=True)
@@ -107,6 +113,8 @@ class LoadedModel:
     # where the choice came from; {"reason": why} when every linear runs eager.
     kernels: dict = field(default_factory=lambda: {"reason": "not chosen"})
 
+    weights: str = "float32"  # "shipped" (the GGUF's blocks) or "float32": what the linears read (WEIGHT_FORMATS)
+    weights_note: str = ""  # why "shipped" was asked for and float32 loaded, else ""
     lean: Any = None  # specviz.engine.lean_llama.LeanLlama when the lean forward serves it, else None
     forward: str = "transformers"  # "lean", "static (CUDA graphs)", or "transformers (why neither serves)"
     static: Any = None  # specviz.engine.static_llama.StaticLlama: the lean step captured on CUDA, else None
@@ -167,8 +175,14 @@ def load_model(
     trust_remote_code: bool = False,
     pack: bool = True,
     lean: bool = True,
+    weights: str | None = None,
 ) -> LoadedModel:
     """Load (once per process) the named model. None means the offline default target.
+
+    weights: "shipped" (the default, DEFAULT_WEIGHTS) runs the offline target's linears on its GGUF
+    blocks as shipped (specviz.engine.blocks), "float32" on the weights expanded to float32; a model
+    with no blocks, or a machine where the native kernel does not build, loads float32 and the
+    LoadedModel says why (weights_note).
 
     On the CPU in float32 (and in bfloat16 where the CPU computes it natively) each linear runs the
     kernel measured fastest here for its shape (specviz.engine.kernels) unless pack=False; where that
@@ -182,15 +196,19 @@ def load_model(
     dtype = dtype or ("bfloat16" if device.startswith("cuda") else "float32")
     if dtype not in DTYPES:
         raise ModelError(f"dtype must be one of {', '.join(DTYPES)}; got {dtype!r}.")
+    weights = weights or DEFAULT_WEIGHTS
+    if weights not in WEIGHT_FORMATS:
+        raise ModelError(f"weights must be one of {', '.join(WEIGHT_FORMATS)}; got {weights!r}.")
     if device.startswith("cuda") and not _cuda_available():
         raise ModelError("device 'cuda' was asked for but no CUDA GPU is visible; use device 'cpu'.")
     # SPECVIZ_KERNELS is in the key: a forced kernel choice makes a differently built model.
-    key = (name, device, dtype, repr(device_map), trust_remote_code, pack, lean, os.environ.get("SPECVIZ_KERNELS", ""))
+    forced = os.environ.get("SPECVIZ_KERNELS", "")
+    key = (name, device, dtype, repr(device_map), trust_remote_code, pack, lean, weights, forced)
     with _load_lock:
         if key in _loaded:
             _loaded.move_to_end(key)
         else:
-            _loaded[key] = _load(name, device, dtype, device_map, trust_remote_code, pack, lean)
+            _loaded[key] = _load(name, device, dtype, device_map, trust_remote_code, pack, lean, weights)
             while len(_loaded) > MAX_LOADED:
                 _loaded.popitem(last=False)  # a run still using it keeps its own reference
         return _loaded[key]
@@ -209,7 +227,7 @@ def _cuda_available() -> bool:
 
 
 def _load(
-    name: str, device: str, dtype: str, device_map: Any, trust_remote_code: bool, pack: bool, lean: bool
+    name: str, device: str, dtype: str, device_map: Any, trust_remote_code: bool, pack: bool, lean: bool, weights: str
 ) -> LoadedModel:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -237,14 +255,33 @@ def _load(
         raise _explain_load_failure(name, local_only, exc) from exc
     if device_map is None:
         model.to(device)
-    return ready_model(name, model.eval(), tokenizer, dtype, pack, lean, device_map)
+    return ready_model(name, model.eval(), tokenizer, dtype, pack, lean, device_map, weights)
+
+
+def shipped_unavailable(name: str, model, dtype: str, pack: bool, device_map: Any) -> str | None:
+    """Why `model` cannot run on the weights as shipped, or None when it can."""
+    if name != OFFLINE_TARGET:
+        return f"{name} ships no GGUF blocks (only the offline target does)"
+    if model.device.type != "cpu" or dtype != "float32" or not pack or device_map is not None:
+        return "the blocks run on the CPU in float32 with the kernels chosen"
+    from specviz.engine import native
+
+    return native.unavailable()
 
 
 def ready_model(
-    name: str, model, tokenizer, dtype: str, pack: bool = True, lean: bool = True, device_map: Any = None
+    name: str,
+    model,
+    tokenizer,
+    dtype: str,
+    pack: bool = True,
+    lean: bool = True,
+    device_map: Any = None,
+    weights: str = "float32",
 ) -> LoadedModel:
     """A loaded transformers model made ready to decode (load_model's rules): the CPU's kernels chosen
-    and the lean forward; on CUDA the lean layers' static step, captured once per shape."""
+    (or the weights as shipped) and the lean forward; on CUDA the lean layers' static step, captured
+    once per shape."""
     from specviz.engine.kernels import choose_for_target
     from specviz.engine.lean_llama import LeanLlama, lean_unavailable
 
@@ -258,7 +295,16 @@ def ready_model(
         from specviz.engine.static_llama import StaticLlama
 
         static = StaticLlama(LeanLlama(model, cpu_only=False), capture=captured_step)
-    if not pack:
+    note = shipped_unavailable(name, model, dtype, pack, device_map) if weights == "shipped" else ""
+    if weights == "shipped" and note is None:
+        from specviz.engine.shipped_weights import hold_shipped_blocks
+
+        kernels = hold_shipped_blocks(model, gguf_location())
+        release_weights_file(model)
+        if fast is not None:
+            kernels["fused_layers"] = fast.fuse_projections()
+        return_freed_memory()
+    elif not pack:
         kernels = {"reason": "kernel choice turned off (pack=False)"}
     elif device_map is not None:  # accelerate's dispatch hooks wrap the modules: leave them as they are
         kernels = {"reason": "loaded with a device_map"}
@@ -277,6 +323,8 @@ def ready_model(
         device=str(model.device),
         dtype=dtype,
         kernels=kernels,
+        weights="shipped" if weights == "shipped" and note is None else "float32",
+        weights_note=note or "",
         lean=fast,
         forward="static (CUDA graphs)" if static is not None else forward,
         static=static,

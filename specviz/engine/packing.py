@@ -22,6 +22,10 @@ The kernels (names stored in traces):
               float32 only, measured wherever it builds; like packed, a row's numbers do not depend
               on how many rows share the call, and linears that read one input can run as one
               product (FusedLinears)
+    blocks    the same kernel over the GGUF file's Q4_1/Q8_0 blocks (specviz.engine.blocks: the weights
+              as shipped), bit-identical to native on the float32 weights they expand to; never
+              measured against the others: a linear holds it when the model loads with weights
+              "shipped" (KernelLinear.hold_blocks), and then holds no float32 copy at all
 
 These ops are internal to torch, so a module is checked once against its eager self before any
 packed kernel is offered; on any failure it stays eager and the reason is recorded.
@@ -36,6 +40,7 @@ EAGER = "eager"
 PACKED = "packed"
 PACKED_ONE_ROW = "packed1"
 NATIVE = "native"
+BLOCKS = "blocks"
 ONE_ROW_KERNELS = (EAGER, PACKED, PACKED_ONE_ROW, NATIVE)
 MANY_ROWS_KERNELS = (EAGER, PACKED, NATIVE)
 
@@ -50,6 +55,21 @@ class KernelLinear(nn.Module):
         self.bias = linear.bias
         self.one_row, self.many_rows = EAGER, EAGER
         self.layouts: dict[str, torch.Tensor] = {}  # packed kernel name -> its laid-out weight
+        self.block_format = None  # specviz.engine.blocks.Format of the layout BLOCKS runs, when held
+
+    def hold_blocks(self, layout: torch.Tensor, fmt) -> None:
+        """Run every call with the native kernel over the weights as shipped: layout [ceil(out/4), in/32,
+        chunk] uint8 (specviz.engine.blocks.lay_out). The weight as loaded is dropped: `weight` becomes a
+        plain meta tensor of its shape (not a parameter, so the model's device is still its other
+        parameters'), and the blocks are the only copy."""
+        if layout.shape[1] * 32 != self.in_features or layout.shape[0] != (self.out_features + 3) // 4:
+            shape = f"[{self.out_features}, {self.in_features}]"
+            raise ValueError(f"blocks {tuple(layout.shape)} do not hold a {shape} weight")
+        self.layouts = {BLOCKS: layout}
+        self.block_format = fmt
+        self._parameters.pop("weight", None)
+        self.weight = torch.empty(self.out_features, self.in_features, device="meta")
+        self.one_row = self.many_rows = BLOCKS
 
     def use(self, one_row: str, many_rows: str, free: bool = True, shared: bool = False) -> None:
         """Run one-row calls with `one_row` and the others with `many_rows`; lay out what they need
@@ -57,6 +77,10 @@ class KernelLinear(nn.Module):
         too when neither kernel is eager and no other module holds it (shared=False: a tied
         embedding's weight stays, and costs nothing extra). The weight then becomes a meta tensor of
         its shape: one copy of the weights in memory, the kernels' own."""
+        if self.one_row == BLOCKS:
+            raise RuntimeError(
+                "this linear holds only the weights as shipped; load with weights 'float32' for another kernel"
+            )
         if one_row not in ONE_ROW_KERNELS or many_rows not in MANY_ROWS_KERNELS:
             raise ValueError(f"unknown kernels {one_row!r} / {many_rows!r}")
         if NATIVE in (one_row, many_rows) and self.weight.dtype != torch.float32:
@@ -82,6 +106,11 @@ class KernelLinear(nn.Module):
         applied to the identity gives it back exactly (each output is one weight times 1 plus zeros)."""
         if not self.weight.is_meta:
             return self.weight.detach()
+        if BLOCKS in self.layouts:
+            from specviz.engine.blocks import dequantize, rows_of
+
+            every_row = torch.arange(self.out_features)
+            return dequantize(rows_of(self.layouts[BLOCKS], self.block_format, every_row), self.block_format)
         kernel = PACKED if PACKED in self.layouts else next(iter(self.layouts))
         eye = torch.eye(self.in_features, dtype=self.weight.dtype)  # [in, in], in the layout's dtype
         with torch.no_grad():
@@ -96,6 +125,11 @@ class KernelLinear(nn.Module):
         if kernel == NATIVE:
             rows = x.reshape(-1, self.in_features)  # [rows, in]
             y = torch.ops.specviz.gemv(rows, self.layouts[NATIVE], self.out_features).reshape(*x.shape[:-1], -1)
+            return y if bias is None else y + bias
+        if kernel == BLOCKS:
+            rows = x.reshape(-1, self.in_features)  # [rows, in]
+            y = torch.ops.specviz.gemv_blocks(rows, self.layouts[BLOCKS], self.out_features, self.block_format.ggml)
+            y = y.reshape(*x.shape[:-1], -1)
             return y if bias is None else y + bias
         return torch.ops.mkldnn._linear_pointwise(x, self.layouts[kernel], bias, "none", [], "")
 
@@ -128,7 +162,8 @@ def kernel_linears(module: nn.Module) -> tuple[list[KernelLinear], str | None]:
     """Swap every nn.Linear of `module` (in place) for a KernelLinear running eager, once the
     packed kernels are checked against eager on one of them. Returns the KernelLinears (those
     already swapped included) and None, or ([], the reason) with the module left as it was."""
-    existing = [m for m in module.modules() if isinstance(m, KernelLinear)]
+    # A linear holding the weights as shipped (a head's E_S) is not one of them: it never changes kernel.
+    existing = [m for m in module.modules() if isinstance(m, KernelLinear) and m.one_row != BLOCKS]
     if existing:
         return existing, None
     reason = packing_unavailable(module)
@@ -181,26 +216,35 @@ class FusedLinears:
     product running the layouts as they were."""
 
     def __init__(self, linears: list[KernelLinear]):
-        layouts = [linear.layouts[NATIVE] for linear in linears]  # [out_i / 4, in / 16, 4, 16] each
-        self.layout = torch.cat(layouts)  # [sum out_i / 4, in / 16, 4, 16]
+        self.kernel = linears[0].one_row  # NATIVE, or BLOCKS (the weights as shipped, one format)
+        self.block_format = linears[0].block_format
+        layouts = [linear.layouts[self.kernel] for linear in linears]  # [out_i / 4, ...] each
+        self.layout = torch.cat(layouts)  # [sum out_i / 4, ...]
         self.sizes = [linear.out_features for linear in linears]
         start = 0
         for linear, layout in zip(linears, layouts, strict=True):
-            linear.layouts[NATIVE] = self.layout[start : start + layout.shape[0]]  # a view: one copy
+            linear.layouts[self.kernel] = self.layout[start : start + layout.shape[0]]  # a view: one copy
             start += layout.shape[0]
 
     @staticmethod
     def of(linears: list) -> FusedLinears | None:
         """The fused product of `linears`, or None where they cannot share one: not all KernelLinears
         running native for every row count, a bias, different inputs, or an output count that is not
-        a whole number of the layout's 4-row blocks."""
+        a whole number of the layout's 4-row blocks (blocks: all of one format)."""
         if not all(isinstance(m, KernelLinear) for m in linears):
             return None
-        if len({m.in_features for m in linears}) != 1:
+        if len({m.in_features for m in linears}) != 1 or len({(m.one_row, m.block_format) for m in linears}) != 1:
             return None
-        if not all(m.one_row == m.many_rows == NATIVE and m.bias is None and m.out_features % 4 == 0 for m in linears):
+        if not all(
+            m.one_row == m.many_rows and m.one_row in (NATIVE, BLOCKS) and m.bias is None and m.out_features % 4 == 0
+            for m in linears
+        ):
             return None
         return FusedLinears(linears)
 
     def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:  # x [rows, in] -> ([rows, out_i], ...)
-        return torch.ops.specviz.gemv(x, self.layout, sum(self.sizes)).split(self.sizes, dim=-1)
+        if self.kernel == BLOCKS:
+            y = torch.ops.specviz.gemv_blocks(x, self.layout, sum(self.sizes), self.block_format.ggml)
+        else:
+            y = torch.ops.specviz.gemv(x, self.layout, sum(self.sizes))
+        return y.split(self.sizes, dim=-1)

@@ -39,7 +39,7 @@ class StaticHead(CachePool):
     specviz.engine.cuda_steps.captured_head_step (each step of a repeating shape from a CUDA graph)."""
 
     def __init__(self, head, capture=None):
-        device = head.embed.device
+        device = head.device
         if capture is not None and device.type != "cuda":
             raise ValueError("CUDA graphs capture only on a CUDA device")
         cfg = head.cfg

@@ -95,9 +95,9 @@ class StaticLlama(CachePool):
     from a CUDA graph captured once per cache and shape."""
 
     def __init__(self, lean: LeanLlama, capture=None):
-        if capture is not None and lean.embed.device.type != "cuda":
+        if capture is not None and lean.device.type != "cuda":
             raise ValueError("CUDA graphs capture only on a CUDA device")
-        super().__init__(len(lean.layers), lean.kv_heads, lean.head_dim, lean.dtype, lean.embed.device)
+        super().__init__(len(lean.layers), lean.kv_heads, lean.head_dim, lean.dtype, lean.device)
         self.lean, self.capture = lean, capture
 
     def forward(
@@ -145,7 +145,7 @@ def static_step(
     new = (offset >= 0) & (offset < t)
     mask = (offset < 0)[None, :] | (new[None, :] & local[:, offset.clamp(0, t - 1)])  # [T, C]
     cos, sin = lean.rotary(positions)  # [T, hd] each
-    x = lean.embed[ids]  # [T, D]
+    x = lean.embed_rows(ids)  # [T, D]
     earlier = {}
     for i in range(len(lean.layers)):
 

@@ -118,7 +118,7 @@ def head_steps(head) -> dict:
 
 def head_inputs(head, rows: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Stand-in features [R, D] (random, unit scale) and tokens [R] (from the head's vocabulary)."""
-    device = head.embed.device
+    device = head.device
     features = torch.randn(rows, head.cfg.hidden, generator=torch.Generator().manual_seed(seed)).to(device)
     tokens = head.subset[(torch.arange(rows) * 31 + seed) % head.subset.shape[0]].to(device)
     return features, tokens
@@ -132,7 +132,7 @@ def time_head_steps(head, rows: list[int]) -> dict:
         cache = new()
         step(*head_inputs(head, CONTEXT, 0), 1, cache)
         runs[name] = (cache, lambda f, x, c, step=step: step(f, x, CONTEXT + 1, c), lambda c, n: c.crop(n))
-    return interleaved(runs, lambda r, rep: head_inputs(head, r, rep + 1), rows, head.embed.device)
+    return interleaved(runs, lambda r, rep: head_inputs(head, r, rep + 1), rows, head.device)
 
 
 def head_exactness(head, rows: int) -> dict:

@@ -306,6 +306,8 @@ def _validate_config(cfg: Any, mode: str) -> None:
     _int(cfg["seed"], "config.seed", 0, SEED_MAX)
     _int(cfg["max_new_tokens"], "config.max_new_tokens", 1, TRACE_MAX_NEW_TOKENS)
     _expect(isinstance(cfg.get("batched", False), bool), "config.batched", "true or false")
+    # optional (traces before the weights as shipped ran float32): "shipped" or "float32"
+    _expect(cfg.get("weights", "float32") in ("shipped", "float32"), "config.weights", '"shipped" or "float32"')
 
 
 def _validate_summary(s: Any) -> None:

@@ -255,7 +255,7 @@ def _time_head_step(target, subset: torch.Tensor, reps: int = 30) -> float:
     head = DraftHead(cfg, subset)
     init_from_target(head, target.model)
     head.attach(target.model)
-    device = head.embed.device  # the head drafts where the target runs
+    device = head.device  # the head drafts where the target runs
     head.to(device).eval()
     if not target.kernels.get("reason"):  # the kernels drafting would choose here (specviz.engine.kernels)
         name = f"untrained head for {target.name}"
