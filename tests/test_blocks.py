@@ -39,13 +39,23 @@ def test_every_block_expands_to_the_float32_weight_loaded(shipped):
 
 
 def test_the_layout_gives_back_every_row(shipped):
+    """The embedding and the head's E_S read rows back from the Q8_0 layout: exactly the GGUF's."""
     found, _ = shipped
-    for name in ("model.layers.0.self_attn.k_proj", "lm_head"):
-        raw, fmt = found[name]
-        layout = blocks.lay_out(raw, fmt)
-        ids = torch.tensor([raw.shape[0] - 1, 0, 1, 2, 3, 4, 7, 4])
-        assert torch.equal(blocks.rows_of(layout, fmt, ids), raw[ids])
-        assert layout.numel() == raw.numel() + (-raw.shape[0] % 4) * raw.shape[1]  # no byte more than the rows
+    raw, fmt = found["lm_head"]
+    layout = blocks.lay_out(raw, fmt)
+    ids = torch.tensor([raw.shape[0] - 1, 0, 1, 2, 3, 4, 7, 4])
+    assert torch.equal(blocks.rows_of(layout, fmt, ids), raw[ids])
+
+
+@pytest.mark.parametrize("name", ["model.layers.0.self_attn.k_proj", "model.layers.0.mlp.down_proj", "lm_head"])
+def test_the_layout_holds_the_blocks_and_scales_widened_to_float32(shipped, name):
+    """A few bytes more than the GGUF's (float32 scales), and padding only to whole chunks of rows."""
+    found, _ = shipped
+    raw, fmt = found[name]
+    layout = blocks.lay_out(raw, fmt)
+    per_block = 4 * fmt.scales + fmt.quants  # bytes of 32 weights: float32 scales and the quants
+    assert layout.shape == (-(-raw.shape[0] // 4), -(-raw.shape[1] // fmt.block * 32 // fmt.inputs), fmt.chunk)
+    assert layout.numel() == raw.shape[0] * raw.shape[1] // fmt.block * per_block
 
 
 @pytest.mark.parametrize("name", ["model.layers.0.self_attn.q_proj", "model.layers.29.mlp.down_proj", "lm_head"])
@@ -56,6 +66,12 @@ def test_the_kernel_over_blocks_is_bit_identical_to_float32(built, shipped, name
         raw = raw[:4098]  # a slice of the 49152 rows (4098: a last block of 2 real rows); every format path
     weight = blocks.dequantize(raw, fmt)  # [N, K]
     packed, layout = torch.ops.specviz.pack_rows(weight), blocks.lay_out(raw, fmt)
+    if name.endswith("q_proj"):  # K = 576 is 9 chunks of 64; a K of 544 pads its last chunk with zero blocks
+        raw544 = raw[:, : 17 * fmt.block]
+        weight544 = blocks.dequantize(raw544, fmt)
+        x = torch.randn(5, 544, generator=torch.Generator().manual_seed(1))
+        got = blocks.product(x, blocks.lay_out(raw544, fmt), weight.shape[0], fmt)
+        assert torch.equal(got, torch.ops.specviz.gemv(x, torch.ops.specviz.pack_rows(weight544), weight.shape[0]))
     x = torch.randn(40, weight.shape[1], generator=torch.Generator().manual_seed(0))
     together = blocks.product(x, layout, weight.shape[0], fmt)  # [40, N]: the expanded sweeps
     for rows in (1, 2, 3, 4, 6, 7, 9, 13, 40):

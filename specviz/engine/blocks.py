@@ -13,8 +13,15 @@ ggml's rows (a row of K weights is K/32 blocks of `Format.block` bytes):
     Q8_0   d fp16, 32 int8; weight = d q
 
 The kernel's layout (`lay_out`), like the float32 one, takes rows 4 at a time so each block of 4 rows
-streams once, in order: [ceil(N/4), K/32, chunk], a chunk being the 4 rows' scales (d[4], then m[4])
-and then their quants, row after row. Rows past N are zeros (weight 0).
+streams once, in order: [ceil(N/4), chunks, chunk bytes], a chunk holding the 4 rows' weights for
+`Format.inputs` inputs, their scales first, widened to float32 (exact: every fp16 number is a float32
+one) so the kernel reads them without converting:
+
+    Q4_1   64 inputs (two GGUF blocks): d[2][4], m[2][4] float32 (block, row), then 128 bytes of
+           nibbles arranged for 32-bit lanes (csrc/gemv.cpp, struct Q4_1): 192 bytes per 256 weights
+    Q8_0   32 inputs (one block): d[4] float32, then the 4 rows' 32 quants: 144 bytes per 128 weights
+
+Rows past N and inputs past K are zeros (weight 0, adding exact zeros to a sum).
 
 Exactness: d q is exact in float32 (an 11-bit significand times at most 8 bits), so `dequantize`
 (d q, then + m: one rounding) gives the float32 numbers gguf writes, which are the weights the float32
@@ -34,47 +41,69 @@ from torch import nn
 class Format:
     name: str
     ggml: int  # ggml's type number (the kernel's `format` argument)
-    scales: int  # fp16 scales a block holds: d (and m)
-    quants: int  # bytes of quants a block holds
+    scales: int  # fp16 scales a GGUF block holds: d (and m)
+    quants: int  # bytes of quants a GGUF block holds
+    inputs: int  # inputs of a chunk of the kernel's layout
 
     @property
-    def block(self) -> int:  # bytes of one block of 32 weights in a GGUF row
+    def block(self) -> int:  # bytes of one GGUF block of 32 weights
         return 2 * self.scales + self.quants
 
     @property
-    def chunk(self) -> int:  # bytes of 4 rows' blocks in the kernel's layout
-        return 4 * self.block
+    def chunk(self) -> int:  # bytes of a chunk of the kernel's layout: 4 rows' float32 scales and quants
+        blocks = self.inputs // INPUTS
+        return 4 * blocks * (4 * self.scales + self.quants)
 
 
-Q4_1 = Format("Q4_1", 3, 2, 16)
-Q8_0 = Format("Q8_0", 8, 1, 32)
+INPUTS = 32  # weights a GGUF block holds
+Q4_1 = Format("Q4_1", 3, 2, 16, 64)
+Q8_0 = Format("Q8_0", 8, 1, 32, 32)
 FORMATS = {f.name: f for f in (Q4_1, Q8_0)}
-INPUTS = 32  # weights a block holds
 
 
 def lay_out(raw: torch.Tensor, fmt: Format) -> torch.Tensor:
-    """GGUF rows raw [N, K/32 * block] uint8 -> the kernel's layout [ceil(N/4), K/32, chunk] uint8."""
-    n = raw.shape[0]
-    c = raw.shape[1] // fmt.block
-    rows = torch.zeros((n + 3) // 4 * 4, c, fmt.block, dtype=torch.uint8)
-    rows[:n] = raw.reshape(n, c, fmt.block)
-    groups = rows.view(-1, 4, c, fmt.block).transpose(1, 2)  # [NB, C, 4, block]
-    scales = groups[..., : 2 * fmt.scales].unflatten(-1, (fmt.scales, 2)).transpose(2, 3)  # [NB, C, scales, 4, 2]
-    quants = groups[..., 2 * fmt.scales :]  # [NB, C, 4, quants]
-    return torch.cat([scales.flatten(2), quants.flatten(2)], dim=-1).contiguous()  # [NB, C, chunk]
+    """GGUF rows raw [N, K/32 * block] uint8 -> the kernel's layout [ceil(N/4), chunks, chunk] uint8."""
+    n, blocks = raw.shape[0], raw.shape[1] // fmt.block
+    per_chunk = fmt.inputs // INPUTS  # GGUF blocks a chunk holds
+    nb, chunks = (n + 3) // 4, -(-blocks // per_chunk)
+    padded = torch.zeros(nb * 4, chunks * per_chunk, fmt.block, dtype=torch.uint8)
+    padded[:n, :blocks] = raw.reshape(n, blocks, fmt.block)
+    grouped = padded.view(nb, 4, chunks, per_chunk, fmt.block)  # [NB, row j, chunk, block b, bytes]
+    scales = [
+        grouped[..., 2 * i : 2 * i + 2].contiguous().view(torch.float16).float().squeeze(-1)  # [NB, 4, C, b]
+        for i in range(fmt.scales)
+    ]
+    # [NB, C, scale, b, j] float32 -> bytes [NB, C, 4 * scales * per_chunk * 4]
+    scale_bytes = torch.stack(scales, dim=2).permute(0, 3, 2, 4, 1).contiguous().view(torch.uint8).flatten(2)
+    quants = grouped[..., 2 * fmt.scales :]  # [NB, j, C, b, quants]
+    if fmt is Q4_1:
+        # Lane l of pair p (rows 2p, 2p+1): nibble 4 r + s = the quant of input 16 s + l of row 2p + r, where
+        # step s of the chunk is block s // 2's low nibbles (s even: its inputs 0-15) or high ones (16-31).
+        nibbles = torch.stack([quants & 15, quants >> 4], dim=-2)  # [NB, j, C, b, half, l]
+        nibbles = nibbles.flatten(3, 4).to(torch.int64)  # [NB, j, C, s, l]
+        nibbles = nibbles.view(nb, 2, 2, chunks, 4, 16)  # [NB, p, r, C, s, l]
+        shifts = (4 * (4 * torch.arange(2).view(2, 1, 1) + torch.arange(4).view(1, 4, 1))).view(1, 1, 2, 1, 4, 1)
+        lanes = (nibbles << shifts).sum(dim=(2, 4))  # [NB, p, C, l]: < 2^32
+        lanes = lanes.to(torch.uint32).permute(0, 2, 1, 3).contiguous()  # [NB, C, p, l]
+        quant_bytes = lanes.view(torch.uint8).flatten(2)  # [NB, C, 128]
+    else:
+        quant_bytes = quants.permute(0, 2, 1, 3, 4).flatten(2)  # [NB, C, j * b * quants]: row after row
+    return torch.cat([scale_bytes, quant_bytes], dim=-1).contiguous()  # [NB, C, chunk]
 
 
 def rows_of(layout: torch.Tensor, fmt: Format, ids: torch.Tensor) -> torch.Tensor:
-    """The GGUF rows `ids` [T] of a layout -> raw [T, K/32 * block] uint8 (lay_out's inverse, per row)."""
+    """The GGUF rows `ids` [T] of a Q8_0 layout -> raw [T, K/32 * block] uint8 (lay_out's inverse, per
+    row: the embedding's lookups and the draft head's E_S)."""
+    if fmt is not Q8_0:
+        raise ValueError("rows are read back from Q8_0 layouts only (the embedding's)")
     chunks = layout[ids // 4]  # [T, C, chunk]
     t, c = chunks.shape[:2]
-    which = (ids % 4).view(t, 1, 1, 1)
-    split = 8 * fmt.scales
-    scales = chunks[..., :split].unflatten(-1, (fmt.scales, 4, 2))  # [T, C, scales, 4, 2]
-    scales = scales.gather(3, which.unsqueeze(-1).expand(t, c, fmt.scales, 1, 2)).squeeze(3)  # [T, C, scales, 2]
-    quants = chunks[..., split:].unflatten(-1, (4, fmt.quants))  # [T, C, 4, quants]
-    quants = quants.gather(2, which.expand(t, c, 1, fmt.quants)).squeeze(2)  # [T, C, quants]
-    return torch.cat([scales.flatten(2), quants], dim=-1).flatten(1)  # [T, C * block]
+    which = (ids % 4).view(t, 1, 1)
+    d = chunks[..., :16].contiguous().view(torch.float32).gather(2, which.expand(t, c, 1))  # [T, C, 1]
+    half = d.to(torch.float16).view(torch.uint8)  # [T, C, 2]: the fp16 scale it came from, exactly
+    quants = chunks[..., 16:].unflatten(-1, (4, 32))  # [T, C, 4, 32]
+    quants = quants.gather(2, which.view(t, 1, 1, 1).expand(t, c, 1, 32)).squeeze(2)  # [T, C, 32]
+    return torch.cat([half, quants], dim=-1).flatten(1)  # [T, C * 34]
 
 
 def dequantize(raw: torch.Tensor, fmt: Format) -> torch.Tensor:

@@ -62,7 +62,7 @@ class KernelLinear(nn.Module):
         chunk] uint8 (specviz.engine.blocks.lay_out). The weight as loaded is dropped: `weight` becomes a
         plain meta tensor of its shape (not a parameter, so the model's device is still its other
         parameters'), and the blocks are the only copy."""
-        if layout.shape[1] * 32 != self.in_features or layout.shape[0] != (self.out_features + 3) // 4:
+        if -(-self.in_features // fmt.inputs) != layout.shape[1] or layout.shape[0] != (self.out_features + 3) // 4:
             shape = f"[{self.out_features}, {self.in_features}]"
             raise ValueError(f"blocks {tuple(layout.shape)} do not hold a {shape} weight")
         self.layouts = {BLOCKS: layout}
@@ -106,11 +106,6 @@ class KernelLinear(nn.Module):
         applied to the identity gives it back exactly (each output is one weight times 1 plus zeros)."""
         if not self.weight.is_meta:
             return self.weight.detach()
-        if BLOCKS in self.layouts:
-            from specviz.engine.blocks import dequantize, rows_of
-
-            every_row = torch.arange(self.out_features)
-            return dequantize(rows_of(self.layouts[BLOCKS], self.block_format, every_row), self.block_format)
         kernel = PACKED if PACKED in self.layouts else next(iter(self.layouts))
         eye = torch.eye(self.in_features, dtype=self.weight.dtype)  # [in, in], in the layout's dtype
         with torch.no_grad():

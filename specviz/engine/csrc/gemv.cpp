@@ -30,8 +30,7 @@
 // float32 layout (specviz/engine/blocks.py), and expands each block in registers. d*q is exact in float32
 // (11 significant bits times at most 8), so the expanded weight is the float32 number gguf's
 // dequantisation writes (one rounding, of d*q + m, whether fused or not), and the sums run in the order
-// above: every output is bit-identical to gemv on the float32 weights, from 3.2x (Q8_0) to 6.4x (Q4_1)
-// fewer bytes.
+// above: every output is bit-identical to gemv on the float32 weights, in a fraction of the bytes.
 
 #include <ATen/core/Tensor.h>
 #include <ATen/Parallel.h>
@@ -107,91 +106,75 @@ static inline void lane_sums(const v8 a[4], float out[4]) {
 constexpr int LANES = sizeof(vec) / sizeof(float);  // floats an accumulator holds: 16, or 8 without AVX-512
 
 // ----- the weight formats: what a row block holds for F::INPUTS inputs (a "chunk" of F::BYTES bytes) -----
-
-// fp16 -> float32, exact (every fp16 number is a float32 number).
-static inline float half_to_float(const uint8_t* p) {
-  _Float16 h;
-  std::memcpy(&h, p, sizeof(h));
-  return static_cast<float>(h);
-}
+// Each format gives, for k step s of a chunk (16 inputs) and its LANES-float piece h, row j's weights:
+// F::step(chunk, s, state) once a step, then F::weights(chunk, state, j, s, h) for each of the 4 rows.
 
 typedef uint8_t bytes __attribute__((vector_size(LANES)));  // LANES quantised weights, one byte each
 typedef int32_t ints __attribute__((vector_size(LANES * 4)));
-// Bytes to floats through 32-bit integers: GCC widens them in one instruction (vpmovzxbd / vpmovsxbd) and
-// converts them in another; straight to floats it converted them one at a time.
-static inline vec to_floats(bytes q) { return __builtin_convertvector(__builtin_convertvector(q, ints), vec); }
-// Signed bytes read as unsigned, then made signed in 32 bits (GCC 12 widened signed bytes one at a time).
-static inline vec signed_to_floats(bytes q) {
-  return __builtin_convertvector((__builtin_convertvector(q, ints) ^ 128) - 128, vec);
-}
 
 // float32: a chunk is 16 inputs of the block's 4 rows, [4, 16] floats.
 struct F32 {
   static constexpr int64_t INPUTS = 16, BYTES = 4 * 16 * sizeof(float);
-  struct Scales {};
-  static inline Scales scales(const uint8_t*) { return {}; }
-  // Row j's weights for inputs 16 s + h .. + LANES of the chunk.
-  static inline vec weights(const uint8_t* c, const Scales&, int j, int s, int h) {
+  struct State {};
+  static inline void step(const uint8_t*, int, State&) {}
+  static inline vec weights(const uint8_t* c, const State&, int j, int, int h) {
     vec w;
-    std::memcpy(&w, c + (j * 16 + h) * sizeof(float), sizeof(vec));  // s is 0: one k step a chunk
+    std::memcpy(&w, c + (j * 16 + h) * sizeof(float), sizeof(vec));
     return w;
   }
 };
 
-// Q4_1 (ggml type 3): a chunk is 32 inputs of 4 rows: d[4], m[4] fp16, then 16 bytes a row (input i in
-// the low nibble of byte i, input 16 + i in its high nibble). Weight = d q + m.
+// Q4_1 (ggml type 3; specviz/engine/blocks.py lays it out): a chunk is 64 inputs (two GGUF blocks) of 4
+// rows: the scales as float32, d[2][4] then m[2][4] (block, row: exact copies of the fp16 ones), then the
+// quants as two 64-byte vectors of 16 32-bit lanes, the first for rows 0 and 1, the second for rows 2 and
+// 3. Lane l holds 8 nibbles: bits 4 n to 4 n + 3 are the quant of input 16 s + l of row 2 p + r, n = 4 r + s
+// (r: which row of the pair, s: the k step). Weight = d q + m, d and m of the input's block (s / 2).
 struct Q4_1 {
-  static constexpr int64_t INPUTS = 32, BYTES = 8 + 8 + 4 * 16;
-#if defined(__AVX512F__)
-  // A row's 16 possible weights d i + m (i = 0..15) in one register, and each weight picked from it by
-  // its nibble (one vpermps, which reads only an index's low 4 bits): fewer instructions a weight than
-  // masking, widening and converting each one. Each table entry is the same one rounding of d i + m.
-  struct Scales { v16 table[4]; };
-  static inline Scales scales(const uint8_t* c) {
-    const v16 iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-    Scales sc;
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) sc.table[j] = half_to_float(c + 2 * j) * iota + half_to_float(c + 8 + 2 * j);
-    return sc;
+  static constexpr int64_t INPUTS = 64, BYTES = 16 * 4 + 128;
+  static inline const float* d(const uint8_t* c) { return reinterpret_cast<const float*>(c); }
+  static inline ints quants(const uint8_t* c, int j, int h) {  // lanes h.. of row j's pair
+    ints q;
+    std::memcpy(&q, c + 64 + (j / 2) * 64 + h * 4, sizeof(q));
+    return q;
   }
-  static inline vec weights(const uint8_t* c, const Scales& sc, int j, int s, int) {
-    bytes q;
-    std::memcpy(&q, c + 16 + j * 16, sizeof(q));
-    asm("" : "+x"(q));  // one vector load
-    ints i = __builtin_convertvector(q, ints);  // both nibbles of each byte; the shuffle reads the low 4 bits
-    if (s == 1) i >>= 4;
-    return __builtin_shuffle(sc.table[j], i);
+#if defined(__AVX512F__)
+  // A row's 16 possible weights d i + m (i = 0..15) of the step's block in one register, each weight
+  // picked from it by its nibble (vpermps reads only an index's low 4 bits): fewer instructions a weight
+  // than masking, converting and scaling each one. Each entry is the same one rounding of d i + m.
+  struct State { v16 table[4]; };
+  static inline void step(const uint8_t* c, int s, State& st) {
+    if (s % 2) return;  // the second step of a block reads the same tables
+    const v16 iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) st.table[j] = d(c)[(s / 2) * 4 + j] * iota + d(c)[8 + (s / 2) * 4 + j];
+  }
+  static inline vec weights(const uint8_t* c, const State& st, int j, int s, int) {
+    const ints q = quants(c, j, 0) >> (4 * (4 * (j % 2) + s));
+    return __builtin_shuffle(st.table[j], q);
   }
 #else
-  struct Scales { float d[4], m[4]; };
-  static inline Scales scales(const uint8_t* c) {
-    Scales sc;
-    for (int j = 0; j < 4; ++j) sc.d[j] = half_to_float(c + 2 * j), sc.m[j] = half_to_float(c + 8 + 2 * j);
-    return sc;
-  }
-  static inline vec weights(const uint8_t* c, const Scales& sc, int j, int s, int h) {
-    bytes q;
-    std::memcpy(&q, c + 16 + j * 16 + h, sizeof(q));
-    q = s == 0 ? (q & 15) : (q >> 4);
-    return sc.d[j] * to_floats(q) + sc.m[j];  // d q exact: one rounding, as gguf's
+  struct State {};
+  static inline void step(const uint8_t*, int, State&) {}
+  static inline vec weights(const uint8_t* c, const State&, int j, int s, int h) {
+    const ints q = (quants(c, j, h) >> (4 * (4 * (j % 2) + s))) & 15;
+    return d(c)[(s / 2) * 4 + j] * __builtin_convertvector(q, vec) + d(c)[8 + (s / 2) * 4 + j];  // one rounding
   }
 #endif
 };
 
-// Q8_0 (ggml type 8): a chunk is 32 inputs of 4 rows: d[4] fp16, then 32 signed bytes a row. Weight = d q.
+// Q8_0 (ggml type 8): a chunk is 32 inputs (one GGUF block) of 4 rows: d[4] as float32 (exact copies of
+// the fp16 ones), then 32 signed bytes a row. Weight = d q.
 struct Q8_0 {
-  static constexpr int64_t INPUTS = 32, BYTES = 8 + 4 * 32;
-  struct Scales { float d[4]; };
-  static inline Scales scales(const uint8_t* c) {
-    Scales sc;
-    for (int j = 0; j < 4; ++j) sc.d[j] = half_to_float(c + 2 * j);
-    return sc;
-  }
-  static inline vec weights(const uint8_t* c, const Scales& sc, int j, int s, int h) {
+  static constexpr int64_t INPUTS = 32, BYTES = 16 + 4 * 32;
+  struct State {};
+  static inline void step(const uint8_t*, int, State&) {}
+  static inline vec weights(const uint8_t* c, const State&, int j, int s, int h) {
     bytes q;
-    std::memcpy(&q, c + 8 + j * 32 + s * 16 + h, sizeof(q));
+    std::memcpy(&q, c + 16 + j * 32 + s * 16 + h, sizeof(q));
     asm("" : "+x"(q));  // one vector load: GCC 12 otherwise read the bytes one by one
-    return sc.d[j] * signed_to_floats(q);  // exact
+    // Signed bytes read as unsigned and made signed in 32 bits: GCC 12 widened signed bytes one at a time.
+    const vec qf = __builtin_convertvector((__builtin_convertvector(q, ints) ^ 128) - 128, vec);
+    return reinterpret_cast<const float*>(c)[j] * qf;  // exact
   }
 };
 
@@ -215,15 +198,16 @@ static inline void block(const float* x, int64_t KP, const uint8_t* wb, float* y
 #pragma GCC unroll 4
       for (int64_t o = 0; o < F::BYTES; o += 64) __builtin_prefetch(ahead + c * F::BYTES + o, 0, 2);  // into L2
     }
-    const typename F::Scales sc = F::scales(chunk);
-#pragma GCC unroll 2
+    typename F::State st;
+#pragma GCC unroll 4
     for (int s = 0; s < F::INPUTS / 16; ++s) {
+      F::step(chunk, s, st);
 #pragma GCC unroll 2
       for (int h = 0; h < 16; h += LANES) {
         vec wv[4];
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
-          wv[j] = F::weights(chunk, sc, j, s, h);
+          wv[j] = F::weights(chunk, st, j, s, h);
           keep_in_register(wv[j]);  // GCC would otherwise read (or expand) it again for every row of x
         }
 #pragma GCC unroll 8
@@ -269,19 +253,25 @@ template <typename F>
 static inline void expand(const uint8_t* wb, int64_t KP, float* out) {
   for (int64_t c = 0; c < KP / F::INPUTS; ++c) {
     const uint8_t* chunk = wb + c * F::BYTES;
-    const typename F::Scales sc = F::scales(chunk);
-    for (int s = 0; s < F::INPUTS / 16; ++s)
+    typename F::State st;
+#pragma GCC unroll 4
+    for (int s = 0; s < F::INPUTS / 16; ++s) {
+      F::step(chunk, s, st);
+#pragma GCC unroll 2
       for (int h = 0; h < 16; h += LANES)
+#pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
-          const vec w = F::weights(chunk, sc, j, s, h);
+          const vec w = F::weights(chunk, st, j, s, h);
           std::memcpy(out + ((c * (F::INPUTS / 16) + s) * 4 + j) * 16 + h, &w, sizeof(vec));
         }
+    }
   }
 }
 
-// Blocks for more rows than one sweep holds (a verification pass past MAX_ROWS_PER_SWEEP, a class's
-// batched pass): each block is expanded once into float32 in L1, and the float32 sweeps run over it, so
-// the expansion is paid once a block, not once a sweep. The same weights in the same order: the same sums.
+// Blocks for more rows than two sweeps hold (a class's batched pass): each block is expanded once into
+// float32 in L1, and the float32 sweeps run over it, so the expansion is paid once a block, not once a
+// sweep. The same weights in the same order: the same sums. Up to two sweeps (a verification pass of 7
+// rows) expanding in registers twice was faster (docs/benchmarks.md, "The weights as shipped").
 template <typename F>
 static void product_expanded(const float* xs, int64_t M, int64_t KP, const uint8_t* ws, float* ys, int64_t N) {
   const int64_t blocks = (N + 3) / 4, sweeps = (M + MAX_ROWS_PER_SWEEP - 1) / MAX_ROWS_PER_SWEEP;
@@ -310,7 +300,7 @@ template <typename F>
 static void product(const float* xs, int64_t M, int64_t KP, const uint8_t* ws, float* ys, int64_t N) {
   const int64_t blocks = (N + 3) / 4, sweeps = (M + MAX_ROWS_PER_SWEEP - 1) / MAX_ROWS_PER_SWEEP;
   const int64_t block_bytes = KP / F::INPUTS * F::BYTES;
-  if (!std::is_same<F, F32>::value && sweeps > 1) return product_expanded<F>(xs, M, KP, ws, ys, N);
+  if (!std::is_same<F, F32>::value && sweeps > 2) return product_expanded<F>(xs, M, KP, ws, ys, N);
   // Many rows (a class's batched pass) are bound by arithmetic, not memory: with L2_TILES their sweeps
   // then run over a tile of blocks that stays in L2, so each sweep reads its weights from L2, not from
   // memory; without, every sweep runs over a block while it is in L1, whatever the rows.
@@ -377,20 +367,26 @@ constexpr int64_t GGML_Q4_1 = 3, GGML_Q8_0 = 8;  // ggml's numbers for the two b
 at::Tensor gemv_blocks(const at::Tensor& x, const at::Tensor& layout, int64_t N, int64_t format) {
   TORCH_CHECK(format == GGML_Q4_1 || format == GGML_Q8_0, "gemv_blocks: format 3 (Q4_1) or 8 (Q8_0), not ", format);
   const int64_t bytes = format == GGML_Q4_1 ? Q4_1::BYTES : Q8_0::BYTES;
+  const int64_t inputs = format == GGML_Q4_1 ? Q4_1::INPUTS : Q8_0::INPUTS;
   TORCH_CHECK(x.dim() == 2 && layout.dim() == 3 && layout.size(2) == bytes && layout.is_contiguous(),
-              "gemv_blocks: x [M, K] and a blocks layout [ceil(N/4), K/32, ", bytes, "]");
+              "gemv_blocks: x [M, K] and a blocks layout [ceil(N/4), chunks, ", bytes, "]");
   TORCH_CHECK(x.device().is_cpu() && layout.device().is_cpu(), "gemv_blocks: CPU tensors only");
   TORCH_CHECK(x.scalar_type() == at::kFloat && layout.scalar_type() == at::kByte, "gemv_blocks: float32 x, uint8 layout");
   TORCH_CHECK(layout.size(0) == (N + 3) / 4, "gemv_blocks: the layout holds another number of outputs than N");
-  TORCH_CHECK(x.size(1) == layout.size(1) * 32 && x.size(1) > 0, "gemv_blocks: x [M, K] and the layout differ in K");
-  const at::Tensor xc = x.contiguous();
-  const int64_t M = xc.size(0), K = xc.size(1);
+  const int64_t M = x.size(0), K = x.size(1), KP = layout.size(1) * inputs;
+  TORCH_CHECK(K > 0 && (K + inputs - 1) / inputs == layout.size(1), "gemv_blocks: x [M, K] and the layout differ in K");
+  at::Tensor xp = x.contiguous();
+  if (KP != K) {  // rows padded with zeros to the layout's width (its padding blocks hold zero weights)
+    at::Tensor padded = at::zeros({M, KP}, x.options());
+    padded.narrow(1, 0, K).copy_(xp);
+    xp = padded;
+  }
   at::Tensor y = at::empty({M, N}, x.options());
   const uint8_t* ws = layout.data_ptr<uint8_t>();
   if (format == GGML_Q4_1)
-    product<Q4_1>(xc.data_ptr<float>(), M, K, ws, y.data_ptr<float>(), N);
+    product<Q4_1>(xp.data_ptr<float>(), M, KP, ws, y.data_ptr<float>(), N);
   else
-    product<Q8_0>(xc.data_ptr<float>(), M, K, ws, y.data_ptr<float>(), N);
+    product<Q8_0>(xp.data_ptr<float>(), M, KP, ws, y.data_ptr<float>(), N);
   return y;
 }
 
