@@ -127,7 +127,7 @@ def test_the_offline_target_on_native_decodes_greedily_as_its_target_alone(built
     from specviz.engine.models import load_model
 
     monkeypatch.setenv("SPECVIZ_KERNELS", NATIVE)
-    target = load_model()
+    target = load_model(weights="float32")  # SPECVIZ_KERNELS forces the float32 weights' kernels
     assert target.kernels["one_row"]["body"] == NATIVE and target.kernels["many_rows"]["head"] == NATIVE
     for prompt in ("List three fruits and one fact about each.", "Write a Python function that reverses a string."):
         spec = speculative_generate(prompt, target=target, options=DecodeOptions(temperature=0, max_new_tokens=24))
