@@ -12,6 +12,9 @@ same weights (the model's own linears, with the kernels specviz.engine.kernels c
     f = rmsnorm(x); logits = f[-keep:] Wlm
 
 with a KV cache preallocated per run (LeanCache: writes in place, crops by moving its length).
+Where every linear runs specviz's native kernel (the weights as shipped, or float32 native layouts
+fused), one run's pass runs all the layers in one native call instead of this loop
+(specviz.engine.native_step; SPECVIZ_STEP=python keeps the loop, to compare the two).
 It serves only what it was checked on: LlamaForCausalLM with rotary "default" scaling, no biases,
 SiLU, float32 or bfloat16 on the CPU; `lean_unavailable` names why any other model keeps
 transformers' forward. tests/test_lean_llama.py holds it to transformers' logits and features.
@@ -20,6 +23,7 @@ transformers' forward. tests/test_lean_llama.py holds it to transformers' logits
 from __future__ import annotations
 
 import itertools
+import os
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -107,6 +111,7 @@ class LeanLlama:
         self.attention_scaling = float(getattr(model.model.rotary_emb, "attention_scaling", 1.0))
         self.dtype, self.device = embed.dtype, embed.device
         self.fused: list[tuple[FusedLinears | None, FusedLinears | None]] = [(None, None)] * len(self.layers)
+        self.native = None  # specviz.engine.native_step.NativeStep: every layer in one native call, where it runs
 
     def fuse_projections(self) -> int:
         """Run each layer's q, k, v as one product and its gate and up as another, where the kernels
@@ -119,7 +124,12 @@ class LeanLlama:
             )
             for layer in self.layers
         ]
-        return sum(qkv is not None and gate_up is not None for qkv, gate_up in self.fused)
+        fused = sum(qkv is not None and gate_up is not None for qkv, gate_up in self.fused)
+        if fused == len(self.layers) and os.environ.get("SPECVIZ_STEP", "native") != "python":
+            from specviz.engine.native_step import NativeStep
+
+            self.native = NativeStep.of(self)
+        return fused
 
     def embed_rows(self, ids: torch.Tensor) -> torch.Tensor:
         """ids [T] -> their embeddings [T, D]: the model's embedding looked up at each call, as it may be
@@ -165,6 +175,8 @@ class LeanLlama:
         none with packed kernels)."""
         if len({id(r.cache) for r in requests}) < len(requests):
             raise ValueError("each request of one pass needs its own cache")
+        if self.native is not None and len(requests) == 1:
+            return [self._forward_native(requests[0])]
         starts = itertools.accumulate((r.input_ids.shape[0] for r in requests), initial=0)
         spans = [_Span.of(self, r, start) for r, start in zip(requests, starts, strict=False)]
         x = self.embed_rows(torch.cat([r.input_ids for r in requests]))  # [sum T, D]
@@ -188,6 +200,22 @@ class LeanLlama:
                 features = torch.cat([*(earlier[j][s.rows] for j in r.feature_layers), hidden[s.rows]], dim=-1)
             results.append((lg, features))
         return results
+
+    def _forward_native(self, r: LeanRequest) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One run's pass with every layer in one native call (specviz.engine.native_step): the same
+        result as the loop of forward_many, up to the last bits of its own float32 sums."""
+        span = _Span.of(self, r, 0)
+        x, earlier = self.native.layers(
+            self.embed_rows(r.input_ids), r.cache, span.past, span.cos, span.sin,
+            None if r.tree is None else span.mask, r.feature_layers or (),
+        )  # fmt: skip
+        hidden = self.rms(x, self.norm)  # [T, D]
+        logits = self.model.lm_head(hidden[-r.keep :])  # [keep, V]
+        r.cache.length = span.end
+        features = None
+        if r.feature_layers is not None:  # [T, (n+1)D]
+            features = torch.cat([*(earlier[j] for j in r.feature_layers), hidden], dim=-1)
+        return logits, features
 
     def layer(self, i: int, x: torch.Tensor, attend) -> torch.Tensor:
         """Decoder layer i on x [T, D] -> [T, D]; attend(q [T, H*hd], k, v [T, Hkv*hd]) -> [T, H*hd]

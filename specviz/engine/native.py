@@ -26,6 +26,7 @@ import threading
 from pathlib import Path
 
 SOURCE = Path(__file__).with_name("csrc") / "gemv.cpp"
+SOURCES = (SOURCE, SOURCE.with_name("step.cpp"))  # the kernel, and the lean step that calls it (decoder_layers)
 _lock = threading.Lock()
 STALE_LOCK_S = 600  # far longer than any build takes: a lock this old was left by a killed build
 _state: dict[str, str | None] = {}  # "reason": None once loaded, else why it is not available
@@ -34,7 +35,7 @@ _state: dict[str, str | None] = {}  # "reason": None once loaded, else why it is
 def source_digest() -> str:
     """The kernel's source, in 10 hex digits: a choice or a cost measured with one version of the
     kernel is never read back for another (specviz.engine.kernels.machine_key)."""
-    return hashlib.sha1(SOURCE.read_bytes()).hexdigest()[:10]
+    return hashlib.sha1(b"".join(path.read_bytes() for path in SOURCES)).hexdigest()[:10]
 
 
 def unavailable() -> str | None:
@@ -55,14 +56,15 @@ def _load() -> str | None:
         if not hasattr(torch.ops, "specviz") or not hasattr(torch.ops.specviz, "gemv"):
             from torch.utils.cpp_extension import load
 
-            what = f"{cpu_name()} {_cpu_flags()} {torch.__version__} {SOURCE.read_text(encoding='utf-8')}"
+            code = "".join(path.read_text(encoding="utf-8") for path in SOURCES)
+            what = f"{cpu_name()} {_cpu_flags()} {torch.__version__} {code}"
             name = f"specviz_gemv_{hashlib.sha1(what.encode()).hexdigest()[:10]}"  # a build per CPU, torch and source
             _clear_stale_lock(name)
             flags = ["-O3", "-march=native", "-ffp-contract=fast", "-fopenmp"]
             if platform.machine() in ("x86_64", "AMD64"):
                 flags.append("-mprefer-vector-width=512")  # the kernel's 16-float vectors in one register each
             load(
-                name=name, sources=[str(SOURCE)], extra_cflags=flags,
+                name=name, sources=[str(path) for path in SOURCES], extra_cflags=flags,
                 extra_ldflags=["-fopenmp"], is_python_module=False, verbose=False,
             )  # fmt: skip
         return _checked(torch)

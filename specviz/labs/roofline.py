@@ -118,11 +118,15 @@ def step_bytes(module) -> int:
     """Bytes one one-token step of `module` (a causal LM, or a draft head) reads: its linears'
     weights as their kernels hold them, and every other parameter but a token embedding (a step
     looks up one row of it). A weight two modules share (a tied LM head) counts once."""
+    from specviz.engine.packing import BLOCKS
+
     linear_weights = {}
     for m in module.modules():
         weight = getattr(m, "weight", None)
         if weight is not None and hasattr(m, "in_features"):  # a linear, eager or packed
-            linear_weights[id(weight)] = weight.numel() * weight.element_size()  # a meta weight keeps its shape
+            blocks = getattr(m, "layouts", {}).get(BLOCKS)  # the weights as shipped: the blocks' bytes
+            size = weight.numel() * weight.element_size()  # a meta weight keeps its shape
+            linear_weights[id(weight)] = blocks.numel() if blocks is not None else size
     others = _other_parameters(module, set(linear_weights))
     return sum(linear_weights.values()) + sum(p.numel() * p.element_size() for p in others)
 

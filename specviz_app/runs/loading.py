@@ -67,7 +67,7 @@ def _warm_up_head(target: models.LoadedModel, name: str) -> None:
             return
         with torch.inference_mode():
             dim = head.cfg.hidden
-            device = head.embed.device
+            device = head.device
             head.step(torch.zeros(3, dim, device=device), torch.tensor([0, 1, 2], device=device), 1, HeadCache())
         _warm_heads.add((name, id(target.model)))
 

@@ -1,0 +1,80 @@
+"""The lean forward's decoder layers in one native call (csrc/step.cpp, `torch.ops.specviz.decoder_layers`).
+
+specviz.engine.lean_llama runs a step as a plain Python loop of torch calls, about twenty a layer. Once
+the linears read the weights as shipped, those calls cost about as much as the linears
+(docs/benchmarks.md, "The lean step"). Where every linear runs specviz's native kernel (the weights as
+shipped, or the float32 native layouts), the whole stack of layers runs as one call instead, its KV cache
+written in place; the final norm and the LM head stay LeanLlama's.
+
+It serves one run's pass (LeanLlama.forward, a draft tree's included); a batched pass over several runs'
+caches (LeanLlama.forward_many with more than one request) keeps the Python loop.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specviz.engine.packing import BLOCKS, NATIVE, FusedLinears, KernelLinear
+
+
+class NativeStep:
+    """The weights of every layer as decoder_layers takes them (views of the linears' own layouts: no copy)."""
+
+    def __init__(self, lean, weights: list[torch.Tensor], formats: list[int], outs: list[int]):
+        self.lean, self.weights, self.formats, self.outs = lean, weights, formats, outs
+
+    @staticmethod
+    def of(lean) -> NativeStep | None:
+        """The native step of a LeanLlama whose projections are fused (LeanLlama.fuse_projections), or None
+        where any linear runs another kernel, or the weights are not float32."""
+        if lean.dtype != torch.float32:
+            return None
+        weights, formats, outs = [], [], []
+        for layer, (qkv, gate_up) in zip(lean.layers, lean.fused, strict=True):
+            o, down = layer.self_attn.o_proj, layer.mlp.down_proj
+            parts = [_product(qkv), _product(o), _product(gate_up), _product(down)]
+            if any(part is None for part in parts):
+                return None
+            (qkv_w, qkv_f, qkv_n), (o_w, o_f, o_n), (gu_w, gu_f, gu_n), (d_w, d_f, d_n) = parts
+            norms = (layer.input_layernorm.weight.detach(), layer.post_attention_layernorm.weight.detach())
+            weights += [norms[0], qkv_w, o_w, norms[1], gu_w, d_w]
+            formats += [qkv_f, o_f, gu_f, d_f]
+            outs += [qkv_n, o_n, gu_n, d_n]
+        return NativeStep(lean, weights, formats, outs)
+
+    def layers(
+        self,
+        x: torch.Tensor,
+        cache,
+        past: int,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        tree_mask: torch.Tensor | None,
+        feature_layers: tuple[int, ...],
+    ) -> tuple[torch.Tensor, dict[int, torch.Tensor]]:
+        """x [T, D] the new rows' embeddings -> (x after every layer [T, D], {layer: its output [T, D]} for
+        feature_layers). cache: a LeanCache with room reserved for the T rows at past..past+T-1, written
+        here; cos, sin [T, hd]; tree_mask: None for causal rows, else an additive [T, past + T]."""
+        mask = None if tree_mask is None else tree_mask.float().contiguous()
+        wanted = sorted(set(feature_layers))  # decoder_layers returns them in layer order
+        out = torch.ops.specviz.decoder_layers(
+            x.contiguous(), self.weights, self.formats, self.outs, cache.keys, cache.values, past,
+            cos.contiguous(), sin.contiguous(), mask, self.lean.heads, self.lean.eps, wanted,
+        )  # fmt: skip
+        return out[0], dict(zip(wanted, out[1:], strict=True))
+
+
+def _product(linear) -> tuple[torch.Tensor, int, int] | None:
+    """(layout, format: 0 for float32 or ggml's number, outputs) of a fused or single native linear."""
+    if isinstance(linear, FusedLinears):
+        kernel, layout, fmt, out = linear.kernel, linear.layout, linear.block_format, sum(linear.sizes)
+    elif isinstance(linear, KernelLinear) and linear.one_row == linear.many_rows and linear.bias is None:
+        kernel, fmt, out = linear.one_row, linear.block_format, linear.out_features
+        layout = linear.layouts.get(kernel)
+    else:
+        return None
+    if kernel == NATIVE:
+        return layout, 0, out
+    if kernel == BLOCKS:
+        return layout, fmt.ggml, out
+    return None
