@@ -19,7 +19,7 @@ import importlib
 import sys
 from pathlib import Path
 
-from specviz.config import DEFAULT_GAMMA, TREE_MODES, DecodeOptions
+from specviz.config import DEFAULT_GAMMA, TREE_MODES, WEIGHT_FORMATS, DecodeOptions
 from specviz.errors import SpecvizError
 from specviz.teaching.charts.tokens import iteration_tokens
 
@@ -78,6 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("float32", "bfloat16", "float16"),
         help="default: bfloat16 on cuda, float32 on cpu",
     )
+    gen.add_argument(
+        "--weights",
+        default=None,
+        choices=WEIGHT_FORMATS,
+        help="the target's weights: shipped (the GGUF's Q4_1/Q8_0 blocks, the default where the native kernel "
+        "builds) or float32 (expanded once); output identical either way",
+    )
     gen.add_argument("--out", type=Path, default=None, help="write the trace JSON here")
     gen.add_argument("--csv", type=Path, default=None, help="also write one CSV row per draft token here")
     gen.add_argument("--no-color", action="store_true", help="plain text output")
@@ -113,6 +120,7 @@ def _generate(args) -> int:
         draft=args.draft,
         device=args.device,
         dtype=args.dtype,
+        weights=args.weights,
         options=DecodeOptions(
             gamma=args.gamma,
             temperature=args.temperature,

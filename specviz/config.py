@@ -20,6 +20,13 @@ GAMMA_MIN, GAMMA_MAX = 1, 16
 # T=1 and level at T=0 (the figures: docs/benchmarks.md, "Figures once kept in code comments",
 # "The defaults"; the probe itself: "Stopping early").
 DEFAULT_GAMMA = 3
+# The target's weights (specviz.engine.blocks): "shipped" keeps the GGUF file's Q4_1/Q8_0 blocks and runs
+# them with the native kernel, bit-identical to "float32" (the blocks expanded once) in a fraction of the
+# bytes; only the offline target ships blocks, and only the CPU's native kernel reads them, so elsewhere
+# "shipped" loads float32 and says why (specviz.engine.models.LoadedModel.weights_note). The default is
+# the faster of the two where it runs (docs/benchmarks.md, "The weights as shipped").
+WEIGHT_FORMATS = ("shipped", "float32")
+DEFAULT_WEIGHTS = "shipped"
 # The draft head stops drafting deeper once its confidence in every branch's latest draft is below
 # this (specviz.drafters.HeadDrafter._unsure); it won the probe above against 0.6 and no stop.
 HEAD_MIN_CONFIDENCE = 0.3

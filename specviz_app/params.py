@@ -19,10 +19,12 @@ from specviz.config import (
     ALGORITHMS,
     DEFAULT_ALGORITHM,
     DEFAULT_GAMMA,
+    DEFAULT_WEIGHTS,
     DRAFTERS,
     GAMMA_MAX,
     GAMMA_MIN,
     PAPER_DRAFT,
+    WEIGHT_FORMATS,
     DecodeOptions,
     drafter_kind,
     slug,
@@ -41,6 +43,8 @@ MAX_NEW_RANGE = (1, 256)
 SEED_RANGE = (0, 2**31 - 1)
 PROMPT_MAX_CHARS = 2000
 DTYPE_CHOICES = ("float32", "bfloat16")  # the app's precisions (float32: greedy output identical to the target alone)
+# The target's weights (specviz.engine.models.WEIGHT_FORMATS): the GGUF's blocks as shipped, or expanded to float32.
+WEIGHTS_CHOICES = WEIGHT_FORMATS
 
 EXAMPLE_PROMPTS = (
     "Repeat this text exactly: To be, or not to be, that is the question.",
@@ -97,6 +101,7 @@ class Settings:
     prompt: str = EXAMPLE_PROMPTS[0]
     baseline: bool = True
     dtype: str = "float32"  # the weights' precision (see DTYPE_CHOICES)
+    weights: str = DEFAULT_WEIGHTS  # the target's weights: "shipped" (GGUF blocks) or "float32"
     algorithm: str = DEFAULT_ALGORITHM  # the drafting preset (config.ALGORITHMS): "fastest" or "paper"
 
     def model_names(self) -> tuple[str | None, str | None]:
@@ -127,6 +132,7 @@ class Settings:
             self.seed,
             self.prompt,
             self.dtype,
+            self.weights,
         )
 
     def filters(self) -> dict[str, int | float | None]:
@@ -268,6 +274,11 @@ def from_query(
             values["dtype"] = raw
         else:
             messages.append(w["bad_dtype"].format(raw=repr(raw[:20]), choices=", ".join(DTYPE_CHOICES)))
+    if (raw := get("weights")) is not None:
+        if raw in WEIGHTS_CHOICES:
+            values["weights"] = raw
+        else:
+            messages.append(w["bad_weights"].format(raw=repr(raw[:20]), choices=", ".join(WEIGHTS_CHOICES)))
     if (raw := get("algorithm")) is not None:
         if raw in ALGORITHMS:
             values["algorithm"] = raw
@@ -314,6 +325,8 @@ def from_trace_config(
     }
     if config.get("dtype") in DTYPE_CHOICES:
         query["dtype"] = config["dtype"]
+    if config.get("weights") in WEIGHTS_CHOICES:  # absent from traces made before the setting: the default
+        query["weights"] = config["weights"]
     return from_query(query, lang=lang)
 
 

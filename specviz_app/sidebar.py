@@ -223,6 +223,10 @@ def _decoding(sb) -> None:
     sb.caption(w["seed_help"])
     sb.selectbox(w["precision"], params.DTYPE_CHOICES, key=keys.setting("dtype"))
     sb.caption(w["precision_help"])
+    sb.selectbox(
+        w["weights"], params.WEIGHTS_CHOICES, format_func=lambda v: w[f"weights_{v}"], key=keys.setting("weights")
+    )
+    sb.caption(w["weights_help"])
     sb.checkbox(w["baseline"], key=keys.setting("baseline"))
     sb.caption(w["baseline_help"])
 

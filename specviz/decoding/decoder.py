@@ -82,13 +82,15 @@ def speculative_generate(
     dtype: str | None = None,
     on_iteration: Callable[[Progress], None] | None = None,
     hooks: ServingHooks = ALONE,
+    weights: str | None = None,
 ) -> Trace:
     """Decode with speculative sampling and return its Trace (summary only when trace=False).
     options: gamma, the sampling, the seed, the length, the rule and the tree (specviz.config.DecodeOptions).
+    weights: the target's, when it is loaded by name (specviz.engine.models.WEIGHT_FORMATS; None: the default).
     hooks: how the decode shares the device with others (specviz.serving.hooks; the default decodes alone)."""
     if options.rule not in RULES:
         raise ConfigError(f"rule must be one of {', '.join(RULES)}; got {options.rule!r}.")
-    target_model = _target_for(prompt, target, device, dtype)
+    target_model = _target_for(prompt, target, device, dtype, weights)
     drafter = resolve_drafter(draft, target_model, device, dtype)
     run = Run(_name(target), _name(draft), options)
     return _decode(prompt, target_model, drafter, run, trace, on_iteration, hooks)
@@ -104,10 +106,11 @@ def autoregressive_generate(
     dtype: str | None = None,
     on_iteration: Callable[[Progress], None] | None = None,
     hooks: ServingHooks = ALONE,
+    weights: str | None = None,
 ) -> Trace:
     """The target alone, one token per step: the baseline every speedup is measured against. Of
     `options` it reads the sampling, the seed, the length and the chat template (no gamma, no rule)."""
-    target_model = _target_for(prompt, target, device, dtype)
+    target_model = _target_for(prompt, target, device, dtype, weights)
     return _decode(prompt, target_model, None, Run(_name(target), None, options), trace, on_iteration, hooks)
 
 
@@ -125,12 +128,12 @@ def _name(model: str | LoadedModel | Drafter | None) -> str | None:
     return model if model is None or isinstance(model, str) else model.name
 
 
-def _target_for(prompt, target: str | LoadedModel | None, device, dtype) -> LoadedModel:
+def _target_for(prompt, target: str | LoadedModel | None, device, dtype, weights=None) -> LoadedModel:
     """The set-up both entry points share once the settings are valid: the prompt, then the target."""
     validate_prompt(prompt)
     if isinstance(target, LoadedModel):
         return target
-    return load_model(target or DEFAULT_TARGET, device=device, dtype=dtype)
+    return load_model(target or DEFAULT_TARGET, device=device, dtype=dtype, weights=weights)
 
 
 # ----- Algorithm 1 ------------------------------------------------------------------------------

@@ -16,3 +16,13 @@ def prompt_token_ids(tokenizer, prompt: str, chat_template: bool = True) -> list
         )
         return list(ids if isinstance(ids, list) else ids["input_ids"])  # transformers 5: a BatchEncoding
     return list(tokenizer(prompt)["input_ids"])
+
+
+def prompt_text(tokenizer, prompt: str) -> str:
+    """The chat-templated prompt as text: what another engine (llama.cpp, specviz.labs.peer) tokenises
+    into the same ids as prompt_token_ids."""
+    if not getattr(tokenizer, "chat_template", None):
+        return prompt
+    return tokenizer.apply_chat_template(
+        [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=False
+    )

@@ -26,7 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specviz.config import DEFAULT_DRAFT, DRAFTERS, FALLBACK_DRAFT, drafter_kind, drafter_named
+from specviz.config import (
+    DEFAULT_DRAFT,
+    DEFAULT_WEIGHTS,
+    DRAFTERS,
+    FALLBACK_DRAFT,
+    WEIGHT_FORMATS,
+    drafter_kind,
+    drafter_named,
+)
 from specviz.errors import ModelError, ModelUnavailableError, VocabularyMismatchError
 from specviz.shipped import WEIGHTS
 
@@ -92,12 +100,6 @@ HUB_PAIRS: dict[str, tuple[str, str]] = {
 }
 
 DTYPES = ("float32", "bfloat16", "float16")
-# The target's weights (specviz.engine.blocks): "shipped" keeps the GGUF file's Q4_1/Q8_0 blocks and runs
-# them with the native kernel, bit-identical to "float32" (the blocks expanded once, today's float32 path)
-# in a fifth of the bytes; only the offline target ships blocks, and only the CPU's native kernel reads
-# them, so elsewhere "shipped" loads float32 and says why (LoadedModel.weights_note).
-WEIGHT_FORMATS = ("shipped", "float32")
-DEFAULT_WEIGHTS = "shipped"  # the faster exact one where it runs (docs/benchmarks.md, "The weights as shipped")
 
 
 @dataclass(frozen=True)

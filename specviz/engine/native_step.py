@@ -26,8 +26,10 @@ class NativeStep:
     @staticmethod
     def of(lean) -> NativeStep | None:
         """The native step of a LeanLlama whose projections are fused (LeanLlama.fuse_projections), or None
-        where any linear runs another kernel, or the weights are not float32."""
-        if lean.dtype != torch.float32:
+        where any linear runs another kernel, the weights are not float32, or a head or the hidden size is
+        not a whole number of 16-float vectors (the step's sums run 16 lanes wide)."""
+        hidden = lean.embed_rows(torch.zeros(1, dtype=torch.long)).shape[-1]
+        if lean.dtype != torch.float32 or lean.head_dim % 16 or hidden % 16:
             return None
         weights, formats, outs = [], [], []
         for layer, (qkv, gate_up) in zip(lean.layers, lean.fused, strict=True):

@@ -46,7 +46,7 @@ from pathlib import Path
 
 import torch
 
-from specviz.config import TREE_MODES
+from specviz.config import DEFAULT_WEIGHTS, TREE_MODES, WEIGHT_FORMATS
 from specviz.engine.machine import load_average
 from specviz.engine.transformers_generate import generation_config
 from specviz.labs import roofline
@@ -332,6 +332,18 @@ def main(argv: list[str] | None = None) -> int:
         from specviz.labs import bench_device
 
         return bench_device.main(argv)
+    args = _parser().parse_args(argv)
+
+    from specviz.errors import SpecvizError
+
+    try:
+        return _main(args)
+    except SpecvizError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m specviz bench", description=__doc__.splitlines()[0])
     parser.add_argument("--target", default=None, help="target model (default: the offline SmolLM2-135M-Instruct)")
     parser.add_argument(
@@ -345,6 +357,21 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         choices=("float32", "bfloat16", "float16"),
         help="weights of the target and model drafts (default: float32 on cpu, bfloat16 on cuda)",
+    )
+    parser.add_argument(
+        "--weights",
+        default=None,
+        help=f"the target's weights, comma-separated: {', '.join(WEIGHT_FORMATS)} (default: {DEFAULT_WEIGHTS}; "
+        "with --llama-cpp: both)",
+    )
+    parser.add_argument(
+        "--llama-cpp",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="PATH",
+        help="compare with llama.cpp's llama-completion (PATH: the binary or its build folder; none: on PATH) "
+        "on the shipped GGUF, interleaved: specviz.labs.peer",
     )
     parser.add_argument("--gammas", default="1,2,3,4,6,8", help="comma-separated gammas")
     parser.add_argument("--temperatures", default="0,1", help="comma-separated temperatures (0: greedy)")
@@ -372,15 +399,7 @@ def main(argv: list[str] | None = None) -> int:
         help="skip timing transformers' generate() and its prompt lookup on the same model beside the target alone",
     )
     parser.add_argument("--out", type=Path, default=Path("bench.json"), help="JSON output; the table goes beside it")
-    args = parser.parse_args(argv)
-
-    from specviz.errors import SpecvizError
-
-    try:
-        return _main(args)
-    except SpecvizError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return parser
 
 
 def _main(args) -> int:
@@ -391,7 +410,10 @@ def _main(args) -> int:
     if not 1 <= args.prompts <= len(PROMPTS):
         print(f"error: --prompts must be from 1 to {len(PROMPTS)}", file=sys.stderr)
         return 2
-    target = load_model(args.target, dtype=args.dtype)
+    formats = _weight_formats(args.weights)
+    if args.llama_cpp is not None:
+        return _versus_llama_cpp(args, formats or list(WEIGHT_FORMATS))
+    target = load_model(args.target, dtype=args.dtype, weights=formats[0] if formats else None)
     names = [d.strip() for d in args.drafts.split(",")] if args.drafts else [default_draft(target.name)]
     temperatures = _numbers(args.temperatures, float)
     gammas = _numbers(args.gammas, int)
@@ -416,6 +438,7 @@ def _main(args) -> int:
         "settings": {
             "target": target.name,
             "dtype": target.dtype,
+            "weights": target.weights,
             "kernels": target.kernels_label,
             "kernel_choice": target.kernels,
             "drafts": names,
@@ -436,6 +459,43 @@ def _main(args) -> int:
     report["roofline"] = roofline.report(bandwidths, target, runs, drafts, beside)
     report.update(load_before=load_before, load_after=load_average(), seconds=round(time.perf_counter() - t0, 1))
     write_report(report, args.out)
+    return 0
+
+
+def _weight_formats(given: str | None) -> list[str]:
+    """--weights as a list (empty: the default), or a ConfigError naming the choices."""
+    from specviz.errors import ConfigError
+
+    formats = [w.strip() for w in (given or "").split(",") if w.strip()]
+    if any(w not in WEIGHT_FORMATS for w in formats):
+        raise ConfigError(f"--weights takes {', '.join(WEIGHT_FORMATS)}, comma-separated; got {given!r}")
+    return formats
+
+
+def _versus_llama_cpp(args, formats: list[str]) -> int:
+    """specviz.labs.peer's comparison: llama.cpp on the shipped GGUF beside specviz, per weight format."""
+    import json
+
+    from specviz.engine.models import default_draft, load_model
+    from specviz.labs import peer
+
+    binary = peer.find_binary(args.llama_cpp or None)
+    targets = {w: load_model(args.target, dtype=args.dtype, weights=w) for w in formats}
+    threads = torch.get_num_threads()
+    prompts = PROMPT_SETS[args.prompt_set][: args.prompts]
+    draft = default_draft(next(iter(targets.values())).name)
+
+    def log(message: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+    report = peer.compare(targets, draft, prompts, args.max_new_tokens, args.reps, threads, binary, log)
+    loaded = {w: t.weights for w, t in targets.items()}  # what each ran (float32 where blocks cannot run)
+    settings = {"prompts": prompts, "draft": draft, "weights": loaded, "max_new_tokens": args.max_new_tokens}
+    report = {"schema": "specviz.peer/1", **environment(threads), **settings, **report}
+    args.out.write_text(json.dumps(report, indent=1), encoding="utf-8")
+    markdown = peer.table(report)
+    args.out.with_suffix(".md").write_text(markdown + "\n", encoding="utf-8")
+    print(markdown)
     return 0
 
 

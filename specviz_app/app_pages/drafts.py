@@ -46,7 +46,7 @@ def _run_race() -> None:
     box = area.container(border=True)
     bar = box.progress(0.0, text=w["loading_target"])
     with session.ErrorGuard(keys.RACE_ERROR, area) as guard:
-        target = loading.get_model(params.DEFAULTS.model_names()[0], settings.dtype)
+        target = loading.get_model(params.DEFAULTS.model_names()[0], settings.dtype, settings.weights)
 
         def progress(done: int, total: int, name: str) -> None:
             name = race_charts.drafter_label({"draft": name}, lang)

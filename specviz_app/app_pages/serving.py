@@ -59,7 +59,7 @@ def _run(batches: list[int], max_new: int, w: dict[str, str]) -> None:
         guard,
     ):
         target_name, draft = params.DEFAULTS.model_names()
-        target = loading.get_model(target_name, settings.dtype)
+        target = loading.get_model(target_name, settings.dtype, settings.weights)
 
         def progress(done: int, total: int, partial: serving.ServingResult) -> None:
             # Kept even when a Stop click interrupts this script: the page then shows what was measured.

@@ -35,7 +35,7 @@ def _stop() -> None:
 def _run(drafts: list[str], prompts: int, max_new: int, w: dict[str, str]) -> None:
     settings, lang = st.session_state[keys.SETTINGS], language.current()
     with session.progress_box(keys.WORKLOADS_ERROR, _stop, keys.WORKLOADS_STOP_BUTTON, w["loading"]) as (bar, guard):
-        target = loading.get_model(params.DEFAULTS.model_names()[0], settings.dtype)
+        target = loading.get_model(params.DEFAULTS.model_names()[0], settings.dtype, settings.weights)
 
         def progress(done: int, total: int, partial: workloads.WorkloadsResult) -> None:
             # Kept even when a Stop click interrupts this script: the page then shows what was measured.

@@ -24,11 +24,11 @@ THREADS_ENV = "SPECVIZ_THREADS"
 
 
 @st.cache_resource(max_entries=models.MAX_LOADED, show_spinner=False)
-def get_model(name: str, dtype: str | None = None) -> models.LoadedModel:
+def get_model(name: str, dtype: str | None = None, weights: str | None = None) -> models.LoadedModel:
     """Load a model once per server process (bounded as the library bounds it: models.MAX_LOADED)."""
     background.wait_for_preload()
     _apply_thread_setting()
-    loaded = models.load_model(name, dtype=dtype)
+    loaded = models.load_model(name, dtype=dtype, weights=weights)
     _warm_up(loaded)
     return loaded
 
@@ -75,15 +75,18 @@ def _warm_up_head(target: models.LoadedModel, name: str) -> None:
 def sidebar_pair(settings: Settings) -> tuple[models.LoadedModel, object]:
     """The sidebar's pair, loaded: (target, the draft as the decoder takes it). Every page that runs
     the sidebar's models gets them here (a Run through load_pair, with the names it has read)."""
-    return load_pair(*settings.model_names(), settings.dtype)
+    return load_pair(*settings.model_names(), settings.dtype, settings.weights)
 
 
-def load_pair(target_name: str | None, draft_name: str | None, dtype: str) -> tuple[models.LoadedModel, object]:
+def load_pair(
+    target_name: str | None, draft_name: str | None, dtype: str, weights: str | None = None
+) -> tuple[models.LoadedModel, object]:
     """(target, draft) loaded from Settings.model_names(): the one rule for a custom pair left
-    without a target, and its message (in the language on show)."""
+    without a target, and its message (in the language on show). weights: the target's
+    (models.WEIGHT_FORMATS; None: the default)."""
     if not target_name:
         raise SpecvizError(language.words("running")["no_target"])
-    target = get_model(target_name, dtype)
+    target = get_model(target_name, dtype, weights)
     return target, resolve_draft(target, draft_name)
 
 

@@ -73,7 +73,7 @@ def run_request(settings: Settings) -> RunRequest:
     with the float32 reference a baseline's sameness check needs."""
     target_name, draft_name = settings.model_names()
     key = settings.run_key()
-    target, draft = load_pair(target_name, draft_name, settings.dtype)
+    target, draft = load_pair(target_name, draft_name, settings.dtype, settings.weights)
     reference = float32_of(target) if settings.baseline else None  # target itself when it is float32
     options = settings.decode_options()  # the target alone reads its sampling, seed and length
     return RunRequest(settings.prompt, key, settings.baseline, target, draft, options, reference)
