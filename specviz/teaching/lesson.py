@@ -39,7 +39,7 @@ import plotly.graph_objects as go
 from specviz.config import DEFAULT_DRAFT, DEFAULT_GAMMA
 from specviz.engine.models import TRAINED_DRAFT
 from specviz.errors import SpecvizError, TraceError
-from specviz.labs import kv_cache, race, serving, theory, workloads
+from specviz.labs import kv_cache, race, regime, serving, theory, workloads
 from specviz.shipped import ASSETS
 from specviz.teaching.catalogue import LANGUAGES  # noqa: F401 (the lesson is written in the app's languages)
 from specviz.teaching.charts import bonus_figure, draft_figure, residual_figure, timeline_figure
@@ -315,7 +315,25 @@ def _pays(rec: Recordings, lang: str) -> Shown:
     alpha = theory.estimate_alpha(rec.trace)
     measured = notes["measured_alpha"].format(alpha=alpha) if alpha is not None else ""
     note = notes["pays"].format(measured=measured)
-    return Shown([("caption", note)], None, lesson_charts.pays_figure(*GOOD_DRAFT, example_gamma(rec.trace), lang))
+    shown = [("caption", note)] + _regime_note(notes)
+    return Shown(shown, None, lesson_charts.pays_figure(*GOOD_DRAFT, example_gamma(rec.trace), lang))
+
+
+def _regime_note(notes: dict[str, str]) -> list[tuple[str, str]]:
+    """The regime recording's two weight formats side by side (the Serving page's section), or nothing
+    without one: a memory-bound step lets speculation pay, a compute-bound one leaves it less to win."""
+    record = regime.recording()
+    formats = record.get("formats", {}) if record else {}
+    if set(formats) != {"shipped", "float32"}:
+        return []
+    f32, shipped = formats["float32"], formats["shipped"]
+    rows = shipped["verify_rows"]
+    text = notes["regime"].format(
+        machine=record["machine"], rows=rows, v_float32=regime.v_at(f32, rows), v_shipped=regime.v_at(shipped, rows),
+        m_float32=f32["measured_speedup"], m_shipped=shipped["measured_speedup"],
+        faster=f32["one_row_ms"] / shipped["one_row_ms"],
+    )  # fmt: skip
+    return [("caption", text)]
 
 
 def _not(rec: Recordings, lang: str) -> Shown:

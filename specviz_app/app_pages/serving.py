@@ -7,7 +7,8 @@ words are the catalogue's section "serving" in the language on show."""
 
 import streamlit as st
 
-from specviz.labs import serving
+from specviz.labs import regime, serving
+from specviz.teaching.charts import regime as regime_charts
 from specviz.teaching.charts import serving as serving_charts
 from specviz_app import keys, language, params, render, session
 from specviz_app.runs import loading
@@ -112,6 +113,36 @@ def _show(result: serving.ServingResult, source: str, w: dict[str, str]) -> None
     st.caption(w["shared_caption"])
 
 
+def _regime(w: dict[str, str]) -> None:
+    """The regime section: v(rows) of both weight formats, the recording or measured here."""
+    lang = language.current()
+    st.subheader(w["regime_header"])
+    st.caption(w["regime_intro"])
+    if st.button(w["regime_measure"], icon=":material/play_arrow:", key=keys.REGIME_RUN):
+        settings = st.session_state[keys.SETTINGS]
+        with st.spinner(w["loading"]), session.ErrorGuard(keys.REGIME_ERROR) as guard:
+            name = params.DEFAULTS.model_names()[0]
+            targets = {f: loading.get_model(name, settings.dtype, f) for f in params.WEIGHTS_CHOICES}
+            record = regime.measure(targets)
+        if not guard.failed:
+            st.session_state[keys.REGIME_RESULT] = record
+    st.caption(w["regime_caption"])
+    if error := st.session_state.pop(keys.REGIME_ERROR, None):
+        st.error(w["regime_failed"].format(error=error))
+    record = st.session_state.get(keys.REGIME_RESULT)
+    source = w["regime_here"] if record is not None else w["regime_recorded"]
+    record = record if record is not None else regime.recording()
+    if not record or not record.get("formats"):
+        st.info(w["regime_nothing"])
+        return
+    st.caption(w["regime_showing"].format(source=source, machine=record["machine"], threads=record["threads"],
+                                          prompt=record["prompt"]))  # fmt: skip
+    st.plotly_chart(regime_charts.v_figure(record, lang), key=keys.SERVING_CHART_PREFIX + "regime")
+    st.dataframe(regime_charts.regime_table(record, lang), hide_index=True)
+    for sentence in regime_charts.regime_sentences(record, lang):
+        st.markdown(sentence)
+
+
 def _on_show() -> tuple[serving.ServingResult | None, str]:
     """The result on show and where it came from: measured here or opened from a file, else the recording."""
     if (result := st.session_state.get(keys.SERVING_RESULT)) is not None:
@@ -132,6 +163,7 @@ def serving_page() -> None:
         st.info(w["nothing_yet"])
         result = None
     render.save_or_load(_saved(w), result, "specviz-serving")
+    _regime(w)
 
 
 serving_page()
