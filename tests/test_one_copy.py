@@ -46,14 +46,15 @@ def test_loading_the_offline_target_holds_its_weights_about_once(offline_target,
 
 @pytest.mark.slow
 def test_as_shipped_the_offline_target_holds_only_its_blocks(offline_target, monkeypatch):
-    """The GGUF's blocks are 96.5 MB; the float32 weights are never kept (only the norms, 69 KB, are
-    parameters), so the load grows by well under what float32 holds alone."""
+    """The blocks with their scales widened to float32 are 111.5 MB (the GGUF's 96.5); the float32 weights
+    are never kept (only the norms, 69 KB, are parameters), so the load grows by well under what float32
+    holds alone."""
     if reason := native.unavailable():
         pytest.fail(reason)
     found = _probe("shipped", monkeypatch)
     assert set(found["kernels"].values()) == {"blocks"}
     assert found["weights"] < 1e6  # no float32 linear or embedding left: the norms
-    assert 90e6 < found["block_bytes"] < 100e6, found
+    assert 105e6 < found["block_bytes"] < 115e6, found
     assert found["grown"] < FLOAT32_BYTES / 2, found  # float32 grew by at least FLOAT32_BYTES
 
 

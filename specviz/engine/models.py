@@ -301,7 +301,9 @@ def ready_model(
     if weights == "shipped" and note is None:
         from specviz.engine.shipped_weights import hold_shipped_blocks
 
-        kernels = hold_shipped_blocks(model, gguf_location())
+        kernels = hold_shipped_blocks(
+            model, gguf_location(), cache_dir() / "models" / "smollm2-135m-instruct-blocks.safetensors"
+        )
         release_weights_file(model)
         if fast is not None:
             kernels["fused_layers"] = fast.fuse_projections()

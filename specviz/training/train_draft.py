@@ -256,8 +256,9 @@ def train(cfg: TrainConfig, out: Path, history_path: Path | None, log=print, dat
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     wall0 = time.perf_counter()
-    target = load_model(cfg.target, device="cpu", dtype="float32")  # exact p for the held-out measure
-    writer = load_model(cfg.target, device="cpu", dtype=cfg.gen_dtype)  # writes the training text
+    # float32 weights: the recipe reads the target's embedding as a matrix (the blocks have none)
+    target = load_model(cfg.target, device="cpu", dtype="float32", weights="float32")  # exact p, held-out
+    writer = load_model(cfg.target, device="cpu", dtype=cfg.gen_dtype, weights="float32")  # writes the text
     tokenizer = target.tokenizer
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else target.eos_token_id
 

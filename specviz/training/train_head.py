@@ -119,13 +119,14 @@ def make_data(
     t0 = time.perf_counter()
     prompts = head_prompts(cfg.prompts + cfg.heldout, 0)  # seed 0 fixes the split, whatever cfg.seed
     train_prompts, held_prompts = prompts[: cfg.prompts], prompts[cfg.prompts :]
-    writer = load_model(cfg.target, device=cfg.device, dtype=cfg.gen_dtype)
+    # float32 weights: the recipe reads the target's embedding as a matrix (the blocks have none)
+    writer = load_model(cfg.target, device=cfg.device, dtype=cfg.gen_dtype, weights="float32")
     exclude = set(prompts) | set(BENCH_PROMPTS)
     own = write_self_prompts(writer, cfg.self_prompts, cfg.seed, folder, exclude, cfg.gen_batch, log=log)
     train = []
     for group, tag in ((train_prompts, ""), (own, "self-")):
         train += _answer_in_parts(writer, group, tag, cfg, folder, log, keep)
-    exact = load_model(cfg.target, device=cfg.device, dtype="float32")
+    exact = load_model(cfg.target, device=cfg.device, dtype="float32", weights="float32")
     half = cfg.heldout // 2
     fp32 = {"feature_dtype": torch.float32, "layer_ids": cfg.feature_layers}
     held = write_answers(
@@ -300,7 +301,7 @@ def train(cfg: HeadTrainConfig, data: Path, out: Path, history_path: Path | None
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     wall0 = time.perf_counter()
-    target = load_model(cfg.target, device=cfg.device, dtype="float32")
+    target = load_model(cfg.target, device=cfg.device, dtype="float32", weights="float32")
     head_config_for(target.model, 1, target.name, cfg.feature_layers, cfg.depth)  # bad flags fail before the text
     if cfg.data_only:
         _, held, free, gen_seconds = make_data(cfg, data, log, keep=False)
