@@ -199,7 +199,7 @@ def test_the_page_opens_on_the_recording_and_exports_it(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     at = open_page()
     recorded = serving.shipped()
-    assert [c.key for c in at.get("plotly_chart")] == ["sv-throughput", "sv-pass", "sv-latency"]
+    assert [c.key for c in at.get("plotly_chart")] == ["sv-throughput", "sv-pass", "sv-latency", "sv-regime"]
     assert any("recording shipped with specviz" in c.value and "CPU " in c.value for c in at.caption)
     assert charts.crossover_sentence(recorded) in [i.value for i in at.info]
     assert len(at.dataframe[0].value) == len(recorded.batches())

@@ -58,7 +58,7 @@ def test_same_drafts_and_q_as_the_plain_draft_model_in_fewer_passes(pair, temper
     assert len(plain.seen) == len(staged.seen)
     for (context_a, tokens_a, q_a), (context_b, tokens_b, q_b) in zip(plain.seen, staged.seen, strict=True):
         assert context_a == context_b and tokens_a == tokens_b
-        torch.testing.assert_close(q_a, q_b, atol=1e-5, rtol=0)  # a longer pass may round differently
+        torch.testing.assert_close(q_a, q_b, atol=5e-5, rtol=0)  # a longer pass may round differently
     drafted = sum(len(tokens) for _, tokens, _ in staged.seen)
     if gamma == 1:
         assert staged.passes == drafted  # nothing to guess: one pass a draft, as the plain drafter

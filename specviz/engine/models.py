@@ -299,15 +299,7 @@ def ready_model(
         static = StaticLlama(LeanLlama(model, cpu_only=False), capture=captured_step)
     note = shipped_unavailable(name, model, dtype, pack, device_map) if weights == "shipped" else ""
     if weights == "shipped" and note is None:
-        from specviz.engine.shipped_weights import hold_shipped_blocks
-
-        kernels = hold_shipped_blocks(
-            model, gguf_location(), cache_dir() / "models" / "smollm2-135m-instruct-blocks.safetensors"
-        )
-        release_weights_file(model)
-        if fast is not None:
-            kernels["fused_layers"] = fast.fuse_projections()
-        return_freed_memory()
+        kernels = _on_shipped_blocks(model, fast)
     elif not pack:
         kernels = {"reason": "kernel choice turned off (pack=False)"}
     elif device_map is not None:  # accelerate's dispatch hooks wrap the modules: leave them as they are
@@ -333,6 +325,20 @@ def ready_model(
         forward="static (CUDA graphs)" if static is not None else forward,
         static=static,
     )
+
+
+def _on_shipped_blocks(model, fast) -> dict:
+    """The offline target's linears on its GGUF blocks (laid out once per machine beside the converted
+    model), the float32 weights freed; its kernels record."""
+    from specviz.engine.shipped_weights import hold_shipped_blocks
+
+    kept = cache_dir() / "models" / "smollm2-135m-instruct-blocks.safetensors"
+    kernels = hold_shipped_blocks(model, gguf_location(), kept)
+    release_weights_file(model)
+    if fast is not None:
+        kernels["fused_layers"] = fast.fuse_projections()  # q/k/v and gate/up in one product each
+    return_freed_memory()
+    return kernels
 
 
 def return_freed_memory() -> None:

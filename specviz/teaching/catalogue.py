@@ -38,7 +38,8 @@ LATIN_KEPT = {
     "pagedattention", "hugging", "face", "url", "id", "ids", "lora", "mlp", "p", "q", "r", "k", "v", "c",
     "min", "max", "norm", "log", "exp", "ln", "x", "rms", "vllm", "gpt-fast", "oom", "ram", "cuda", "h200",
     "hf", "pytorch", "torch", "ttft", "jsonl", "prometheus", "leviathan", "et", "al", "xl", "english", "chinese",
-    "ai", "ok", "api", "gb", "mb", "kb", "s",
+    "ai", "ok", "api", "gb", "mb", "kb", "s", "gguf", "q4", "q8", "q4_1", "q8_0", "specviz", "llama.cpp", "llama",
+    "cpp", "ggml-org",
 }  # fmt: skip
 
 

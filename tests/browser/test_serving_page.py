@@ -56,7 +56,7 @@ def test_serving_opens_on_the_recording_with_its_charts_sentence_and_download(ne
     page.locator(".st-key-sv-pass").scroll_into_view_if_needed()  # the charts in the screenshot
     shot(page, "serving-1280")
 
-    frame = page.locator('[data-testid="stMain"] [data-testid="stDataFrame"]')
+    frame = page.locator('[data-testid="stMain"] [data-testid="stDataFrame"]').first  # the regime's table follows
     frame.scroll_into_view_if_needed()
     frame.locator('table[role="grid"] thead th').last.wait_for(state="attached")  # its headers drawn
     frame.locator(".dvn-scroller").wait_for()
