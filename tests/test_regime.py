@@ -49,7 +49,7 @@ def test_predicted_speedup_and_where_a_pass_stops_paying():
 def test_the_table_and_sentences_show_the_records_numbers(lang):
     r = record()
     table = charts.regime_table(r, lang)
-    assert [row["τ"] for row in table] == [1.9, 1.9]
+    assert [row["τ"] for row in table] == [1.9, 1.9]  # as the sentences print them
     sentences = charts.regime_sentences(r, lang)
     assert "0.60×" in sentences[0] and "1.20×" in sentences[1] and "2.30" in sentences[0]
     assert "llama.cpp" in sentences[-1]

@@ -47,21 +47,20 @@ def v_figure(record: dict, lang: str = "en") -> go.Figure:
 
 
 def regime_table(record: dict, lang: str = "en") -> list[dict]:
-    """One row per format: the one-row step, v at the default's pass, τ, c, predicted and measured speedup."""
+    """One row per format: the one-row step, the default's passes (median rows, mean v), τ, c, predicted and
+    measured speedup, rounded as the sentences print them (eight columns: they fit at 1280 px)."""
     w = words(lang)
     out = []
     for name, f in record["formats"].items():
         out.append({
             w["regime_col_format"]: format_label(name, lang),
-            w["regime_col_step"]: f["one_row_ms"],
+            w["regime_col_step"]: round(f["one_row_ms"], 1),
             w["regime_col_rows"]: f["verify_rows"],
-            w["regime_col_v"]: f["v_pass"],
-            "τ": f["tau"],
-            "c": f["c"],
+            w["regime_col_v"]: round(f["v_pass"], 2),
+            "τ": round(f["tau"], 2),
+            "c": round(f["c"], 2),
             w["regime_col_predicted"]: round(predicted_speedup(record, name), 2),
-            w["regime_col_measured"]: f["measured_speedup"],
-            w["regime_col_alone_tps"]: f["tokens_per_s"]["target_alone"],
-            w["regime_col_spec_tps"]: f["tokens_per_s"]["speculative"],
+            w["regime_col_measured"]: round(f["measured_speedup"], 2),
         })  # fmt: skip
     return out
 
@@ -78,8 +77,11 @@ def regime_sentences(record: dict, lang: str = "en") -> list[str]:
             w["regime_sentence"].format(
                 format=format_label(name, lang), step=f["one_row_ms"], rows=f["verify_rows"], v=f["v_pass"],
                 tau=f["tau"], c=f["c"], predicted=predicted_speedup(record, name), measured=f["measured_speedup"],
-                verdict=verdict, where=where,
+                spec=f["tokens_per_s"]["speculative"], alone=f["tokens_per_s"]["target_alone"], verdict=verdict,
+                where=where,
             )
         )  # fmt: skip
+    if any(f["measured_speedup"] < predicted_speedup(record, n) for n, f in record["formats"].items()):
+        out.append(w["regime_gap"])
     out.append(w["regime_why"])
     return out
