@@ -124,6 +124,7 @@ SERVING_RUN, SERVING_STOP_BUTTON = "sv_run", "sv_stop_button"
 SERVING_CHART_PREFIX = "sv-"  # + the chart's name
 REGIME_RESULT = "regime_result"  # Serving's regime section: measured here (None: the shipped recording)
 REGIME_RUN, REGIME_ERROR = "sv_regime_run", "regime_error"  # its Measure button; the message of a failed run
+REGIME_STOP, REGIME_STOP_BUTTON = "regime_stop", "sv_regime_stop"  # its Stop: clicked, and the button
 SERVING_FILES = "sv_dl_json", "sv_dl_csv", "sv_upload", "sv_open"  # render.save_or_load: downloads, uploader, Open
 # Lesson
 LESSON_BACK, LESSON_NEXT = "lesson_back", "lesson_next"

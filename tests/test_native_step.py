@@ -87,3 +87,29 @@ def test_shipped_and_float32_weights_give_bit_identical_logits(lean, monkeypatch
     assert torch.equal(first[0], first[1])
     step = [_forward(m, torch.tensor([42]), c, 1, True)[0] for m, c in zip((lean, float32.lean), caches, strict=True)]
     assert torch.equal(step[0], step[1])
+
+
+def test_a_batched_pass_gives_each_run_its_solo_numbers(lean):
+    """Two runs' passes in one call (each its own cache, one a draft tree) give each run the bits its solo
+    pass gives: the linears stream once for both, everything else is per run and in a fixed order."""
+    from specviz.engine.lean_llama import LeanRequest
+    from specviz.engine.target import node_layout
+
+    solo_a, solo_b, both_a, both_b = (lean.new_cache() for _ in range(4))
+    for cache in (solo_a, both_a):
+        _forward(lean, PROMPT, cache, 1, True)
+    for cache in (solo_b, both_b):
+        _forward(lean, PROMPT[:9], cache, 1, True)
+    step = torch.tensor([42])
+    nodes, parents = torch.tensor([7, 11, 13]), torch.tensor([-1, -1, 0])
+    tree = node_layout(solo_b.length, 1, parents, "cpu", torch.float32)
+    feed_b = torch.cat([torch.tensor([99]), nodes])
+    want_a = _forward(lean, step, solo_a, 1, True, feature_layers=(2,))
+    want_b = _forward(lean, feed_b, solo_b, 4, True, tree=tree)
+    with torch.inference_mode():
+        got_a, got_b = lean.forward_many(
+            [LeanRequest(step, both_a, 1, (2,)), LeanRequest(feed_b, both_b, 4, None, tree)]
+        )
+    assert torch.equal(got_a[0], want_a[0]) and torch.equal(got_a[1], want_a[1])
+    assert torch.equal(got_b[0], want_b[0])
+    assert torch.equal(both_b.keys[:, :, : both_b.length], solo_b.keys[:, :, : solo_b.length])

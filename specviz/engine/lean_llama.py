@@ -172,23 +172,18 @@ class LeanLlama:
         them, which is what a memory-bound CPU step pays for; rotary, the cache writes and
         attention run per request on its own cache. A row's numbers equal its solo pass's up to the
         last bits a linear's kernel may round differently for another row count (specviz.engine.packing:
-        none with packed kernels)."""
+        none with packed kernels); with the native step (specviz.engine.native_step, every layer in one
+        call, whenever it serves) none at all, attention and norms included."""
         if len({id(r.cache) for r in requests}) < len(requests):
             raise ValueError("each request of one pass needs its own cache")
-        if self.native is not None and len(requests) == 1:
-            return [self._forward_native(requests[0])]
         starts = itertools.accumulate((r.input_ids.shape[0] for r in requests), initial=0)
         spans = [_Span.of(self, r, start) for r, start in zip(requests, starts, strict=False)]
         x = self.embed_rows(torch.cat([r.input_ids for r in requests]))  # [sum T, D]
-        earlier = {}
-        for i in range(len(self.layers)):
-
-            def attend(q, k, v, i=i):  # [sum T, H*hd], [sum T, Hkv*hd] x2 -> [sum T, H*hd]
-                return torch.cat([self._attend(i, s, q[s.rows], k[s.rows], v[s.rows]) for s in spans])
-
-            x = self.layer(i, x, attend)
-            if any(i in (r.feature_layers or ()) for r in requests):
-                earlier[i] = x
+        wanted = [i for i in range(len(self.layers)) if any(i in (r.feature_layers or ()) for r in requests)]
+        if self.native is not None:  # every layer in one native call (specviz.engine.native_step)
+            x, earlier = self.native.layers(x, spans, wanted)
+        else:
+            x, earlier = self._layers(x, spans, wanted)
         hidden = self.rms(x, self.norm)  # [sum T, D]
         kept = torch.cat([hidden[s.rows][-r.keep :] for s, r in zip(spans, requests, strict=True)])  # [sum keep, D]
         logits = self.model.lm_head(kept).split([r.keep for r in requests])  # looked up here: kernels swap it
@@ -201,21 +196,19 @@ class LeanLlama:
             results.append((lg, features))
         return results
 
-    def _forward_native(self, r: LeanRequest) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """One run's pass with every layer in one native call (specviz.engine.native_step): the same
-        result as the loop of forward_many, up to the last bits of its own float32 sums."""
-        span = _Span.of(self, r, 0)
-        x, earlier = self.native.layers(
-            self.embed_rows(r.input_ids), r.cache, span.past, span.cos, span.sin,
-            None if r.tree is None else span.mask, r.feature_layers or (),
-        )  # fmt: skip
-        hidden = self.rms(x, self.norm)  # [T, D]
-        logits = self.model.lm_head(hidden[-r.keep :])  # [keep, V]
-        r.cache.length = span.end
-        features = None
-        if r.feature_layers is not None:  # [T, (n+1)D]
-            features = torch.cat([*(earlier[j] for j in r.feature_layers), hidden], dim=-1)
-        return logits, features
+    def _layers(self, x: torch.Tensor, spans: list[_Span], wanted: list[int]) -> tuple[torch.Tensor, dict]:
+        """Every decoder layer as a Python loop of torch calls: x [sum T, D] -> (x after the last layer,
+        {layer in wanted: its output [sum T, D]})."""
+        earlier = {}
+        for i in range(len(self.layers)):
+
+            def attend(q, k, v, i=i):  # [sum T, H*hd], [sum T, Hkv*hd] x2 -> [sum T, H*hd]
+                return torch.cat([self._attend(i, s, q[s.rows], k[s.rows], v[s.rows]) for s in spans])
+
+            x = self.layer(i, x, attend)
+            if i in wanted:
+                earlier[i] = x
+        return x, earlier
 
     def layer(self, i: int, x: torch.Tensor, attend) -> torch.Tensor:
         """Decoder layer i on x [T, D] -> [T, D]; attend(q [T, H*hd], k, v [T, Hkv*hd]) -> [T, H*hd]
@@ -264,6 +257,7 @@ class _Span:
     past: int  # cache entries before this pass
     end: int  # past + T
     mask: torch.Tensor | None  # [T, past + T] bool or additive; None: one row sees everything
+    tree: bool  # the mask is a draft tree's (additive), not the causal one
     cos: torch.Tensor  # [T, hd]
     sin: torch.Tensor
 
@@ -279,7 +273,7 @@ class _Span:
             positions, mask = r.tree[0], r.tree[1][0, 0]
         r.cache.reserve(t)
         cos, sin = lean.rotary(positions)
-        return _Span(slice(start, start + t), r.cache, past, past + t, mask, cos, sin)
+        return _Span(slice(start, start + t), r.cache, past, past + t, mask, r.tree is not None, cos, sin)
 
 
 def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

@@ -267,8 +267,9 @@ def shipped_unavailable(name: str, model, dtype: str, pack: bool, device_map: An
     if model.device.type != "cpu" or dtype != "float32" or not pack or device_map is not None:
         return "the blocks run on the CPU in float32 with the kernels chosen"
     from specviz.engine import native
+    from specviz.engine.packing import packing_unavailable
 
-    return native.unavailable()
+    return packing_unavailable(model) or native.unavailable()
 
 
 def ready_model(

@@ -2,12 +2,11 @@
 
 specviz.engine.lean_llama runs a step as a plain Python loop of torch calls, about twenty a layer. Once
 the linears read the weights as shipped, those calls cost about as much as the linears
-(docs/benchmarks.md, "The lean step"). Where every linear runs specviz's native kernel (the weights as
-shipped, or the float32 native layouts), the whole stack of layers runs as one call instead, its KV cache
-written in place; the final norm and the LM head stay LeanLlama's.
-
-It serves one run's pass (LeanLlama.forward, a draft tree's included); a batched pass over several runs'
-caches (LeanLlama.forward_many with more than one request) keeps the Python loop.
+(docs/benchmarks.md, "The weights as shipped"). Where every linear runs specviz's native kernel (the weights
+as shipped, or the float32 native layouts), the whole stack of layers runs as one call instead, the KV
+caches written in place; the final norm and the LM head stay LeanLlama's. It serves every pass: one run's
+(a draft tree's included) and a batched one over several runs' caches (LeanLlama.forward_many), whose
+linears stream their weights once for all the runs' rows, so a run's numbers are the same solo or batched.
 """
 
 from __future__ import annotations
@@ -44,24 +43,18 @@ class NativeStep:
             outs += [qkv_n, o_n, gu_n, d_n]
         return NativeStep(lean, weights, formats, outs)
 
-    def layers(
-        self,
-        x: torch.Tensor,
-        cache,
-        past: int,
-        cos: torch.Tensor,
-        sin: torch.Tensor,
-        tree_mask: torch.Tensor | None,
-        feature_layers: tuple[int, ...],
-    ) -> tuple[torch.Tensor, dict[int, torch.Tensor]]:
-        """x [T, D] the new rows' embeddings -> (x after every layer [T, D], {layer: its output [T, D]} for
-        feature_layers). cache: a LeanCache with room reserved for the T rows at past..past+T-1, written
-        here; cos, sin [T, hd]; tree_mask: None for causal rows, else an additive [T, past + T]."""
-        mask = None if tree_mask is None else tree_mask.float().contiguous()
+    def layers(self, x: torch.Tensor, spans: list, feature_layers: list[int]) -> tuple[torch.Tensor, dict]:
+        """x [sum T, D] the runs' new rows' embeddings, one run after another -> (x after every layer
+        [sum T, D], {layer: its output [sum T, D]} for feature_layers). spans: each run's lean_llama._Span
+        (its cache with room reserved, its position, rotary and mask); the caches are written here."""
         wanted = sorted(set(feature_layers))  # decoder_layers returns them in layer order
+        masks = [None if not s.tree else s.mask.float().contiguous() for s in spans]  # None: causal
         out = torch.ops.specviz.decoder_layers(
-            x.contiguous(), self.weights, self.formats, self.outs, cache.keys, cache.values, past,
-            cos.contiguous(), sin.contiguous(), mask, self.lean.heads, self.lean.eps, wanted,
+            x.contiguous(), self.weights, self.formats, self.outs,
+            [s.cache.keys for s in spans], [s.cache.values for s in spans],
+            [s.end - s.past for s in spans], [s.past for s in spans],
+            [s.cos.contiguous() for s in spans], [s.sin.contiguous() for s in spans], masks,
+            self.lean.heads, self.lean.eps, wanted,
         )  # fmt: skip
         return out[0], dict(zip(wanted, out[1:], strict=True))
 

@@ -58,10 +58,10 @@ class KernelLinear(nn.Module):
         self.block_format = None  # specviz.engine.blocks.Format of the layout BLOCKS runs, when held
 
     def hold_blocks(self, layout: torch.Tensor, fmt) -> None:
-        """Run every call with the native kernel over the weights as shipped: layout [ceil(out/4), in/32,
-        chunk] uint8 (specviz.engine.blocks.lay_out). The weight as loaded is dropped: `weight` becomes a
-        plain meta tensor of its shape (not a parameter, so the model's device is still its other
-        parameters'), and the blocks are the only copy."""
+        """Run every call with the native kernel over the weights as shipped: layout [ceil(out/4), chunks,
+        chunk bytes] uint8 (specviz.engine.blocks.lay_out; a chunk is fmt.inputs inputs). The weight as
+        loaded is dropped: `weight` becomes a plain meta tensor of its shape (not a parameter, so the
+        model's device is still its other parameters'), and the blocks are the only copy."""
         if -(-self.in_features // fmt.inputs) != layout.shape[1] or layout.shape[0] != (self.out_features + 3) // 4:
             shape = f"[{self.out_features}, {self.in_features}]"
             raise ValueError(f"blocks {tuple(layout.shape)} do not hold a {shape} weight")

@@ -19,14 +19,15 @@ import torch
 from specviz.engine.blocks import FORMATS, BlockEmbedding, lay_out, read_blocks
 from specviz.engine.packing import BLOCKS, KernelLinear, kernel_linears
 
-LAYOUT_VERSION = 1  # raise it with any change to blocks.lay_out: layouts kept by an older version are made again
+# Raise it with any change to what the kept file holds (blocks.lay_out, read_blocks, its row order): layouts
+# kept by an older version are made again.
+LAYOUT_VERSION = 1
 
 
 def layouts(gguf_path: Path, cache_file: Path, heads: int, kv_heads: int) -> dict[str, tuple[torch.Tensor, object]]:
     """{module name: (its layout, its blocks.Format)}: read back from cache_file, or laid out from the
     GGUF and kept there (written whole or not at all, so two processes loading at once leave one file)."""
-    from safetensors import safe_open
-    from safetensors.torch import save_file
+    from safetensors import SafetensorError, safe_open
 
     stamp = f"{LAYOUT_VERSION} {gguf_path.stat().st_size} {gguf_path.stat().st_mtime_ns}"
     try:
@@ -35,19 +36,32 @@ def layouts(gguf_path: Path, cache_file: Path, heads: int, kv_heads: int) -> dic
             if meta.get("stamp") == stamp:
                 formats = json.loads(meta["formats"])
                 return {name: (f.get_tensor(name), FORMATS[formats[name]]) for name in f.keys()}  # noqa: SIM118
-    except (OSError, ValueError, KeyError, RuntimeError):
+    except (OSError, ValueError, KeyError, RuntimeError, SafetensorError):
         pass  # none yet, another version's, or damaged: lay them out again
     laid = {name: (lay_out(raw, fmt), fmt) for name, (raw, fmt) in read_blocks(gguf_path, heads, kv_heads).items()}
+    _keep(laid, cache_file, stamp)
+    return laid
+
+
+def _keep(laid: dict, cache_file: Path, stamp: str) -> None:
+    """Write the layouts to cache_file whole (a temporary file renamed), or leave no file at all."""
+    from safetensors import SafetensorError
+    from safetensors.torch import save_file
+
+    tmp = None
     try:
         cache_file.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=cache_file.parent, delete=False, suffix=".tmp") as tmp:
-            pass
+        with tempfile.NamedTemporaryFile(dir=cache_file.parent, delete=False, suffix=".tmp") as handle:
+            tmp = handle.name
         formats = json.dumps({name: fmt.name for name, (_, fmt) in laid.items()})
-        save_file({name: layout for name, (layout, _) in laid.items()}, tmp.name, {"stamp": stamp, "formats": formats})
-        os.replace(tmp.name, cache_file)
-    except OSError:
-        pass  # a read-only cache only costs the layout next time
-    return laid
+        save_file({name: layout for name, (layout, _) in laid.items()}, tmp, {"stamp": stamp, "formats": formats})
+        os.replace(tmp, cache_file)
+        tmp = None
+    except (OSError, SafetensorError):
+        pass  # a read-only or full disk only costs the layout next time
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
 
 
 def hold_shipped_blocks(model, gguf_path: Path, cache_file: Path) -> dict:

@@ -410,7 +410,7 @@ def _main(args) -> int:
     if not 1 <= args.prompts <= len(PROMPTS):
         print(f"error: --prompts must be from 1 to {len(PROMPTS)}", file=sys.stderr)
         return 2
-    formats = _weight_formats(args.weights)
+    formats = _weight_formats(args.weights, both=args.llama_cpp is not None)
     if args.llama_cpp is not None:
         return _versus_llama_cpp(args, formats or list(WEIGHT_FORMATS))
     target = load_model(args.target, dtype=args.dtype, weights=formats[0] if formats else None)
@@ -462,13 +462,16 @@ def _main(args) -> int:
     return 0
 
 
-def _weight_formats(given: str | None) -> list[str]:
-    """--weights as a list (empty: the default), or a ConfigError naming the choices."""
+def _weight_formats(given: str | None, both: bool) -> list[str]:
+    """--weights as a list (empty: the default), or a ConfigError naming the choices; several only where
+    `both` (beside llama.cpp)."""
     from specviz.errors import ConfigError
 
     formats = [w.strip() for w in (given or "").split(",") if w.strip()]
     if any(w not in WEIGHT_FORMATS for w in formats):
         raise ConfigError(f"--weights takes {', '.join(WEIGHT_FORMATS)}, comma-separated; got {given!r}")
+    if len(formats) > 1 and not both:
+        raise ConfigError("one --weights at a time without --llama-cpp: run the bench once for each")
     return formats
 
 

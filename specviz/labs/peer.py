@@ -71,7 +71,12 @@ def parse_timings(stderr: str) -> dict:
 
 def version(binary: Path) -> str:
     """What the binary says of itself (`--version`: its version, build and compiler)."""
-    out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60)
+    try:
+        out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        from specviz.errors import SpecvizError
+
+        raise SpecvizError(f"{binary} does not run here ({type(exc).__name__}: {exc})") from exc
     return " ".join(line.strip() for line in (out.stdout + out.stderr).splitlines() if line.strip())
 
 
@@ -81,10 +86,13 @@ def run_llama_cpp(binary: Path, gguf: Path, prompt_text: str, new_tokens: int, t
         str(binary), "-m", str(gguf), "-p", prompt_text, "-n", str(new_tokens), "-t", str(threads),
         "--temp", "0", "-no-cnv", "--seed", "0",
     ]  # fmt: skip
-    out = subprocess.run(command, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
-    if out.returncode != 0:
-        from specviz.errors import SpecvizError
+    from specviz.errors import SpecvizError
 
+    try:
+        out = subprocess.run(command, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:  # not runnable here, or hung: said, never a traceback
+        raise SpecvizError(f"llama-completion could not run ({type(exc).__name__}: {exc})") from exc
+    if out.returncode != 0:
         raise SpecvizError(f"llama-completion failed (exit {out.returncode}): {out.stderr.strip()[-300:]}")
     t = parse_timings(out.stderr)
     tokens = t["decode_runs"] + 1  # the prompt pass writes the first

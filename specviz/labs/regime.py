@@ -35,15 +35,17 @@ RECORDING = Path(__file__).resolve().parent.parent / "assets" / "regime.json"
 
 
 def measure(targets: dict[str, Any], prompt: str = PROMPT, new_tokens: int = NEW_TOKENS, should_stop=None) -> dict:
-    """targets: {format: LoadedModel} -> the regime record (module docstring). should_stop(): checked
-    between formats; a stopped measurement keeps the formats it finished."""
+    """targets: {format asked for: LoadedModel} -> the regime record (module docstring), keyed by the
+    format each ran (two that both ran float32 are measured once). should_stop(): checked between
+    formats; a stopped measurement keeps the formats it finished."""
     from specviz.engine import verify_cost
     from specviz.engine.machine import cpu_name
 
     formats = {}
-    for name, target in targets.items():
-        if should_stop is not None and should_stop():
-            break
+    for target in targets.values():
+        name = target.weights  # what it ran: float32 where the blocks could not (LoadedModel.weights_note)
+        if name in formats or (should_stop is not None and should_stop()):
+            continue
         v, one = verify_cost.measure(target, ROWS)
         f = {
             "weights": target.weights,

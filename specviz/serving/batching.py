@@ -27,7 +27,8 @@ What stays exact. A decode's tokens and every recorded decision (drafts, r, acce
 corrections) are what its solo run with the same seed gives: the same draws in the same order
 from its own generator, on p that differs from the solo p at most in the last bits a linear's
 kernel rounds differently for another number of rows (none with specviz.engine.packing's packed or
-native kernels; eager float32 matmuls may, and so may a measured choice of packed1 for one row beside
+native kernels, nor with the native step that runs the default target's layers, specviz.engine.native_step;
+eager float32 matmuls may, and so may a measured choice of packed1 for one row beside
 packed for several, specviz.engine.kernels: at a float32 near-tie a greedy token could then differ, as
 between any two kernels). Its timings are not a solo run's: a verify phase includes
 waiting for the others. A batched trace says so (config.batched, extra.batch) and

@@ -119,12 +119,13 @@ def _regime(w: dict[str, str]) -> None:
     st.subheader(w["regime_header"])
     st.caption(w["regime_intro"])
     if st.button(w["regime_measure"], icon=":material/play_arrow:", key=keys.REGIME_RUN):
-        settings = st.session_state[keys.SETTINGS]
-        with st.spinner(w["loading"]), session.ErrorGuard(keys.REGIME_ERROR) as guard:
-            name = params.DEFAULTS.model_names()[0]
-            targets = {f: loading.get_model(name, settings.dtype, f) for f in params.WEIGHTS_CHOICES}
-            record = regime.measure(targets)
-        if not guard.failed:
+        st.session_state[keys.REGIME_STOP] = False
+        stop = lambda: st.session_state.update({keys.REGIME_STOP: True})  # noqa: E731 (the Stop button's)
+        with session.progress_box(keys.REGIME_ERROR, stop, keys.REGIME_STOP_BUTTON, w["loading"]) as (_bar, guard):
+            name, dtype = params.DEFAULTS.model_names()[0], st.session_state[keys.SETTINGS].dtype
+            targets = {f: loading.get_model(name, dtype, f) for f in params.WEIGHTS_CHOICES}
+            record = regime.measure(targets, should_stop=lambda: bool(st.session_state.get(keys.REGIME_STOP)))
+        if not guard.failed and record["formats"]:
             st.session_state[keys.REGIME_RESULT] = record
     st.caption(w["regime_caption"])
     if error := st.session_state.pop(keys.REGIME_ERROR, None):
