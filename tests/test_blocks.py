@@ -87,3 +87,16 @@ def test_the_block_embedding_reads_the_float32_rows(shipped):
     ids = torch.tensor([[0, 17, 49151], [3, 3, 2]])
     assert torch.equal(embedding(ids), float32["model.embed_tokens.weight"][ids])
     assert embedding.weight.shape == (49152, 576) and embedding.weight.is_meta  # its shape, never a copy
+
+
+def test_the_layouts_kept_on_disk_come_back_whole_and_a_damaged_file_is_made_again(tmp_path, shipped):
+    from specviz.engine.shipped_weights import layouts
+
+    kept = tmp_path / "blocks.safetensors"
+    kept.write_bytes(b"not a safetensors file")  # damaged: laid out again, never an error
+    first = layouts(gguf_location(), kept, heads=9, kv_heads=3)
+    again = layouts(gguf_location(), kept, heads=9, kv_heads=3)  # read back from the file now written
+    assert set(first) == set(again) == set(shipped[0])
+    for name, (layout, fmt) in first.items():
+        assert again[name][1] is fmt and torch.equal(again[name][0], layout), name
+    assert list(tmp_path.iterdir()) == [kept]  # no temporary file left
