@@ -27,8 +27,7 @@ class NativeStep:
         """The native step of a LeanLlama whose projections are fused (LeanLlama.fuse_projections), or None
         where any linear runs another kernel, the weights are not float32, or a head or the hidden size is
         not a whole number of 16-float vectors (the step's sums run 16 lanes wide)."""
-        hidden = lean.embed_rows(torch.zeros(1, dtype=torch.long)).shape[-1]
-        if lean.dtype != torch.float32 or lean.head_dim % 16 or hidden % 16:
+        if lean.dtype != torch.float32 or lean.head_dim % 16 or lean.model.config.hidden_size % 16:
             return None
         weights, formats, outs = [], [], []
         for layer, (qkv, gate_up) in zip(lean.layers, lean.fused, strict=True):

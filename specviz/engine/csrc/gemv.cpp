@@ -341,6 +341,15 @@ at::Tensor pack_rows(const at::Tensor& w) {
   return out;
 }
 
+// x [M, K] contiguous, its rows padded with zeros to KP, the layout's width (the padding weights are zeros too).
+static at::Tensor padded_rows(const at::Tensor& x, int64_t KP) {
+  const at::Tensor xc = x.contiguous();
+  if (xc.size(1) == KP) return xc;
+  at::Tensor padded = at::zeros({xc.size(0), KP}, x.options());
+  padded.narrow(1, 0, xc.size(1)).copy_(xc);
+  return padded;
+}
+
 at::Tensor gemv(const at::Tensor& x, const at::Tensor& packed, int64_t N) {
   TORCH_CHECK(x.dim() == 2 && packed.dim() == 4 && packed.size(2) == 4 && packed.size(3) == 16 && packed.is_contiguous(),
               "gemv: x [M, K] and a pack_rows layout");
@@ -349,13 +358,8 @@ at::Tensor gemv(const at::Tensor& x, const at::Tensor& packed, int64_t N) {
   TORCH_CHECK(packed.size(0) == (N + 3) / 4, "gemv: the layout holds another number of outputs than N");
   TORCH_CHECK(packed.size(1) == (x.size(1) + 15) / 16, "gemv: x [M, K] and w [N, K] differ in K");
   TORCH_CHECK(x.size(1) > 0, "gemv: K must be at least 1");
-  const int64_t M = x.size(0), K = x.size(1), KP = packed.size(1) * 16;
-  at::Tensor xp = x.contiguous();
-  if (KP != K) {  // rows padded with zeros to the layout's width
-    at::Tensor padded = at::zeros({M, KP}, x.options());
-    padded.narrow(1, 0, K).copy_(xp);
-    xp = padded;
-  }
+  const int64_t M = x.size(0), KP = packed.size(1) * 16;
+  const at::Tensor xp = padded_rows(x, KP);
   at::Tensor y = at::empty({M, N}, x.options());
   product<F32>(xp.data_ptr<float>(), M, KP, reinterpret_cast<const uint8_t*>(packed.data_ptr<float>()),
                y.data_ptr<float>(), N);
@@ -375,12 +379,7 @@ at::Tensor gemv_blocks(const at::Tensor& x, const at::Tensor& layout, int64_t N,
   TORCH_CHECK(layout.size(0) == (N + 3) / 4, "gemv_blocks: the layout holds another number of outputs than N");
   const int64_t M = x.size(0), K = x.size(1), KP = layout.size(1) * inputs;
   TORCH_CHECK(K > 0 && (K + inputs - 1) / inputs == layout.size(1), "gemv_blocks: x [M, K] and the layout differ in K");
-  at::Tensor xp = x.contiguous();
-  if (KP != K) {  // rows padded with zeros to the layout's width (its padding blocks hold zero weights)
-    at::Tensor padded = at::zeros({M, KP}, x.options());
-    padded.narrow(1, 0, K).copy_(xp);
-    xp = padded;
-  }
+  const at::Tensor xp = padded_rows(x, KP);
   at::Tensor y = at::empty({M, N}, x.options());
   const uint8_t* ws = layout.data_ptr<uint8_t>();
   if (format == GGML_Q4_1)
