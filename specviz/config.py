@@ -28,7 +28,11 @@ DEFAULT_GAMMA = 3
 WEIGHT_FORMATS = ("shipped", "float32")
 DEFAULT_WEIGHTS = "shipped"
 # The draft head stops drafting deeper once its confidence in every branch's latest draft is below
-# this (specviz.drafters.HeadDrafter._unsure); it won the probe above against 0.6 and no stop.
+# this (specviz.drafters.HeadDrafter._unsure); it won the probe above against 0.6 and no stop. Where
+# the target's verification costs were measured (the shipped drafters), a chain stops instead when its
+# next draft would not pay for its row, and the head drafts its branches only where their rows pay
+# (HeadDrafter._chain_budget, _branches_pay): on a step that computes rather than streams, as the
+# weights as shipped do, rows are not free (docs/benchmarks.md, "The draft that pays for its row").
 HEAD_MIN_CONFIDENCE = 0.3
 # First-position candidates of the head's greedy draft tree, chosen by measurement: two candidates,
 # each continued for gamma - 1 more tokens, raised the tokens per iteration; three or a deeper tree

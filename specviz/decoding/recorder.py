@@ -170,8 +170,8 @@ class IterationRecorder:
             "gamma": step.gamma,
             "source": None if report is None else report.source,
             "stop": stop,
-            "confidence": None if report is None or stop != "confidence" else report.confidence,
-            "threshold": None if report is None or stop != "confidence" else report.threshold,
+            "confidence": None if report is None or stop not in ("confidence", "cost") else report.confidence,
+            "threshold": None if report is None or stop not in ("confidence", "cost") else report.threshold,
         }
 
     def text(self, token_id: int) -> str:

@@ -14,7 +14,7 @@ from specviz.config import SamplingConfig
 from specviz.engine.sampling import draw
 
 # Why a proposal held fewer drafts than asked (DraftReport.stop; the trace's drafting.stop).
-STOP_REASONS = ("no_features", "confidence", "no_match", "match_end")
+STOP_REASONS = ("no_features", "confidence", "cost", "no_match", "match_end")
 
 
 @dataclass(frozen=True)
@@ -23,8 +23,11 @@ class DraftReport:
 
     source: str  # which drafter drafted: "head", "ngram", "suffix", or "model" (a draft model, or the target itself)
     stop: str | None = None  # STOP_REASONS: why fewer than asked; None: it drafted all it was asked
-    confidence: float | None = None  # stop "confidence": the best branch's confidence in its latest draft
-    threshold: float | None = None  # stop "confidence": the head's min_confidence it fell below
+    # stop "confidence": the best branch's confidence in its latest draft, and the head's min_confidence it
+    # fell below; stop "cost": its confidence in the draft it did not send, and the least that would have
+    # paid for that draft's row at this machine's measured costs (HeadDrafter._chain_budget)
+    confidence: float | None = None
+    threshold: float | None = None
 
 
 class Drafter(Protocol):

@@ -69,18 +69,62 @@ class HeadDrafter:
             return torch.empty(0, dtype=torch.long, device=device), torch.empty(0, self.vocab_size, device=device)
         f, logits = self._catch_up(context.to(device))
         self.report = DraftReport("head")
+        return self._chain(f, logits, length, gamma)
+
+    def _chain(self, f: torch.Tensor, logits: torch.Tensor, length: int, gamma: int) -> tuple[torch.Tensor, ...]:
+        """The chain from the catch-up's last step (f^ [T, D], subset logits [T, S]) -> tokens [g],
+        q [g, V], g <= gamma: stopped by cost (_chain_budget) or by min_confidence (_unsure)."""
+        pays = self._chain_budget()
         tokens, qs = [], []
         for k in range(gamma):
             q = self._q(logits[-1])  # [V]
             token = sample_token(q, self.sampling, self.generator)  # [1]
+            if pays is not None and not pays(k, float(self._confidence(logits[-1:], q[None], token)[0])):
+                break  # this draft's row would cost more than it is expected to bring (pays set the report)
             tokens.append(token)
             qs.append(q)
-            if k + 1 < gamma and not self._unsure(logits[-1:], q[None], token):
+            if k + 1 < gamma and (pays is not None or not self._unsure(logits[-1:], q[None], token)):
                 # the chain: the predicted feature and the drafted token feed the next step
                 f, logits = self.head.step(f[-1:], token, length + k, self.cache)
             else:
                 break
-        return torch.cat(tokens), torch.stack(qs)  # [gamma], [gamma, V]
+        if not tokens:
+            device = logits.device
+            return torch.empty(0, dtype=torch.long, device=device), torch.empty(0, self.vocab_size, device=device)
+        return torch.cat(tokens), torch.stack(qs)  # [g], [g, V]
+
+    def _chain_budget(self):
+        """With measured costs (and a head that stops early), the chain's stop by cost: a callable
+        pays(k, confidence of draft k) -> whether sending draft k raises the expected tokens per unit
+        of time, as EAGLE-2's budget (token_tree.choose_budget) decides for a tree. Draft k is accepted
+        with about its path score s_k (the product of the confidences so far); sending it adds a row,
+        v(k + 2) - v(k + 1) in one-row steps, to a pass that so far costs v(k + 1) plus the head's
+        k + 1 steps. So it pays while s_k >= tokens so far x that row's cost ÷ the cost so far. On a
+        step whose verification is memory-bound (v flat) the chain runs to gamma; where a pass computes
+        (v steep: the weights as shipped, docs/benchmarks.md) it sends only the drafts that pay, none
+        at all when the head is unsure. Looks at q and the drafts only, never p: the output stays exact.
+        None: the fixed min_confidence stop (no measured costs, or a head that never stops early)."""
+        if self.costs is None or self.min_confidence <= 0:
+            return None
+        from specviz.drafters.head_tree import level_seconds
+
+        v, one_row_s = self.costs()
+        step = level_seconds(self.head, 1) / one_row_s  # one head step, in one-row target steps
+        state = {"tokens": 1.0, "path": 1.0}  # expected tokens of the drafts sent so far; their path score
+
+        def pays(k: int, confidence: float) -> bool:
+            cost = v[min(k + 1, len(v) - 1)] + step * (k + 1)
+            row = v[min(k + 2, len(v) - 1)] - v[min(k + 1, len(v) - 1)]
+            # The least confidence that pays; above 1 no draft could, and the trace says 1 (a probability).
+            threshold = min(1.0, state["tokens"] * row / (cost * state["path"]))
+            if confidence < threshold or threshold == 1.0:
+                self.report = DraftReport("head", "cost", confidence, threshold)
+                return False
+            state["path"] *= confidence
+            state["tokens"] += state["path"]
+            return True
+
+        return pays
 
     def propose_tree(self, context: torch.Tensor, gamma: int) -> tuple[torch.Tensor, torch.Tensor]:
         """`branches` different first tokens, each continued for gamma - 1 more -> tokens [k, g],
@@ -88,7 +132,8 @@ class HeadDrafter:
         head's top-k first tokens, continued greedily (q one-hot on each token: every branch is a
         deterministic guess); branch 0 is propose()'s chain. At T>0: the first tokens drawn from q
         without replacement (q_b is q without the earlier candidates, renormalised), continued by
-        sampling. Fewer branches when q holds fewer tokens."""
+        sampling. Fewer branches when q holds fewer tokens. With measured costs, the chain alone
+        (tokens [1, g]) where the other branches' rows would not pay for themselves (_branches_pay)."""
         length = context.shape[0]
         self.cache_kept = self.cache.length  # nothing rolled back unless _catch_up runs
         if self.branches == 1 or gamma == 0 or self.features.shape[0] < length - 1:
@@ -96,6 +141,9 @@ class HeadDrafter:
             return tokens[None], q[None]
         f, logits = self._catch_up(context.to(self.features.device))
         self.report = DraftReport("head")
+        if not self._branches_pay(logits[-1], gamma):
+            tokens, q = self._chain(f, logits, length, gamma)
+            return tokens[None], q[None]
         firsts, q_firsts = self._first_candidates(logits[-1])  # [k], [k, V]
         k = firsts.shape[0]
         levels, qs = [firsts], [q_firsts]
@@ -148,6 +196,25 @@ class HeadDrafter:
         v, one_row_s = self.costs()
         return v, gamma * level_seconds(self.head, self.width) / one_row_s
 
+    def _branches_pay(self, subset_logits: torch.Tensor, gamma: int) -> bool:
+        """Whether the tree's other branches are worth their rows, from the head's confidence in its two
+        likeliest first tokens (c1, c2) and the measured costs: the chain expects about 1 + c1 tokens
+        for v(1 + gamma), the tree about 1 + c1 + c2 for v(1 + branches x gamma), both plus the head's
+        gamma steps. Where the target's pass is memory-bound the extra rows cost almost nothing and the
+        tree is drafted; where it computes (the weights as shipped) the chain. Looks at q only, never p.
+        Without measured costs (or a head that never stops early): always the tree."""
+        if self.costs is None or self.min_confidence <= 0:
+            return True
+        from specviz.drafters.head_tree import level_seconds
+
+        v, one_row_s = self.costs()
+        heads = gamma * level_seconds(self.head, 1) / one_row_s
+        probs = subset_logits.float().softmax(-1) if self.sampling.greedy else self._q(subset_logits)
+        c1, c2 = (float(x) for x in probs.topk(2).values)
+        last = len(v) - 1
+        chain_cost, tree_cost = v[min(1 + gamma, last)] + heads, v[min(1 + self.branches * gamma, last)] + heads
+        return (1 + c1 + c2) * chain_cost > (1 + c1) * tree_cost
+
     def _unsure(self, subset_logits: torch.Tensor, q: torch.Tensor, tokens: torch.Tensor) -> bool:
         """Whether to stop drafting after the latest level: every branch's confidence in its draft
         is below min_confidence. subset_logits [k, S] and q [k, V] gave tokens [k]. Confidence is
@@ -156,14 +223,18 @@ class HeadDrafter:
         exact (as transformers' assistant_confidence_threshold)."""
         if self.min_confidence <= 0:
             return False
-        if self.sampling.greedy:
-            confidence = subset_logits.float().softmax(-1).amax(-1)  # [k]
-        else:
-            confidence = q.gather(-1, tokens[:, None])[:, 0]  # [k]
+        confidence = self._confidence(subset_logits, q, tokens)  # [k]
         unsure = bool((confidence < self.min_confidence).all())
         if unsure:  # the trace says why it stopped: the best branch's confidence, below the threshold
             self.report = DraftReport("head", "confidence", float(confidence.max()), self.min_confidence)
         return unsure
+
+    def _confidence(self, subset_logits: torch.Tensor, q: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """The head's confidence in each branch's draft [k]: q(token) when sampling, and the head's
+        softmax probability of its argmax at T=0 (q is one-hot there)."""
+        if self.sampling.greedy:
+            return subset_logits.float().softmax(-1).amax(-1)
+        return q.gather(-1, tokens[:, None])[:, 0]
 
     def _first_candidates(self, subset_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The head's logits at the first draft position [S] -> up to `branches` different first
@@ -217,6 +288,7 @@ def load_draft_head(name: str, target: LoadedModel):
     from specviz.engine.draft_head import load_head
     from specviz.engine.kernels import choose_for_head
     from specviz.engine.models import DEFAULT_TARGET, HEAD_DRAFT, cache_dir, offline_path
+    from specviz.engine.native_head import NativeHead
     from specviz.errors import ModelError
 
     if name == HEAD_DRAFT and target.name != DEFAULT_TARGET:
@@ -233,6 +305,7 @@ def load_draft_head(name: str, target: LoadedModel):
         head = load_head(folder, target.model)
         if not target.kernels.get("reason"):
             head.kernels = choose_for_head(head, name, cache_dir() / "kernels.json")
+            head.native = NativeHead.of(head)  # its layers in one native call where the kernels allow it
         for stale in [k for k, (ref, _) in _heads.items() if ref() is None]:
             del _heads[stale]
         _heads[key] = (weakref.ref(target.model), head)

@@ -138,6 +138,7 @@ class DraftHead(nn.Module):
         self.rotary = None
         self.kernels: dict = {"reason": "not chosen"}  # how its linears run (specviz.engine.kernels)
         self.static = None  # specviz.engine.static_head.StaticHead when its steps run static (CUDA), else None
+        self.native = None  # specviz.engine.native_head.NativeHead when its layers run in one native call (CPU)
 
     # -- wiring to a target --
     def attach(self, target_model) -> DraftHead:
@@ -164,6 +165,11 @@ class DraftHead(nn.Module):
         self.lm_head = lm_head
         self.rotary = target_model.model.rotary_emb
         return self
+
+    @property
+    def fast_step(self):
+        """The step its own caches are for: the static one (CUDA) or the native one (CPU)."""
+        return self.static if self.static is not None else self.native
 
     @property
     def device(self) -> torch.device:
@@ -202,19 +208,22 @@ class DraftHead(nn.Module):
 
     # -- inference: one call per catch-up or chain step, with a KV cache --
     def new_cache(self, owner=None):
-        """A KV cache for one run: a HeadCache, or with `static` set one of its preallocated caches (back
-        to its pool when `owner` is collected). step and tree_step run the step the cache is for."""
-        if self.static is None:
-            return HeadCache()
-        return self.static.new_cache(1, owner, larger=True)
+        """A KV cache for one run: with `static` set one of its preallocated caches (back to its pool when
+        `owner` is collected), with `native` set its LeanCache, else a HeadCache. step and tree_step run
+        the step the cache is for."""
+        if self.static is not None:
+            return self.static.new_cache(1, owner, larger=True)
+        if self.native is not None:
+            return self.native.new_cache()
+        return HeadCache()
 
     def step(
         self, features: torch.Tensor, tokens: torch.Tensor, first_index: int, cache
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """features [T, D], tokens [T] at head indices first_index.. (input i reads f_{i-1}, x_i at
         rope position i) -> (f^ [T, D], subset logits [T, S]); appends T entries to the cache."""
-        if not isinstance(cache, HeadCache):  # one of self.static's caches
-            return self.static.step(features, tokens, first_index, cache)
+        if not isinstance(cache, HeadCache):  # one of self.static's caches, or self.native's
+            return self.fast_step.step(features, tokens, first_index, cache)
         t = tokens.shape[0]
         positions = torch.arange(first_index, first_index + t, device=tokens.device)
         cos, sin = self.rope(positions)
@@ -251,8 +260,8 @@ class DraftHead(nn.Module):
         features [m, D], tokens [m] at head indices positions [m]; their m entries are appended to the
         cache and allowed [m, N] (N: the cache's length after them) says which entries each one sees
         (the shared prefix, its ancestors' entries and its own) -> (f^ [m, D], subset logits [m, S])."""
-        if not isinstance(cache, HeadCache):  # one of self.static's caches
-            return self.static.tree_step(features, tokens, positions, cache, allowed)
+        if not isinstance(cache, HeadCache):  # one of self.static's caches, or self.native's
+            return self.fast_step.tree_step(features, tokens, positions, cache, allowed)
         cos, sin = self.rope(positions)
         x = self.merge(features, tokens)  # [m, D]
         for i, layer in enumerate(self.layers):

@@ -31,15 +31,13 @@ class NativeStep:
             return None
         weights, formats, outs = [], [], []
         for layer, (qkv, gate_up) in zip(lean.layers, lean.fused, strict=True):
-            o, down = layer.self_attn.o_proj, layer.mlp.down_proj
-            parts = [_product(qkv), _product(o), _product(gate_up), _product(down)]
-            if any(part is None for part in parts):
-                return None
-            (qkv_w, qkv_f, qkv_n), (o_w, o_f, o_n), (gu_w, gu_f, gu_n), (d_w, d_f, d_n) = parts
             norms = (layer.input_layernorm.weight.detach(), layer.post_attention_layernorm.weight.detach())
-            weights += [norms[0], qkv_w, o_w, norms[1], gu_w, d_w]
-            formats += [qkv_f, o_f, gu_f, d_f]
-            outs += [qkv_n, o_n, gu_n, d_n]
+            got = layer_weights(norms, qkv, layer.self_attn.o_proj, gate_up, layer.mlp.down_proj)
+            if got is None:
+                return None
+            weights += got[0]
+            formats += got[1]
+            outs += got[2]
         return NativeStep(lean, weights, formats, outs)
 
     def layers(self, x: torch.Tensor, spans: list, feature_layers: list[int]) -> tuple[torch.Tensor, dict]:
@@ -56,6 +54,16 @@ class NativeStep:
             self.lean.heads, self.lean.eps, wanted,
         )  # fmt: skip
         return out[0], dict(zip(wanted, out[1:], strict=True))
+
+
+def layer_weights(norms, qkv, o, gate_up, down) -> tuple[list, list[int], list[int]] | None:
+    """One decoder layer's share of decoder_layers' arguments: (weights: norm_in, qkv, o, norm_post,
+    gate_up, down; formats and outputs of its 4 linears), or None where a linear is not native."""
+    parts = [_product(qkv), _product(o), _product(gate_up), _product(down)]
+    if any(part is None for part in parts):
+        return None
+    (qkv_w, qkv_f, qkv_n), (o_w, o_f, o_n), (gu_w, gu_f, gu_n), (d_w, d_f, d_n) = parts
+    return [norms[0], qkv_w, o_w, norms[1], gu_w, d_w], [qkv_f, o_f, gu_f, d_f], [qkv_n, o_n, gu_n, d_n]
 
 
 def _product(linear) -> tuple[torch.Tensor, int, int] | None:

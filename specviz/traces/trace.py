@@ -58,11 +58,15 @@ torch and round-trips through JSON unchanged. Field meanings (p is always the ta
                         drafter drafted: "head", "ngram", "suffix", "model"; null when unknown or nothing
                         was asked), stop (why fewer than gamma: "no_features" (the draft head has
                         no target features before the first pass), "confidence" (the head's early
-                        stop), "no_match" / "match_end" (the n-gram's or the suffix trees' lookup
-                        found no match / its match ran out), "eos" (an end-of-sequence draft); null: it drafted
+                        stop), "cost" (the head's next draft would not pay for its row of the
+                        target's pass at this machine's measured costs), "no_match" /
+                        "match_end" (the n-gram's or the suffix trees' lookup found no match / its
+                        match ran out), "eos" (an end-of-sequence draft); null: it drafted
                         all it was asked),
-                        confidence and threshold (stop "confidence" only: the best branch's
-                        confidence in its latest draft, below the head's min_confidence)
+                        confidence and threshold (stop "confidence": the best branch's
+                        confidence in its latest draft, below the head's min_confidence; stop
+                        "cost": the head's confidence in the draft it did not send, below the
+                        least that would have paid for its row, at most 1)
       cache             optional (newer speculative traces): the KV caches' lengths in rows (token
                         positions) as the engine left them. target: before (before the pass),
                         after_pass, after_rollback (step 5: the text and the accepted drafts; the

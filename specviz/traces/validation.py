@@ -103,7 +103,7 @@ def _too_big(what: str, size: int, max_bytes: int, advice: str) -> str:
 
 
 DRAFT_SOURCES = ("head", "ngram", "suffix", "model")
-DRAFT_STOPS = ("no_features", "confidence", "no_match", "match_end", "eos")
+DRAFT_STOPS = ("no_features", "confidence", "cost", "no_match", "match_end", "eos")
 
 
 def _drafting(d: Any, where: str, drafted: int) -> None:
@@ -118,12 +118,14 @@ def _drafting(d: Any, where: str, drafted: int) -> None:
     _expect(stop is None or stop in DRAFT_STOPS, f"{where}.stop", f"one of {', '.join(DRAFT_STOPS)}, or null")
     _expect(stop is None or drafted < gamma, f"{where}.stop", "null when all gamma drafts were made")
     for key in ("confidence", "threshold"):
-        if stop == "confidence":
+        if stop in ("confidence", "cost"):
             _number(d.get(key), f"{where}.{key}", 0, 1)
         else:
-            _expect(d.get(key) is None, f"{where}.{key}", 'null unless stop is "confidence"')
-    if stop == "confidence":
-        _expect(d["confidence"] < d["threshold"], f"{where}.confidence", "below the threshold it stopped at")
+            _expect(d.get(key) is None, f"{where}.{key}", 'null unless stop is "confidence" or "cost"')
+    if stop in ("confidence", "cost"):
+        # A threshold of 1 (no draft could pay for its row) stops even a draft the head was sure of.
+        below = d["confidence"] < d["threshold"] or d["threshold"] == 1
+        _expect(below, f"{where}.confidence", "below the threshold it stopped at")
 
 
 def _tree(tree: Any, where: str, drafts: list, n: int) -> None:

@@ -47,7 +47,7 @@ def _said(lang: str) -> dict[str, str]:
 
 def stop_reason(it: dict[str, Any], gamma: int | None = None, first_is_prefill: bool = False) -> str | None:
     """Why iteration `it` drafted fewer than γ, as a key: the recorded stop ("no_features", "confidence",
-    "no_match", "match_end", "eos"), "room" (max new tokens left room for fewer; "room" with none left
+    "cost", "no_match", "match_end", "eos"), "room" (max new tokens left room for fewer; "room" with none left
     means the draft was never asked), "tree" (a dynamic tree: its recorded drafts are the path the target
     walked, shorter than γ where a test failed or the tree ended), or "unrecorded" (an older trace).
     None: it drafted all γ.
@@ -80,9 +80,10 @@ def why_fewer(
     if reason is None:
         return None
     said, drafting = _said(lang), it.get("drafting") or {}
-    if reason == "confidence":
+    if reason in ("confidence", "cost"):
         confidence, threshold = below(drafting["confidence"], drafting["threshold"])
-        return said["why_confidence"].format(confidence=confidence, threshold=threshold)
+        key = "why_cost_none" if reason == "cost" and made_of(it, gamma)[0] == 0 else f"why_{reason}"
+        return said[key].format(confidence=confidence, threshold=threshold)
     if reason == "room":
         room = drafting["gamma"]
         return said["why_room_none" if room == 0 else "why_room_one" if room == 1 else "why_room"].format(n=room)
@@ -107,7 +108,7 @@ def drafted_line(it: dict[str, Any], gamma: int | None = None, first_is_prefill:
         text = said["drafted_of"].format(g=g, gamma=gam)
     if why is None:
         return text
-    then = stop_reason(it, gamma, first_is_prefill) == "confidence"  # a clause that goes on: ", then …"
+    then = stop_reason(it, gamma, first_is_prefill) in ("confidence", "cost")  # a clause that goes on: ", then …"
     return text + said["then_sep" if then else "why_sep"] + why
 
 
@@ -166,8 +167,8 @@ def reads_features(config: dict[str, Any]) -> bool:
     return head_of(config.get("draft")) is not None
 
 
-REASONS = ("no_features", "confidence", "no_match", "match_end", "eos", "room", "tree", "unrecorded")
-STOPS = REASONS[:5]  # the stops the engine records (the last three are said by specviz)
+REASONS = ("no_features", "confidence", "cost", "no_match", "match_end", "eos", "room", "tree", "unrecorded")
+STOPS = REASONS[:6]  # the stops the engine records (the last three are said by specviz)
 
 
 def reason_words(lang: str = "en") -> dict[str, str]:
