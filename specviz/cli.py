@@ -4,6 +4,7 @@
                                                 --top-p --seed --max-new-tokens --tree --rule]
                                                 [--out trace.json]
     python -m specviz validate trace.json
+    python -m specviz app [streamlit options]   (the app: specviz_app, run as its own process)
     python -m specviz bench ...          (specviz.labs.bench)
     python -m specviz draft-report ...   (specviz.labs.draft_report)
     python -m specviz train-draft ...    (specviz.training.train_draft)
@@ -19,17 +20,30 @@ import importlib
 import sys
 from pathlib import Path
 
-from specviz.config import DEFAULT_GAMMA, TREE_MODES, WEIGHT_FORMATS, DecodeOptions
+from specviz.config import (
+    DEFAULT_DRAFT,
+    DEFAULT_GAMMA,
+    DRAFTERS,
+    FALLBACK_DRAFT,
+    GAMMA_MAX,
+    GAMMA_MIN,
+    TREE_MODES,
+    WEIGHT_FORMATS,
+    DecodeOptions,
+)
 from specviz.errors import SpecvizError
 from specviz.teaching.charts.tokens import iteration_tokens
 
-# Subcommands that own their arguments live in their own modules, each with main(argv) -> int.
+# Subcommands that own their arguments live in their own modules, each with main(argv) -> int: (module,
+# what `python -m specviz --help` says of it, without importing it: the modules import torch).
 DELEGATED = {
-    "bench": "specviz.labs.bench",
-    "draft-report": "specviz.labs.draft_report",
-    "train-draft": "specviz.training.train_draft",
-    "train-head": "specviz.training.train_head",
+    "bench": ("specviz.labs.bench", "measure the speedups side by side (and llama.cpp with --llama-cpp)"),
+    "draft-report": ("specviz.labs.draft_report", "how well each offline draft guesses the target on free text"),
+    "train-draft": ("specviz.training.train_draft", "train the offline draft model (distilled from the target)"),
+    "train-head": ("specviz.training.train_head", "train the offline draft head on the target's features"),
 }
+# The app is Streamlit's, which specviz never imports: `app` starts `python -m specviz_app` as its own process.
+APP_MODULE = "specviz_app"
 
 # The acceptance rules a user may choose here: the exact ones of specviz.decoding.verify.RULES (the
 # lab's wrong variants stay in the lab). Named here so the command line imports no torch to parse.
@@ -54,22 +68,34 @@ def build_parser() -> argparse.ArgumentParser:
     gen = sub.add_parser("generate", help="decode one prompt speculatively and write its trace")
     gen.add_argument("--prompt", required=True, help="text for the model to continue")
     gen.add_argument("--target", default=None, help="target model (default: the offline SmolLM2-135M-Instruct)")
-    gen.add_argument("--draft", default=None, help="draft model name, 'ngram' or 'self' (default: offline draft)")
-    gen.add_argument("--gamma", type=int, default=DEFAULT_GAMMA, help="draft tokens per iteration (1..16)")
-    gen.add_argument("--temperature", type=float, default=1.0, help="0 is greedy")
-    gen.add_argument("--top-k", type=int, default=None)
-    gen.add_argument("--top-p", type=float, default=None)
-    gen.add_argument("--seed", type=int, default=0)
-    gen.add_argument("--max-new-tokens", type=int, default=64)
     gen.add_argument(
-        "--tree", default="branches", choices=TREE_MODES, help="a tree-drafting draft's tree (dynamic: EAGLE-2's)"
+        "--draft",
+        default=None,
+        help=f"a registered drafter ({', '.join(DRAFTERS)}), a draft model's name or folder, or a draft head's "
+        f"folder (default: {DEFAULT_DRAFT} for the offline target, {FALLBACK_DRAFT} for any other)",
+    )
+    gamma_help = f"the most draft tokens per iteration, {GAMMA_MIN}..{GAMMA_MAX} (default: %(default)s)"
+    gen.add_argument("--gamma", type=int, default=DEFAULT_GAMMA, help=gamma_help)
+    gen.add_argument("--temperature", type=float, default=1.0, help="0 is greedy (default: %(default)s)")
+    gen.add_argument("--top-k", type=int, default=None, help="keep only the k likeliest tokens (default: all)")
+    gen.add_argument(
+        "--top-p", type=float, default=None, help="keep the fewest tokens whose mass reaches p, 0..1 (default: all)"
+    )
+    gen.add_argument("--seed", type=int, default=0, help="seeds the run's one random generator (default: %(default)s)")
+    gen.add_argument("--max-new-tokens", type=int, default=64, help="the most tokens to write (default: %(default)s)")
+    gen.add_argument(
+        "--tree",
+        default="branches",
+        choices=TREE_MODES,
+        help="a tree-drafting draft's tree: off (chains), branches, dynamic (EAGLE-2's) (default: %(default)s)",
     )
     gen.add_argument(
         "--rule",
         default="exact",
         choices=CLI_RULES,
         help="the acceptance rule: exact (Algorithm 1, token by token) or block (block verification, "
-        "Sun et al. 2024: a chain's drafts judged together, never fewer kept in expectation; drafts a chain, no tree)",
+        "Sun et al. 2024: a chain's drafts judged together, never fewer kept in expectation; drafts a chain, no "
+        "tree) (default: %(default)s)",
     )
     gen.add_argument("--device", default=None, help="cpu or cuda (default: cuda when present)")
     gen.add_argument(
@@ -85,15 +111,35 @@ def build_parser() -> argparse.ArgumentParser:
         help="the target's weights: shipped (the GGUF's Q4_1/Q8_0 blocks, the default where the native kernel "
         "builds) or float32 (expanded once); output identical either way",
     )
-    gen.add_argument("--out", type=Path, default=None, help="write the trace JSON here")
-    gen.add_argument("--csv", type=Path, default=None, help="also write one CSV row per draft token here")
-    gen.add_argument("--no-color", action="store_true", help="plain text output")
+    gen.add_argument("--out", type=Path, default=None, help="write the trace JSON here (default: not written)")
+    gen.add_argument(
+        "--csv", type=Path, default=None, help="also write one CSV row per draft token here (default: not written)"
+    )
+    gen.add_argument("--no-color", action="store_true", help="plain text output (default: colours in a terminal)")
 
+    with_defaults(gen)
     val = sub.add_parser("validate", help="check a trace file against the schema and its invariants")
-    val.add_argument("path", type=Path)
+    val.add_argument("path", type=Path, help="the trace's JSON file")
 
-    for name in DELEGATED:
-        sub.add_parser(name, help=f"see python -m specviz {name} --help", add_help=False)
+    sub.add_parser(
+        "app", help=f"start the app (python -m {APP_MODULE}; its options are Streamlit's, e.g. --server.port 8502)",
+        add_help=False,
+    )  # fmt: skip
+    for name, (_module, what) in DELEGATED.items():
+        sub.add_parser(name, help=f"{what}; its options: python -m specviz {name} --help", add_help=False)
+    return parser
+
+
+def with_defaults(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Every option of `parser` says its default in its help (where it has one and the help does not
+    already say it): one rule for every command's --help. Returns the parser."""
+    for action in parser._actions:
+        if action.help in (None, argparse.SUPPRESS) or isinstance(action, argparse._HelpAction):
+            continue
+        if action.default is None or action.default is False or action.default == argparse.SUPPRESS:
+            continue  # nothing to say: an option that is off unless given
+        if "default" not in action.help:
+            action.help += " (default: %(default)s)"
     return parser
 
 
@@ -101,7 +147,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if argv and argv[0] in DELEGATED:  # the recipes and the bench raise SpecvizError like the rest
-            return importlib.import_module(DELEGATED[argv[0]]).main(argv[1:])
+            return importlib.import_module(DELEGATED[argv[0]][0]).main(argv[1:])
+        if argv and argv[0] == "app":
+            import subprocess
+
+            return subprocess.call([sys.executable, "-m", APP_MODULE, *argv[1:]])
         args = build_parser().parse_args(argv)
         if args.command == "generate":
             return _generate(args)

@@ -6,7 +6,7 @@ specviz_app/serving/launch.py holds the server settings.
 
 import streamlit as st
 
-from specviz_app import keys, language, sidebar
+from specviz_app import keys, language, render, sidebar
 from specviz_app.render import PAGES_DIR
 from specviz_app.runs import opening, running
 from specviz_app.serving import background
@@ -34,13 +34,24 @@ PAGES = [
 with background.PAGE_ACTIVITY.drawing():
     w = language.words("app")  # the language as it stands before the sidebar's control is drawn
     pages = [
-        st.Page(PAGES_DIR / f"{name}.py", title=w[f"page_{name}"], icon=icon, default=name == "playground")
+        st.Page(
+            PAGES_DIR / f"{name}.py", title=w[f"page_{name}"], icon=icon, default=name == "playground",
+            url_path="home" if name == "playground" else None,  # served at "/"; its own name is the page below
+        )
         for name, icon in PAGES
-    ]
+    ]  # fmt: skip
+    # The default page is served at "/", so /playground (a name /healthz lists, and a link may use) would be
+    # "Page not found": a hidden page there opens the Playground, the link's settings already read.
+    playground = pages[0]
+    to_playground = st.Page(
+        lambda: st.switch_page(playground), title=w["page_playground"], url_path="playground", visibility="hidden"
+    )
+    pages.append(to_playground)
     page = st.navigation(pages)
     background.preload(running.preload_defaults)  # the first Run should find the default models loaded
 
     settings = sidebar.render()
+    render.uploaders_in_language()
     st.session_state[keys.SETTINGS] = settings
     opening.open_first_visit(settings, may_decode=page.url_path != "lesson")  # a lesson link never decodes
     if st.session_state.pop(keys.RUN_REQUESTED, False):

@@ -63,6 +63,7 @@ WORKLOADS_ERROR = "workloads_error"  # Workloads, one-shot: the message of a run
 LESSON_STEP = "lesson_step"  # Lesson: the step on show
 LESSON_LANG = "lesson_lang"  # Lesson: its language control (a view of LANG, specviz_app/language.py)
 LESSON_PRESENTER = "lesson_presenter"  # Lesson: large type
+PROMPT_CUT = "_prompt_cut"  # one-shot: the prompt typed or pasted was longer than allowed and was cut
 LESSON_MESSAGE = "_lesson_message"  # Lesson, one-shot: what the link asked for that was invalid, said once
 
 

@@ -8,6 +8,7 @@ from a user or a model passes through html.escape before it reaches st.html.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,19 @@ TIMING_POLL_S = 5.0
 STREAM_REDRAW_S = 0.25
 
 __all__ = ["escaped_text", "legend_html", "md_escape", "statuses_in", "token_stream_html"]  # for the pages
+
+
+def uploaders_in_language() -> None:
+    """Every file uploader of the page in the language on show: Streamlit writes its box in English
+    ("Drag and drop files here", "Limit 50MB per file", "Upload"), and its limit is the server's, which
+    is larger than a trace may be (the pages say their own limit beside the box). So the English hint
+    is hidden and the button says the catalogue's words."""
+    label = html.escape(language.words("app")["upload_button"]).replace('"', "")
+    st.html(
+        "<style>[data-testid=stFileUploaderDropzoneInstructions]{display:none}"
+        "[data-testid=stFileUploaderDropzone] button [data-testid=stMarkdownContainer]{display:none}"
+        f'[data-testid=stFileUploaderDropzone] button::after{{content:"{label}";margin-left:0.4rem}}</style>'
+    )
 
 
 def headline(trace, baseline, spread) -> None:

@@ -242,13 +242,26 @@ def _prompt(sb) -> None:
         key=keys.EXAMPLE_PROMPT,
         on_change=_use_example_prompt,
     )
-    sb.text_area(w["prompt"], key=keys.setting("prompt"), max_chars=params.PROMPT_MAX_CHARS, height=100)
+    # No max_chars: with it the browser drops a paste that is too long without a word. A longer prompt is
+    # cut here instead, and the sidebar says so, as it does for a link's (params.from_query).
+    sb.text_area(w["prompt"], key=keys.setting("prompt"), height=100, on_change=_cut_long_prompt)
+    if st.session_state.pop(keys.PROMPT_CUT, False):
+        sb.warning(language.words("params")["prompt_too_long"].format(n=params.PROMPT_MAX_CHARS))
     sb.caption(w["prompt_help"])
     # The same Run again, where the prompt was just edited: the one at the top is out of sight by then.
     sb.button(
         w["run_with_prompt"], icon=":material/play_arrow:", on_click=_request_run, width="stretch",
         key=keys.RUN_BUTTON_UNDER_PROMPT,
     )  # fmt: skip
+
+
+def _cut_long_prompt() -> None:
+    """A prompt typed or pasted past params.PROMPT_MAX_CHARS is cut to it (said once, under the box)."""
+    key = keys.setting("prompt")
+    prompt = st.session_state.get(key)
+    if isinstance(prompt, str) and len(prompt) > params.PROMPT_MAX_CHARS:
+        st.session_state[key] = prompt[: params.PROMPT_MAX_CHARS]
+        st.session_state[keys.PROMPT_CUT] = True
 
 
 def _write_url(sb, settings: Settings) -> None:

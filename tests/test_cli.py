@@ -123,3 +123,69 @@ def test_train_head_refuses_a_missing_layer_before_writing_text(tmp_path, capsys
     assert "error: --feature-layers: [29] are not decoder layers" in err and "0 to 28" in err
     assert not (tmp_path / "data").exists()  # refused before any text was written
     assert "Traceback" not in err
+
+
+def _parsers():
+    """Every command's parser, as `python -m specviz ... --help` shows it."""
+    import argparse
+
+    from specviz.cli import build_parser
+    from specviz.labs import bench, draft_report
+    from specviz.training import recipe, train_draft, train_head
+
+    top = build_parser()
+    commands = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction)).choices
+    found = {"specviz": top, **{f"specviz {name}": p for name, p in commands.items() if p.add_help}}
+    found["specviz bench"] = bench._parser()
+
+    def captured(main, name):  # the recipes build their parser inside main: take it as --help parses
+        real = argparse.ArgumentParser.parse_args
+
+        def keep(self, args=None, namespace=None):
+            found[name] = self
+            raise SystemExit(0)
+
+        argparse.ArgumentParser.parse_args = keep
+        try:
+            main(["--help"])
+        except SystemExit:
+            pass
+        finally:
+            argparse.ArgumentParser.parse_args = real
+
+    captured(draft_report.main, "specviz draft-report")
+    captured(train_draft.main, "specviz train-draft")
+    captured(train_head.main, "specviz train-head")
+    assert recipe.field_notes(train_draft.TrainConfig)["hidden"].startswith("draft width")
+    return found
+
+
+def test_every_command_and_option_says_what_it_does_and_its_default():
+    import argparse
+
+    parsers = _parsers()
+    assert {"specviz generate", "specviz validate", "specviz bench", "specviz train-head"} <= set(parsers)
+    for name, parser in parsers.items():
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            where = f"{name} {'/'.join(action.option_strings) or action.dest}"
+            if isinstance(action, argparse._SubParsersAction):
+                for choice in action._choices_actions:
+                    assert choice.help and "see python -m" not in choice.help, where
+                continue
+            assert action.help, f"{where} has no help"
+            quiet = action.default is None or action.default is False or not action.option_strings
+            assert quiet or "default" in action.help, f"{where} does not say its default"
+
+
+def test_app_is_a_command_that_starts_the_app(monkeypatch):
+    import subprocess
+    import sys
+
+    from specviz import cli
+
+    calls = []
+    monkeypatch.setattr(subprocess, "call", lambda argv: calls.append(argv) or 0)
+    assert cli.main(["app", "--server.port", "8599"]) == 0
+    assert calls == [[sys.executable, "-m", "specviz_app", "--server.port", "8599"]]

@@ -376,7 +376,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--gammas", default="1,2,3,4,6,8", help="comma-separated gammas")
     parser.add_argument("--temperatures", default="0,1", help="comma-separated temperatures (0: greedy)")
     parser.add_argument("--reps", type=int, default=3, help="repetitions per configuration (median reported)")
-    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--max-new-tokens", type=int, default=64, help="the most tokens each decode writes")
     parser.add_argument("--prompts", type=int, default=4, help=f"how many of the set's {len(PROMPTS)} fixed prompts")
     parser.add_argument(
         "--prompt-set",
@@ -388,9 +388,9 @@ def _parser() -> argparse.ArgumentParser:
         "--tree",
         default="branches",
         choices=TREE_MODES,
-        help="the draft tree a head drafts: branches (the default), dynamic (EAGLE-2) or off (chains)",
+        help="the draft tree a head drafts: branches, dynamic (EAGLE-2) or off (chains)",
     )
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seeds each decode's random generator")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     parser.add_argument("--no-hf", action="store_true", help="skip transformers' assisted generation")
     parser.add_argument(
@@ -399,7 +399,9 @@ def _parser() -> argparse.ArgumentParser:
         help="skip timing transformers' generate() and its prompt lookup on the same model beside the target alone",
     )
     parser.add_argument("--out", type=Path, default=Path("bench.json"), help="JSON output; the table goes beside it")
-    return parser
+    from specviz.cli import with_defaults
+
+    return with_defaults(parser)
 
 
 def _main(args) -> int:

@@ -182,6 +182,7 @@ def markdown(rep: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     import sys
 
+    from specviz.cli import with_defaults
     from specviz.labs.bench import HELD_OUT_PROMPTS
 
     parser = argparse.ArgumentParser(prog="python -m specviz draft-report", description=__doc__.splitlines()[0])
@@ -189,12 +190,12 @@ def main(argv: list[str] | None = None) -> int:
                         f"(default {DRAFTERS}; with --ship {SHIPPED_DRAFTERS})")  # fmt: skip
     parser.add_argument("--temperatures", default="0,1", help="comma-separated temperatures")
     parser.add_argument("--prompts", type=int, default=len(HELD_OUT_PROMPTS), help="how many held-out prompts")
-    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--max-new-tokens", type=int, default=96, help="the most tokens each decode writes")
     parser.add_argument("--trees", default="branches", help="comma-separated draft trees: off, branches, dynamic")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     parser.add_argument("--out", type=Path, default=Path("draft-report.json"), help="JSON; the table goes beside it")
     parser.add_argument("--ship", action="store_true", help=f"write the shipped record the app reads, {RECORD.name}")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    args = with_defaults(parser).parse_args(sys.argv[1:] if argv is None else argv)
     if args.threads:
         import torch
 

@@ -135,19 +135,22 @@ def load_recordings() -> Recordings:
     return Recordings(trace, baseline, contrast, contrast_baseline, MAIN_TRACE.name)
 
 
-def parse_step(raw, count: int) -> tuple[int, str | None]:
-    """A ?step= value -> (step, message). Out of range is clamped; not a whole number keeps step 1."""
+def parse_step(raw, count: int, lang: str = "en") -> tuple[int, str | None]:
+    """A ?step= value -> (step, message in `lang`). Out of range is clamped; not a whole number keeps step 1."""
+    from specviz.teaching import catalogue
+
     if raw is None:
         return 1, None
     if isinstance(raw, list):
         raw = raw[-1] if raw else ""
     text = str(raw).strip()
+    said = catalogue.words("params", lang)
     if not text.lstrip("-").isdigit():
-        return 1, f"step: {text[:20]!r} is not a step number; starting at step 1."
+        return 1, said["step_not_a_number"].format(raw=text[:20].replace("`", "'"))
     value = int(text)
     if not 1 <= value <= count:
         clamped = min(max(value, 1), count)
-        return clamped, f"step: the lesson has steps 1 to {count}; showing step {clamped}."
+        return clamped, said["step_outside"].format(count=count, step=clamped)
     return value, None
 
 

@@ -45,7 +45,9 @@ def run_recipe(argv, prog: str, description: str, defaults, out: Path, history: 
     parser.add_argument("--history", type=Path, default=history, help="JSON record of alpha against step")
     parser.add_argument("--data", type=Path, default=data, help="where the target's text is written and reused")
     config_cli(parser, defaults)
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    from specviz.cli import with_defaults
+
+    args = with_defaults(parser).parse_args(sys.argv[1:] if argv is None else argv)
     cfg = type(defaults)(**{k: getattr(args, k) for k in asdict(defaults)})
 
     def log(message: str) -> None:
@@ -56,14 +58,29 @@ def run_recipe(argv, prog: str, description: str, defaults, out: Path, history: 
 
 
 def config_cli(parser: argparse.ArgumentParser, defaults) -> None:
-    """Add --field-name for every field of the dataclass instance `defaults`, typed like its default."""
+    """Add --field-name for every field of the dataclass instance `defaults`, typed like its default, its
+    help the comment beside the field in the dataclass (the one place that says what it means)."""
+    notes = field_notes(type(defaults))
     for name, value in asdict(defaults).items():
         flag = "--" + name.replace("_", "-")
+        note = notes.get(name, name.replace("_", " ")).replace("%", "%%")  # argparse formats help with %
         if isinstance(value, tuple):  # integers, written 1,14 on the command line
-            parser.add_argument(flag, type=_int_tuple, default=value, metavar="I,J,...")
+            parser.add_argument(flag, type=_int_tuple, default=value, metavar="I,J,...", help=note)
             continue
         kind = float if isinstance(value, float) else int if isinstance(value, int) else str
-        parser.add_argument(flag, type=kind, default=value)
+        parser.add_argument(flag, type=kind, default=value, help=note)
+
+
+def field_notes(cls) -> dict[str, str]:
+    """{field: the comment on its line} of a dataclass written as `name: type = value  # comment`."""
+    import inspect
+    import re
+
+    notes = {}
+    for line in inspect.getsource(cls).splitlines():
+        if found := re.match(r"\s+(\w+):[^=#]+=[^#]*#\s*(.+)$", line):
+            notes[found.group(1)] = found.group(2).strip()
+    return notes
 
 
 def _int_tuple(text: str) -> tuple[int, ...]:

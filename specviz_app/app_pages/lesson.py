@@ -13,6 +13,7 @@ import html
 import streamlit as st
 
 from specviz.errors import SpecvizError
+from specviz.teaching import catalogue
 from specviz.teaching import lesson as lesson_content
 from specviz.teaching.charts.tokens import label_token
 from specviz_app import keys, render
@@ -147,7 +148,7 @@ def lesson_page() -> None:
     app_language.control(language_slot, keys.LESSON_LANG, label_visibility="collapsed")
     toggle_slot.toggle(ui.get("presenter", "Presenter view (large type)"), key=keys.LESSON_PRESENTER)
     if message := st.session_state.pop(keys.LESSON_MESSAGE, None):
-        st.warning(f"From the link: {message}")
+        st.warning(catalogue.words("sidebar", app_language.current())["from_link"].format(message=message))
     if big:
         st.html(PRESENTER_CSS)
 

@@ -25,12 +25,12 @@ def step_and_view_from_link(count: int) -> tuple[int, bool]:
     """The step (clamped to 1..count, with a message for a bad link) and whether the presenter view
     is on (a link can open it: ?presenter=1, yes, true or on), from the link on the first visit, then the widgets."""
     if keys.LESSON_STEP not in st.session_state:
-        step, message = lesson_content.parse_step(_url_value("step"), count)
+        step, message = lesson_content.parse_step(_url_value("step"), count, language.current())
         st.session_state[keys.LESSON_STEP] = step
         _tell(message)
     st.session_state[keys.LESSON_STEP] = _clamped(st.session_state[keys.LESSON_STEP], count)
     if keys.LESSON_PRESENTER not in st.session_state:  # ?presenter=1, yes, true or on (params.link_switch)
-        on, message = params.link_switch(_url_value("presenter"), "presenter", default=False)
+        on, message = params.link_switch(_url_value("presenter"), "presenter", default=False, lang=language.current())
         st.session_state[keys.LESSON_PRESENTER] = on
         _tell(message)
     return st.session_state[keys.LESSON_STEP], bool(st.session_state[keys.LESSON_PRESENTER])

@@ -116,6 +116,25 @@ def test_a_prompt_longer_than_the_app_allows_is_cut_with_a_message(new_page):
     shot(page, "bad-long-prompt")
 
 
+def test_a_pasted_prompt_longer_than_the_app_allows_is_cut_with_a_message(new_page):
+    """The prompt box took no paste past 2,000 characters and said nothing (issue 59): now it is cut and said."""
+    page = new_page({"max_new": "2", "baseline": "0"}, path="traces")
+    type_into(page, "Prompt", "ab " * 1700)
+    box = page.locator('[data-testid="stSidebar"]').get_by_label("Prompt", exact=True)
+    assert len(box.input_value()) == 2000
+    assert "prompt: longer than 2000 characters; cut to that length." in sidebar_text(page)
+
+
+def test_the_upload_box_speaks_the_pages_language_and_limit(new_page):
+    """Streamlit's box said "Upload" and "50MB per file" beside the page's "at most 20 MB" (issue 59)."""
+    page = new_page({"lang": "zh"}, path="traces")
+    box = page.locator('[data-testid="stFileUploaderDropzone"]').first
+    assert not box.locator('[data-testid="stFileUploaderDropzoneInstructions"]').is_visible()
+    assert not box.locator("button [data-testid=stMarkdownContainer]").is_visible()  # Streamlit's "Upload"
+    after = box.locator("button").evaluate("b => getComputedStyle(b, '::after').content")
+    assert "选择文件" in after, after
+
+
 def test_bad_trace_files_get_clear_errors_and_keep_the_trace(new_page):
     page = new_page()
     before = showing(page)

@@ -53,3 +53,22 @@ def test_the_health_route_answers_json_and_an_unknown_path_gets_404(new_page, ap
     assert page.request.get(f"{app_url}/_stcore/health").status == 200
     missing = page.request.get(f"{app_url}/no-such-page")
     assert missing.status == 404 and "/lesson" in missing.text()
+
+
+def test_a_chinese_lesson_link_is_answered_in_chinese(new_page):
+    """Issue 59: the lesson's own link messages were English inside the Chinese page."""
+    page = new_page({"step": "99", "lang": "zh"}, path="lesson")
+    said = warnings(page)
+    assert any("来自链接" in w and "显示第" in w for w in said), said
+    assert not any(word in " ".join(said) for word in ("From the link", "showing step", "the lesson has")), said
+    page = new_page({"step": "abc", "lang": "zh"}, path="lesson")
+    said = warnings(page)
+    assert any("不是步骤编号" in w for w in said) and not any("is not a step number" in w for w in said), said
+
+
+def test_the_playground_has_its_own_path_too(new_page):
+    """/healthz lists "playground"; /playground opened Streamlit's "Page not found" (issue 59)."""
+    page = new_page({"max_new": "4", "baseline": "0"}, path="playground")
+    assert "Page not found" not in main_text(page)
+    assert page.locator('[data-testid="stMain"] h1').first.inner_text().startswith("Playground")
+    assert page.locator('[data-testid="stSidebarNav"] a[aria-current="page"]').first.inner_text().endswith("Playground")
