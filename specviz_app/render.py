@@ -84,6 +84,31 @@ def speed_numbers(loaded, draw: Callable[[Spread | None], None]) -> None:
         draw(speedup_spread(loaded.trace, loaded.baseline))
 
 
+def follow_timing(loaded) -> None:
+    """For a page whose figures all read the run's timed pairs without being drawn by speed_numbers
+    (Theory: its measured speedup, the verdict beside it, the chart's point): while pairs come in, the
+    timing line, and the whole page drawn again as soon as another pair is in, so no figure stays at
+    the count it was first drawn with while the Playground's moves on (issue 59)."""
+    if loaded is None or loaded.timing is None or not loaded.timing.running():
+        return
+    st.fragment(run_every=TIMING_POLL_S)(_redraw_on_new_pairs)(loaded, _pairs_in(loaded))
+
+
+def _pairs_in(loaded) -> tuple[int, int]:
+    """The run's timed pairs as a page reads them: (the pairs its figures come from, the pairs timed)."""
+    spread = speedup_spread(loaded.trace, loaded.baseline)
+    return (0, 0) if spread is None else (spread.pairs, spread.timed)
+
+
+@background.page_drawing  # a poll is a script run too: the pair it meets is timed again
+def _redraw_on_new_pairs(loaded, pairs_when_drawn: tuple[int, int]) -> None:
+    if not loaded.timing.running() or _pairs_in(loaded) != pairs_when_drawn:
+        st.rerun()
+    spread = speedup_spread(loaded.trace, loaded.baseline)
+    if words := timing_status(loaded.trace, loaded.baseline, spread, language.current()):
+        st.caption(":material/timer: " + words)
+
+
 def sameness_words(trace, verdict: Sameness, w: dict[str, str]) -> str:
     """The verdict on sameness (specviz.traces.sameness) in the language of `w`, tokens named as the
     speculative trace wrote them (#id when unknown)."""

@@ -10,7 +10,7 @@ from specviz.labs import theory
 from specviz.teaching import glossary
 from specviz.teaching.charts import theory as theory_charts
 from specviz.teaching.charts import theory_text
-from specviz_app import keys, language, session
+from specviz_app import keys, language, render, session
 from specviz_app.controls import theory as theory_controls
 from specviz_app.runs import opening
 
@@ -149,6 +149,7 @@ def theory_page() -> None:
     lang, w = language.current(), language.words("theory")
     st.title(w["title"])
     st.caption(w["intro"])
+    render.follow_timing(session.current())  # every measured figure below follows the pairs as they come in
     m = theory_controls.measured()
     alpha, gamma, c, v = theory_controls.sliders(m)
     if said := theory_text.sliders_against_run(m, alpha, gamma, c, v, lang):

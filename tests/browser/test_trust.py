@@ -214,3 +214,36 @@ def test_the_playground_speed_numbers_come_from_one_set_of_pairs(new_page, timed
 
     goto_page(page, "Timeline")  # the same figure, range and count on the Timeline
     assert page.evaluate(READ_METRICS)["Speedup"] == [speedup, note]
+
+
+# Theory's Measured metric once every pair is in: its note "x–y, N pairs" and no timing line left.
+THEORY_FINISHED = """() => {
+    const metric = [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stMetric"]')]
+        .find(m => m.innerText.trim().startsWith('Measured'));
+    const note = metric && metric.querySelector('[data-testid="stMetricDelta"]');
+    return Boolean(note) && /^\\d+\\.\\d\\d–\\d+\\.\\d\\d, \\d+ pairs$/.test(note.innerText.trim())
+        && !/\\d+ of \\d+ pairs in/.test(document.querySelector('[data-testid="stMain"]').innerText);
+}"""
+
+
+def test_theory_follows_the_pairs_while_they_come_in(new_page, timed_app):
+    """Theory opened while a run's pairs are still being timed used to keep the figure it was first drawn
+    with ("1.13×, one timed pair" beside the Playground's "1.13×, 1.11–1.15 over 3 pairs", issue 59). It
+    must follow them: once they are in, its Measured figure, range and count are the Playground's."""
+    page = new_page(app=timed_app)
+    seed = page.locator('[data-testid="stSidebar"]').get_by_label("Seed")
+    seed.fill("7")
+    act(page, lambda: seed.press("Tab"))
+    page.locator('[data-testid="stSidebar"] button', has_text="Run").first.click()
+    page.wait_for_function("() => /Showing: run here.*seed 7\\b/.test(document.body.innerText)", timeout=RUN_TIMEOUT_MS)
+    goto_page(page, "Theory")  # at once: the pairs are still being timed on most machines
+    page.wait_for_function(THEORY_FINISHED, timeout=RUN_TIMEOUT_MS, polling=500)
+    wait_idle(page)
+    measured = page.locator('[data-testid="stMetric"]', has_text=re.compile(r"^Measured")).first
+    value = float(measured.locator('[data-testid="stMetricValue"]').inner_text().rstrip("×"))
+    low, high, pairs = re.fullmatch(
+        r"(\d+\.\d\d)–(\d+\.\d\d), (\d+) pairs", measured.locator('[data-testid="stMetricDelta"]').inner_text().strip()
+    ).groups()
+    goto_page(page, "Playground")
+    median, note = wait_for_all_pairs(page)
+    assert value == median and note == f"{low}–{high} over {pairs} pairs", (value, low, high, pairs, median, note)
