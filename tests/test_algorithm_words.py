@@ -108,7 +108,9 @@ def test_a_tree_iteration_names_the_kept_branch_in_the_hover_card_and_the_inspec
                                                          {"token_id": 41, "token": " as"}]],
                   "rejected_first": []}  # fmt: skip
     html = token_stream_html(trace.iterations, trace.extra)
-    assert "a draft tree: 2 branches checked in one target pass, branch 2 “. And then” kept" in html
+    walked = "a draft tree: 2 branches checked in one target pass; the target walked branch 2, “. And then”, and "
+    assert walked + f"accepted {it['accepted_count']} of its {len(it['drafts'])} drafts" in html
+    assert "“. And then” kept" not in html  # a card on a rejected draft never says its branch's drafts were kept
     note = step_view(trace, 3).tree_note
     kept, not_kept = note.split("Kept: ", 1)[1].split("Not kept: ", 1)
     assert "“. And then”" in kept and "“known as”" in not_kept and "known" not in kept
@@ -383,7 +385,7 @@ def test_the_chinese_lesson_says_how_its_iteration_drafted_in_chinese():
     assert "drafted" not in html and "iteration 3:" not in html and "early stop" not in html
     tree = tree_trace(1)
     zh = token_stream_html(tree.iterations, {}, gamma=3, lang="zh")
-    assert "草稿树：2 个分支在目标模型的一次前向中一起检验，保留第 2 个分支 “. And then”" in zh
+    assert "草稿树：2 个分支在目标模型的一次前向中一起检验；目标模型沿第 2 个分支 “. And then” 检验" in zh
     last = frozen("no_room_at_the_end").iterations[-1]
     assert "没有草稿（γ = 3）：在达到最大新 token 数之前已没有起草的空间" in token_stream_html(
         [last], {}, gamma=3, lang="zh"

@@ -117,15 +117,18 @@ def kept_tokens(tokens: list[dict[str, Any]]) -> str:
 
 
 def tree_line(it: dict[str, Any], lang: str = "en") -> str | None:
-    """'a draft tree: 2 branches checked in one target pass, branch 1 “…” kept' — one line for a hover
-    card, in `lang` (None: a chain)."""
+    """'a draft tree: 2 branches checked in one target pass; the target walked branch 1, “…”, and accepted
+    1 of its 3 drafts' — one line for a hover card, in `lang` (None: a chain). It names the branch the
+    target walked and how much of it was accepted, so a card on one of its rejected drafts never reads
+    as if that draft was kept."""
     tree = it.get("tree")
     if not tree or not it["drafts"]:
         return None
-    if "nodes" in tree:  # EAGLE-2's dynamic tree: its size and the path kept
-        return _said(lang)["tree_line_dynamic"].format(nodes=len(tree["nodes"]), tokens=kept_tokens(it["drafts"]))
+    counts = {"tokens": kept_tokens(it["drafts"]), "accepted": it["accepted_count"], "drafted": len(it["drafts"])}
+    if "nodes" in tree:  # EAGLE-2's dynamic tree: its size and the path walked
+        return _said(lang)["tree_line_dynamic"].format(nodes=len(tree["nodes"]), **counts)
     k = len(tree["other_branches"]) + 1
-    return _said(lang)["tree_line"].format(k=k, b=tree["kept_branch"] + 1, tokens=kept_tokens(it["drafts"]))
+    return _said(lang)["tree_line"].format(k=k, b=tree["kept_branch"] + 1, **counts)
 
 
 def _compared(value: float, other: float, digits: int, more: str, level: str, less: str) -> str:
