@@ -52,6 +52,7 @@ with background.PAGE_ACTIVITY.drawing():
 
     settings = sidebar.render()
     render.uploaders_in_language()
+    render.cards_in_view()
     st.session_state[keys.SETTINGS] = settings
     opening.open_first_visit(settings, may_decode=page.url_path != "lesson")  # a lesson link never decodes
     if st.session_state.pop(keys.RUN_REQUESTED, False):

@@ -41,6 +41,47 @@ STREAM_REDRAW_S = 0.25
 __all__ = ["escaped_text", "legend_html", "md_escape", "statuses_in", "token_stream_html"]  # for the pages
 
 
+# A token's hover card opens below it, leftwards in a line's right half (the stream's own CSS guesses the
+# side from the token's column). Only the browser knows where a card lands: a card at a line's end ran
+# past the window's right edge, one near the bottom below it (issue 59). Once a card is shown, this moves
+# it inside the window: left or right by what it overhangs, above its token when there is no room below.
+_CARDS_IN_VIEW = """<script>
+(() => {
+  if (window.__svCardsInView) return;
+  window.__svCardsInView = true;
+  const pad = 8;
+  const place = (token) => {
+    const card = token.querySelector('.sv-card');
+    if (!card) return;
+    Object.assign(card.style, {left: '', right: '', top: '', bottom: '', maxWidth: ''});
+    const width = document.documentElement.clientWidth, height = window.innerHeight;
+    card.style.maxWidth = (width - 2 * pad) + 'px';
+    let r = card.getBoundingClientRect();
+    if (r.right > width - pad || r.left < pad) {
+      const shift = r.right > width - pad ? width - pad - r.right : pad - r.left;
+      card.style.left = (card.offsetLeft + shift) + 'px';
+      card.style.right = 'auto';
+    }
+    r = card.getBoundingClientRect();
+    const above = token.getBoundingClientRect().top;
+    if (r.bottom > height - pad && above - r.height - pad > 0) {
+      card.style.top = 'auto';
+      card.style.bottom = '1.9em';
+    }
+  };
+  document.addEventListener('mouseover', (e) => {
+    const token = e.target.closest && e.target.closest('.sv-tok');
+    if (token) requestAnimationFrame(() => place(token));
+  }, true);
+})();
+</script>"""
+
+
+def cards_in_view() -> None:
+    """Every hover card of the token streams opens inside the window (_CARDS_IN_VIEW; our own script)."""
+    st.html(_CARDS_IN_VIEW, unsafe_allow_javascript=True)
+
+
 def uploaders_in_language() -> None:
     """Every file uploader of the page in the language on show: Streamlit writes its box in English
     ("Drag and drop files here", "Limit 50MB per file", "Upload"), and its limit is the server's, which

@@ -69,3 +69,39 @@ def test_the_lab_comparison_shows_every_number_in_full(new_page):
         assert "false alarm" in text and f"1 time in {round(1 / SIGNIFICANCE)}" in text, text[-3000:]
     else:
         assert f"not rejected at the {SIGNIFICANCE:g} level" in text, text[-3000:]
+
+
+# The tokens a card is most likely to leave the window from: the one furthest right on each line of the
+# stream and the lowest ones, as indices among the stream's tokens.
+EDGE_TOKENS = """() => {
+    const tokens = [...document.querySelectorAll('[data-testid="stMain"] .sv-stream .sv-tok')];
+    const rects = tokens.map(t => t.getBoundingClientRect());
+    const lines = {};
+    rects.forEach((r, i) => {
+        const line = Math.round(r.top);
+        if (!(line in lines) || rects[lines[line]].right < r.right) lines[line] = i;
+    });
+    const last = Object.keys(lines).map(Number).sort((a, b) => a - b).slice(-3).map(k => lines[k]);
+    return [...new Set([...Object.values(lines).slice(0, 6), ...last, tokens.length - 1])];
+}"""
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (1440, 900)])
+def test_every_hover_card_opens_inside_the_window(new_page, size):
+    """A card at a line's end ran past the window's right edge and one near the bottom opened below it
+    (issue 59): hovered where that happens, each card lies inside the window."""
+    width, height = size
+    page = new_page(viewport=size)  # the first visit's example, its stream drawn
+    tokens = page.locator('[data-testid="stMain"] .sv-stream .sv-tok')
+    tokens.first.wait_for()
+    for i in page.evaluate(EDGE_TOKENS):
+        token = tokens.nth(i)
+        token.scroll_into_view_if_needed()
+        token.evaluate("t => window.scrollBy(0, 0)")
+        token.hover()
+        card = token.locator(".sv-card")
+        card.wait_for(state="visible")
+        page.wait_for_timeout(100)  # the placing script runs on the next frame
+        box = card.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= width, (i, box)
+        assert box["y"] >= 0 and box["y"] + box["height"] <= height, (i, box)
