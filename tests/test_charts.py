@@ -388,3 +388,16 @@ def test_race_positions_no_draft_reached_are_gaps_and_equal_nothing():
     ngram, head = fig.data
     assert ngram.y[1] is None and ngram.customdata[1][1] == ""
     assert head.customdata[2][1] == "" and ngram.customdata[0][1] == "<br>the same as draft head"
+
+
+def test_the_race_chart_labels_no_line_a_bar_label_could_meet():
+    """The "0.93×" of a bar just below 1× met the 1× line's own label (issue 59): the line's meaning is
+    in the y-axis title, in both languages, and nothing is written on the line."""
+    from specviz.labs.race import RECORDING
+    from specviz.teaching.charts.race import race_speed_figure
+
+    result = json.loads(RECORDING.read_text(encoding="utf-8"))
+    for lang, said in (("en", "1× = no gain"), ("zh", "1×")):
+        fig = race_speed_figure(result, lang)
+        assert not fig.layout.annotations
+        assert said in fig.layout.yaxis.title.text

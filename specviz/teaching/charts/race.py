@@ -42,13 +42,9 @@ def race_speed_figure(result: dict[str, Any], lang: str = "en") -> go.Figure:
         opacity=0.55,
         hovertemplate=w["race_predicted_hover"],
     )
-    fig.add_hline(
-        y=1.0,
-        line_dash="dash",
-        line_color="#757575",
-        annotation_text=w["race_no_gain"],
-        annotation_position="top right",  # the target-as-draft bar, last, is always below 1×: room there
-    )
+    # The dashed line's meaning is in the y-axis title: a label on the line itself met the "0.93×" of a
+    # bar just below 1× (issue 59), and a bar may stand anywhere near it.
+    fig.add_hline(y=1.0, line_dash="dash", line_color="#757575")
     fig.update_layout(
         barmode="group",
         height=430,
