@@ -77,6 +77,9 @@ _CARDS_IN_VIEW = """<script>
 </script>"""
 
 
+APP_SCRIPTS = (_CARDS_IN_VIEW,)  # the app's own scripts, written here with no user text in them
+
+
 def cards_in_view() -> None:
     """Every hover card of the token streams opens inside the window (_CARDS_IN_VIEW; our own script)."""
     st.html(_CARDS_IN_VIEW, unsafe_allow_javascript=True)

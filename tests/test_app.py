@@ -48,7 +48,11 @@ def goto(at: AppTest, page: str) -> AppTest:
 
 
 def html_bodies(at: AppTest) -> str:
-    return "\n".join(h.value for h in at.html)
+    """Every st.html the page drew, less the app's own scripts (render: the hover cards' placing), which
+    hold no user text: what is left must hold no script."""
+    from specviz_app.render import APP_SCRIPTS
+
+    return "\n".join(h.value for h in at.html if h.value not in APP_SCRIPTS)
 
 
 def source_caption(at: AppTest) -> str:
@@ -371,3 +375,38 @@ def test_a_decoding_page_redraws_at_most_every_stream_redraw_s():
     redraw = running._Redraw(clock=lambda: next(times))
     made = [SimpleNamespace(new_tokens=n, max_new_tokens=5) for n in (1, 2, 3, 4, 4, 5)]
     assert [redraw.due(p) for p in made] == [True, False, True, False, False, True]
+
+
+def test_the_trace_json_alone_reproduces_the_speedup_the_page_showed():
+    """ "Trace (JSON)" promises the full trace: uploaded alone in a fresh session it showed "Speedup n/a"
+    and another tok/s (issue 59). It carries its baseline now: the same figures on every page."""
+    from specviz_app.runs import gallery
+
+    at = new_app()  # the first visit shows the default example with its baseline
+    goto(at, "app_pages/playground.py")
+    shown = {m.label: (m.value, m.delta) for m in at.metric}
+    trace, baseline = gallery.example_traces(gallery.examples()[0])
+    one_file = trace.with_baseline_json(baseline, indent=1).encode()  # what the Traces page's download gives
+    fresh = upload(new_app(), [("01-default.json", one_file)])
+    goto(fresh, "app_pages/playground.py")
+    alone = {m.label: (m.value, m.delta) for m in fresh.metric}
+    assert alone == shown and alone["Speedup"][0] != "n/a", (alone, shown)
+    for page in ("timeline", "acceptance", "inspector", "theory"):  # every page opens it
+        goto(fresh, f"app_pages/{page}.py")
+        no_error(fresh)
+
+
+def test_a_carried_baseline_is_checked_like_an_uploaded_one():
+    from specviz.errors import TraceError
+    from specviz.traces.trace import Trace
+    from specviz_app.runs import gallery
+
+    trace, baseline = gallery.example_traces(gallery.examples()[0])
+    data = json.loads(trace.with_baseline_json(baseline))
+    assert Trace.from_dict(data).carried_baseline()[1].to_dict() == baseline.to_dict()
+    data["extra"]["baseline"]["summary"]["wall_ms"] = -1.0
+    with pytest.raises(TraceError, match="extra.baseline: summary.wall_ms"):
+        Trace.from_dict(data).carried_baseline()
+    data["extra"]["baseline"] = trace.to_dict()  # a speculative run is no baseline
+    with pytest.raises(TraceError, match="target-alone run"):
+        Trace.from_dict(data).carried_baseline()

@@ -84,6 +84,9 @@ torch and round-trips through JSON unchanged. Field meanings (p is always the ta
                         (1: it met no other decode, and specviz.traces.speedup times it as a solo run)
     extra.timing        timed pairs (specviz.traces.speedup); a pair's "batched" marks one figures skip,
                         its "disturbed" one they skip while enough others are in
+    extra.baseline      optional: the target-alone run on the same settings, a whole trace of its own
+                        (Trace.with_baseline_json writes it, carried_baseline reads it back), so one
+                        downloaded file reproduces every page
 
 With tracing off (benchmarks) `iterations` is empty and only the summary is filled.
 
@@ -99,7 +102,7 @@ import csv
 import io
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 # The summary's definitions and the reading of untrusted files have their own modules; their names
@@ -115,6 +118,7 @@ from specviz.traces.validation import (  # noqa: F401
 )
 
 TOP_N = 10  # how many alternatives each draft and correction records
+BASELINE_KEY = "baseline"  # extra: the target-alone run a downloaded trace carries (Trace.with_baseline_json)
 
 # The status of every token, in the order the legend shows them (see the module docstring).
 STATUSES = ("accepted", "rejected", "discarded", "resampled", "bonus", "target")
@@ -226,6 +230,31 @@ class Trace:
     @classmethod
     def from_json(cls, text: str | bytes) -> Trace:
         return cls.from_dict(parse_json(text))
+
+    def with_baseline_json(self, baseline: Trace | None, indent: int | None = None) -> str:
+        """This trace's JSON with its target-alone run carried in extra.baseline, so one file reproduces
+        what a page showed (its speedup reads both; specviz_app's "Trace (JSON)"). Without a baseline
+        (or a baseline alone, its own baseline): to_json."""
+        if baseline is None or baseline is self or self.mode != "speculative":
+            return self.to_json(indent)
+        data = self.to_dict()
+        data["extra"] = {**self.extra, BASELINE_KEY: baseline.to_dict()}
+        return json.dumps(data, indent=indent, ensure_ascii=False, allow_nan=False)
+
+    def carried_baseline(self) -> tuple[Trace, Trace | None]:
+        """(this trace without extra.baseline, the baseline it carried, validated; None when it carries
+        none): with_baseline_json's inverse. Raises TraceError naming a carried baseline's problem."""
+        carried = self.extra.get(BASELINE_KEY)
+        if carried is None:
+            return self, None
+        try:
+            baseline = Trace.from_dict(carried)
+        except TraceError as exc:
+            raise TraceError(f"extra.{BASELINE_KEY}: {exc}") from None
+        if baseline.mode != "autoregressive":
+            raise TraceError(f"extra.{BASELINE_KEY}: the carried baseline must be a target-alone run.")
+        trace = replace(self, extra={k: v for k, v in self.extra.items() if k != BASELINE_KEY})
+        return trace, baseline
 
     # ----- exports ----------------------------------------------------------------------------
     def to_csv(self) -> str:

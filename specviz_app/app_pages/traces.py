@@ -47,7 +47,11 @@ def _downloads(loaded, w: dict[str, str]) -> None:
     st.caption(w["showing"].format(source=opening.source_words(loaded.source, language.current())))
     cols = st.columns(4)
     cols[0].download_button(
-        label["trace"], trace.to_json(indent=1), f"{stem}.json", "application/json", help=w["help_trace"]
+        label["trace"],
+        trace.with_baseline_json(loaded.baseline, indent=1),
+        f"{stem}.json",
+        "application/json",
+        help=w["help_trace"],
     )
     cols[1].download_button(label["csv"], trace.to_csv(), f"{stem}.csv", "text/csv", help=w["help_csv"])
     cols[2].download_button(

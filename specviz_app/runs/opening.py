@@ -121,7 +121,8 @@ def read_uploads(files: list[tuple[str, bytes]], lang: str = "en") -> tuple[Trac
     if len(traces) == 2 and (len(spec) != 1 or len(base) != 1):
         raise TraceError(w["two_files"])
     if spec:
-        return spec[0], base[0] if base else None
+        trace, carried = spec[0].carried_baseline()  # the app's Trace (JSON) carries its baseline
+        return trace, base[0] if base else carried
     return base[0], base[0]  # a baseline alone: show it as the trace and as its own baseline
 
 
