@@ -520,3 +520,22 @@ def test_the_family_step_says_what_specviz_runs():
         assert "**staged**" in body and "SuffixDecoding" in body and "Spector & Ré" in body, language
     recorded = dict(race.shipped(), rows=[{"draft": "staged", "tokens_per_iteration": 2.0}])
     assert lesson_charts.family_figure(recorded).data[0].x == ()  # a staged row drawn nowhere
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_the_serving_figures_the_lesson_quotes_are_the_recordings(language):
+    """Step 13 quotes the Serving page's recording: its gains at the smallest and largest B and where it
+    stopped paying must be that recording's, in both languages, whichever recording ships (issue 59)."""
+    import re
+
+    from specviz.labs import serving
+
+    result = serving.shipped()
+    gains = {b: g for b in result.batches() if (g := result.gain(b)) is not None}
+    first, last, cross = min(gains), max(gains), result.crossover()
+    text = " ".join(t for _, t in lesson.shown_for("system", REC, language).notes).replace("\xa0", " ")
+    quoted = [float(x) for x in re.findall(r"\*\*(\d+\.\d\d)×\*\*", text)]
+    assert quoted == [round(gains[first], 2), round(gains[last], 2)], (quoted, gains)
+    assert f"B = {first}" in text and f"B = {last}" in text
+    if cross is not None:
+        assert f"B = {cross}" in text

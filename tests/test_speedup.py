@@ -455,3 +455,26 @@ def test_spent_retries_keep_the_earliest_disturbed_pairs_so_the_count_is_the_one
     assert len(counted) == 3 and batched not in counted
     spread = speedup.spread_of_pairs(speedup.figure_pairs(timing["pairs"]), timing["wanted"])
     assert spread.complete and (spread.pairs, spread.median) == (3, 2.0) and spread.high == pytest.approx(3.0)
+
+
+def test_a_speedup_timed_under_load_says_so_on_every_page():
+    """A run whose figures had to count pairs timed while pages drew (a busy server) was shown as a clean
+    figure, to its viewer and to every later visitor of its shared recording (issue 59)."""
+    from specviz.teaching.charts.headline import range_note, sureness
+
+    trace, base = example()
+    quiet = [pair(50.0, 100.0), pair(40.0, 100.0), pair(45.0, 100.0)]
+    trace.extra["timing"] = {"pairs": quiet, "wanted": 3}
+    clean = speedup.speedup_spread(trace, base)
+    assert not clean.under_load and "under load" not in range_note(clean)
+    busy = [dict(p, disturbed=True) for p in quiet]
+    trace.extra["timing"] = {"pairs": busy, "wanted": 3}
+    speedup.keep_disturbed(trace.extra["timing"])  # the retries spent: the disturbed pairs are counted
+    loaded = speedup.speedup_spread(trace, base)
+    assert loaded.under_load and loaded.median == clean.median
+    assert range_note(loaded).endswith(", measured under load") and range_note(loaded, "zh").endswith("在负载下测得")
+    assert sureness(loaded).startswith("Measured under load") and "在负载下测得" in sureness(loaded, "zh")
+    # One undisturbed pair among them: the figures use it alone, and it is clean again.
+    unkept = [dict(p, disturbed=True) for p in quiet[:2]]  # disturbed, retries not yet spent: not counted
+    trace.extra["timing"] = {"pairs": [*unkept, quiet[2]], "wanted": 1}
+    assert not speedup.speedup_spread(trace, base).under_load

@@ -91,6 +91,9 @@ class Spread:
     speculative_ms: float = 0.0
     target_tokens: int = 0
     target_ms: float = 0.0
+    # Some pair the figures come from ran while a page was drawn in the same process (a busy server:
+    # its retries spent, keep_disturbed counted it): the figures were measured under load.
+    under_load: bool = False
 
     @property
     def complete(self) -> bool:
@@ -302,8 +305,12 @@ def speedup_spread(trace: Any, baseline: Any) -> Spread | None:
     baseline, or only batched timings so far; why_no_speedup says which)."""
     wanted = (trace.extra.get("timing") or {}).get("wanted") if trace.mode == "speculative" else None
     pairs = list(timed_pairs(trace, baseline))  # one snapshot: the timing thread appends as it goes
-    spread = spread_of_pairs(figure_pairs(pairs), wanted)
-    return None if spread is None else replace(spread, timed=len(counted_pairs(pairs)))
+    figures = figure_pairs(pairs)
+    spread = spread_of_pairs(figures, wanted)
+    if spread is None:
+        return None
+    loaded = any(p.get("disturbed") for p in figures)
+    return replace(spread, timed=len(counted_pairs(pairs)), under_load=loaded)
 
 
 def speedup(trace: Any, baseline: Any) -> float | None:

@@ -64,8 +64,10 @@ def _verdict(alpha: float, c: float, v: float, run: theory.Explanation | None, l
 
 
 def _timed(w: dict[str, str], run: theory.Explanation, range_key: str) -> str:
-    """How the run's measured speedup was timed: its pairs' range and count, or that one pair timed it."""
-    return w["timed_one"] if run.pairs == 1 else w[range_key].format(low=run.low, high=run.high, pairs=run.pairs)
+    """How the run's measured speedup was timed: its pairs' range and count, or that one pair timed it, and
+    whether it was measured under load (as the Playground says it: headline.range_note)."""
+    said = w["timed_one"] if run.pairs == 1 else w[range_key].format(low=run.low, high=run.high, pairs=run.pairs)
+    return said + language.words("charts")["headline_under_load_mark"] if run.spread.under_load else said
 
 
 def _measured_section(m: dict | None, lang: str, w: dict[str, str]) -> theory.Explanation | None:

@@ -151,9 +151,12 @@ def range_note(spread, lang: str = "en") -> str:
     if not spread.complete:
         span = "" if spread.pairs == 1 else w["headline_span"].format(low=spread.low, high=spread.high)
         return w["headline_timing_in"].format(span=span, timed=spread.timed, wanted=spread.wanted)
-    if spread.pairs == 1:
-        return w["headline_one_pair"]
-    return w["headline_range"].format(low=spread.low, high=spread.high, pairs=spread.pairs)
+    note = (
+        w["headline_one_pair"]
+        if spread.pairs == 1
+        else w["headline_range"].format(low=spread.low, high=spread.high, pairs=spread.pairs)
+    )
+    return note + w["headline_under_load_mark"] if spread.under_load else note
 
 
 def pairs_to_come(trace: Trace, lang: str = "en") -> str:
@@ -169,6 +172,8 @@ def sureness(spread: Spread | None, lang: str = "en") -> str | None:
     every pair is within it of the median, or while pairs still come in."""
     if spread is None or not spread.complete:
         return None
+    if spread.under_load:  # never shown as a clean figure, to this visitor or a later one of a shared recording
+        return words(lang)["headline_under_load"]
     if spread.pairs == 1:
         return words(lang)["headline_timed_once"]
     if spread.sure:
