@@ -32,11 +32,13 @@ from specviz.config import (
     DecodeOptions,
 )
 from specviz.errors import SpecvizError
+from specviz.labs.command_help import with_defaults
 from specviz.teaching.charts.tokens import iteration_tokens
 
 # Subcommands that own their arguments live in their own modules, each with main(argv) -> int: (module,
 # what `python -m specviz --help` says of it, without importing it: the modules import torch).
 DELEGATED = {
+    "check": ("specviz.labs.check", "prove on this machine that the output is the target's (exit 1 if not)"),
     "bench": ("specviz.labs.bench", "measure the speedups side by side (and llama.cpp with --llama-cpp)"),
     "draft-report": ("specviz.labs.draft_report", "how well each offline draft guesses the target on free text"),
     "train-draft": ("specviz.training.train_draft", "train the offline draft model (distilled from the target)"),
@@ -66,6 +68,21 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     gen = sub.add_parser("generate", help="decode one prompt speculatively and write its trace")
+    _generate_options(gen)
+    val = sub.add_parser("validate", help="check a trace file against the schema and its invariants")
+    val.add_argument("path", type=Path, help="the trace's JSON file")
+
+    sub.add_parser(
+        "app", help=f"start the app (python -m {APP_MODULE}; its options are Streamlit's, e.g. --server.port 8502)",
+        add_help=False,
+    )  # fmt: skip
+    for name, (_module, what) in DELEGATED.items():
+        sub.add_parser(name, help=f"{what}; its options: python -m specviz {name} --help", add_help=False)
+    return parser
+
+
+def _generate_options(gen: argparse.ArgumentParser) -> None:
+    """generate's options, each with what it does and its default."""
     gen.add_argument("--prompt", required=True, help="text for the model to continue")
     gen.add_argument("--target", default=None, help="target model (default: the offline SmolLM2-135M-Instruct)")
     gen.add_argument(
@@ -116,31 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--csv", type=Path, default=None, help="also write one CSV row per draft token here (default: not written)"
     )
     gen.add_argument("--no-color", action="store_true", help="plain text output (default: colours in a terminal)")
-
     with_defaults(gen)
-    val = sub.add_parser("validate", help="check a trace file against the schema and its invariants")
-    val.add_argument("path", type=Path, help="the trace's JSON file")
-
-    sub.add_parser(
-        "app", help=f"start the app (python -m {APP_MODULE}; its options are Streamlit's, e.g. --server.port 8502)",
-        add_help=False,
-    )  # fmt: skip
-    for name, (_module, what) in DELEGATED.items():
-        sub.add_parser(name, help=f"{what}; its options: python -m specviz {name} --help", add_help=False)
-    return parser
-
-
-def with_defaults(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Every option of `parser` says its default in its help (where it has one and the help does not
-    already say it): one rule for every command's --help. Returns the parser."""
-    for action in parser._actions:
-        if action.help in (None, argparse.SUPPRESS) or isinstance(action, argparse._HelpAction):
-            continue
-        if action.default is None or action.default is False or action.default == argparse.SUPPRESS:
-            continue  # nothing to say: an option that is off unless given
-        if "default" not in action.help:
-            action.help += " (default: %(default)s)"
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

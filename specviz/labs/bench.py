@@ -399,7 +399,7 @@ def _parser() -> argparse.ArgumentParser:
         help="skip timing transformers' generate() and its prompt lookup on the same model beside the target alone",
     )
     parser.add_argument("--out", type=Path, default=Path("bench.json"), help="JSON output; the table goes beside it")
-    from specviz.cli import with_defaults
+    from specviz.labs.command_help import with_defaults
 
     return with_defaults(parser)
 

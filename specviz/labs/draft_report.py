@@ -182,8 +182,8 @@ def markdown(rep: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     import sys
 
-    from specviz.cli import with_defaults
     from specviz.labs.bench import HELD_OUT_PROMPTS
+    from specviz.labs.command_help import with_defaults
 
     parser = argparse.ArgumentParser(prog="python -m specviz draft-report", description=__doc__.splitlines()[0])
     parser.add_argument("--drafters", default=None, help=f"comma-separated drafters: registry keys or draft names "

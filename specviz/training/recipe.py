@@ -45,7 +45,7 @@ def run_recipe(argv, prog: str, description: str, defaults, out: Path, history: 
     parser.add_argument("--history", type=Path, default=history, help="JSON record of alpha against step")
     parser.add_argument("--data", type=Path, default=data, help="where the target's text is written and reused")
     config_cli(parser, defaults)
-    from specviz.cli import with_defaults
+    from specviz.labs.command_help import with_defaults
 
     args = with_defaults(parser).parse_args(sys.argv[1:] if argv is None else argv)
     cfg = type(defaults)(**{k: getattr(args, k) for k in asdict(defaults)})

@@ -15,6 +15,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from specviz.labs import lab_stats
 from specviz.teaching.charts.style import P_COLOR, STATUS_COLORS, house_figure, titled
 from specviz.teaching.charts.tokens import plot_escape
 from specviz.teaching.charts.words import words
@@ -23,12 +24,7 @@ SPEC_COLOR = "#ef6c00"  # samples of speculative decoding (under the chosen rule
 TARGET_SAMPLE_COLOR = "#b39ddb"  # samples of the target alone: a light shade of p's purple
 CORRECT_COLOR = STATUS_COLORS["accepted"]
 WRONG_COLOR = STATUS_COLORS["rejected"]
-# The lab's significance level: below this p-value the page says the test rejects. At 0.01 one run
-# in 100 of the correct rule or the control was called "not the target's distribution" (the page's
-# very first run, seed 0, was one of them: p-value 0.0084). At 0.001 a correct sampler is rejected
-# about 1 run in 1000 (docs/reliability.md, measured), while the wrong rules at the default n = 500
-# land near p-value 1e-17: fourteen orders of magnitude below the level, caught all the same.
-SIGNIFICANCE = 0.001
+SIGNIFICANCE = lab_stats.SIGNIFICANCE  # the lab's level, whose home (and why 0.001) is specviz.labs.lab_stats
 # The page's starting values, per choice of models; scripts/lab_false_alarms.py measures the toy ones.
 DEFAULTS = {
     "toy": {"k": 2, "n": 500, "gamma": 1, "temperature": 1.0},
