@@ -99,6 +99,7 @@ LAB_RULE = "lab_rule"
 LAB_K, LAB_GAMMA, LAB_TEMPERATURE, LAB_SEED = "lab_k", "lab_gamma", "lab_temperature", "lab_seed"
 LAB_SAMPLES_PREFIX = "lab_n_"  # + the models' choice: n, whose default depends on it
 LAB_RUN_ONE, LAB_RUN_ALL, LAB_STOP_BUTTON = "lab_run_one", "lab_run_all", "lab_stop_button"
+LAB_CHECK_RUN = "lab_check_run"  # Distribution lab: the button that runs this machine's quick check
 LAB_RULES_CHART = "lab-rules"
 LAB_SHOW = "lab_show"  # which rule's distribution is drawn
 LAB_DISTRIBUTION_PREFIX = "lab-dist-"  # + the rule: its distribution chart

@@ -148,3 +148,46 @@ def test_every_word_a_page_shows_in_chinese_is_chinese(page):
     assert left == {}, f"{page}: English left on the Chinese page:\n" + "\n".join(
         f"{t!r}: {w}" for t, w in left.items()
     )
+
+
+def test_the_lab_pages_machine_check_is_said_in_chinese(monkeypatch, tmp_path):
+    """The Lab page's last `specviz check` report: its verdicts said from their numbers in the page's
+    language (the report's own one-line sentences are English, in the JSON only)."""
+    from specviz.labs import check
+
+    report = {
+        "schema": check.CHECK_SCHEMA, "quick": True, "rule": "exact", "made_at": "2026-12-06 09:00:00 UTC",
+        "machine": {"cpu": "Intel(R) Xeon(R) Processor", "cores": 2, "torch": "2.13.0+cpu"}, "seconds": 38.0,
+        "passed": False, "caught_by": ["chi2"],
+        "verdicts": [
+            {"check": "kernels", "passed": True, "said": "shipped weights", "detail": {
+                "weights": "shipped", "forward": "lean", "draft_step": "native"}},
+            {"check": "greedy", "passed": True, "said": "2 of 2 prompts identical", "detail": {
+                "tokens": 16, "prompts": [{"verdict": "identical"}, {"verdict": "near_tie", "at": 3, "gap": 1e-6}]}},
+            {"check": "chi2", "passed": False, "said": "hybrid, rule resample_from_p", "detail": {
+                "drafter": "hybrid", "rule": "resample_from_p", "p_value": 1.8e-18, "level": 0.001, "n": 400,
+                "cells": 15}},
+            {"check": "invariants", "passed": True, "said": "3 traces, 0 problems", "detail": {
+                "traces": 3, "problems": []}},
+            {"check": "speed", "passed": True, "said": "0.90×", "detail": {
+                "spread": {"median": 0.9, "low": 0.87, "high": 0.97, "pairs": 3}, "costs": {"c": 0.24},
+                "v": [0.0, 1.0, 1.1, 1.23, 1.39]}},
+        ],
+    }  # fmt: skip
+    (tmp_path / "check.json").write_text(json.dumps(report), encoding="utf-8")
+    monkeypatch.setattr(check, "last_report_path", lambda: tmp_path / "check.json")
+    for lang in ("en", "zh"):
+        at = AppTest.from_file(APP, default_timeout=120)
+        at.query_params.update({"lang": lang})
+        at.run()
+        at.switch_page("app_pages/lab.py").run()
+        assert not at.exception, [e.value for e in at.exception]
+        alerts = [e.value for e in at.error]
+        shown = " ".join(shown_texts(at) + alerts)
+        if lang == "en":
+            assert "A check failed: distribution (chi-square)" in shown and "p = `1.8e-18` (level 0.001)" in shown
+            continue
+        assert "有检查未通过：分布（卡方检验）" in shown and "p = `1.8e-18`（显著性水平 0.001）" in shown
+        data = data_strings(at)
+        left = {t[:120]: w for t in shown_texts(at) + alerts if (w := english_left(t, data))}
+        assert left == {}, left

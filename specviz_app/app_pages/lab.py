@@ -15,6 +15,7 @@ from specviz.labs import lab_time
 from specviz.teaching.charts import lab as lab_charts
 from specviz.teaching.charts.tokens import display_token
 from specviz_app import keys, language, params, render, session
+from specviz_app.controls import machine_check
 from specviz_app.runs import loading
 from specviz_app.sidebar import pair_label
 
@@ -177,6 +178,7 @@ def lab_page() -> None:
         st.info(w["start_info"])
     else:
         _show_results(stored)
+    machine_check.section()  # this machine's last `specviz check`, and the quick one at a click
 
 
 lab_page()
