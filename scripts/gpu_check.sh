@@ -23,6 +23,9 @@ timeout 150 $PY -m pytest --noconftest -p no:cacheprovider -q -rs tests/test_sta
     -k "captured or cuda or grows or prefill or tree_passes or loaded" 2>&1 | tee "$OUT/tests.txt"
 timeout 120 $PY -m pytest --noconftest -p no:cacheprovider -q -rs tests/test_static_head.py -k "captured" 2>&1 \
     | tee "$OUT/tests_head.txt"
+# issue 58: the captured step's proof against the eager step (specviz.engine.capture_proof) on the real graphs
+timeout 90 $PY -m pytest --noconftest -p no:cacheprovider -q -rs tests/test_capture_proof.py -k "real_captured" 2>&1 \
+    | tee "$OUT/tests_proof.txt"
 timeout 270 $PY "${BENCH[@]}" --device cuda --dtype bfloat16 --tau 1.82,1.67 2>&1 | tee "$OUT/bench_bf16.txt"
 timeout 150 $PY "${BENCH[@]}" --device cuda --dtype float32 --prompts 2 --reps 1 --new-tokens 64 2>&1 \
     | tee "$OUT/bench_f32.txt"

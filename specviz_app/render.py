@@ -229,6 +229,8 @@ def trace_notice(loaded, settings, timing_line: bool = True) -> bool:
     st.caption(md_escape(showing))
     if words := batch_words(loaded.trace, loaded.baseline, lang):
         st.caption(":material/group: " + words)
+    if note := cfg.get("capture_note"):  # on CUDA: the captured step failed its proof (engine.capture_proof)
+        st.warning(w["capture_fallback"].format(why=str(note).replace("`", "'")), icon=":material/memory:")
     if timing_line and loaded.timing is not None and loaded.timing.running():
         drawn_with_speedup = speedup_spread(loaded.trace, loaded.baseline) is not None
         # One poll rate for every page: in a class, thirty pages polling faster while their shared

@@ -24,6 +24,7 @@ FAMILIES = {
     f"{P}request_queue_time_seconds": "histogram",
     f"{P}num_requests_running": "gauge",
     f"{P}num_requests_waiting": "gauge",
+    f"{P}cuda_step_fallbacks": "gauge",
     f"{P}spec_decode_num_drafts": "counter",
     f"{P}spec_decode_num_draft_tokens": "counter",
     f"{P}spec_decode_num_accepted_tokens": "counter",
@@ -56,6 +57,7 @@ def _record_known_runs(m: metrics.ServerMetrics) -> None:
         m.request_queue_time.observe(waited)
     m.num_requests_running.set_function(lambda: 2)
     m.num_requests_waiting.set_function(lambda: 1)
+    m.cuda_step_fallbacks.set_function(lambda: 1)  # a target whose captured step failed its proof
     m.record_spec_decode(
         [
             {"drafts": [{}, {}, {}], "accepted_count": 2},
@@ -93,6 +95,7 @@ def test_a_known_sequence_of_runs_scrapes_as_these_names_types_and_values():
         (f"{queue}_bucket", (("le", "5.0"),)): 3,
         (f"{P}num_requests_running", ()): 2,
         (f"{P}num_requests_waiting", ()): 1,
+        (f"{P}cuda_step_fallbacks", ()): 1,
         (f"{P}spec_decode_num_drafts_total", ()): 4,
         (f"{P}spec_decode_num_draft_tokens_total", ()): 10,
         (f"{P}spec_decode_num_accepted_tokens_total", ()): 6,

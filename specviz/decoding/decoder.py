@@ -459,6 +459,8 @@ def _config_dict(target: LoadedModel, drafter, run: Run, device, traced: bool) -
         "weights": target.weights,
         "weights_note": target.weights_note,
         "forward": target.forward,  # "lean" (specviz.engine.lean_llama) or transformers' own, and why
+        # on CUDA, why the captured step does not serve (specviz.engine.capture_proof): only when it does not
+        **({"capture_note": target.capture_note} if getattr(target, "capture_note", "") else {}),
         "kernels": target.kernels,  # specviz.engine.kernels: the choice per group and shape, and its timings
         "draft_kernels": getattr(drafter, "kernels", None),
         "rule": rule,

@@ -306,6 +306,8 @@ def load_draft_head(name: str, target: LoadedModel):
         if not target.kernels.get("reason"):
             head.kernels = choose_for_head(head, name, cache_dir() / "kernels.json")
             head.native = NativeHead.of(head)  # its layers in one native call where the kernels allow it
+        if target.capture_note:  # the target's captured step failed its proof: the head steps eagerly too
+            head.static = None
         for stale in [k for k, (ref, _) in _heads.items() if ref() is None]:
             del _heads[stale]
         _heads[key] = (weakref.ref(target.model), head)

@@ -120,6 +120,7 @@ class LoadedModel:
     lean: Any = None  # specviz.engine.lean_llama.LeanLlama when the lean forward serves it, else None
     forward: str = "transformers"  # "lean", "static (CUDA graphs)", or "transformers (why neither serves)"
     static: Any = None  # specviz.engine.static_llama.StaticLlama: the lean step captured on CUDA, else None
+    capture_note: str = ""  # on CUDA: why the captured step does not serve (it failed its proof, or was turned off)
 
     @property
     def kernels_label(self) -> str:
@@ -292,12 +293,11 @@ def ready_model(
     if device_map is not None:
         why_not_lean = "loaded with a device_map"
     fast = LeanLlama(model) if why_not_lean is None else None
-    static = None  # on CUDA: the lean layers' static step in CUDA graphs (the linears stay torch's)
+    static, capture_note = None, ""  # on CUDA: the lean layers' static step in CUDA graphs, once it proved itself
     if model.device.type == "cuda" and lean and device_map is None and not lean_unavailable(model, cpu_only=False):
         from specviz.engine.cuda_steps import captured_step
-        from specviz.engine.static_llama import StaticLlama
 
-        static = StaticLlama(LeanLlama(model, cpu_only=False), capture=captured_step)
+        static, capture_note = proven_static(model, captured_step)
     note = shipped_unavailable(name, model, dtype, pack, device_map) if weights == "shipped" else ""
     if weights == "shipped" and note is None:
         kernels = _on_shipped_blocks(model, fast)
@@ -313,6 +313,8 @@ def ready_model(
                 kernels["fused_layers"] = fast.fuse_projections()  # q/k/v and gate/up in one product each
             return_freed_memory()
     forward = "lean" if fast is not None else f"transformers ({why_not_lean})"
+    if capture_note:
+        forward = f"transformers (the captured CUDA step does not serve: {capture_note})"
     return LoadedModel(
         name=name,
         model=model,
@@ -325,7 +327,28 @@ def ready_model(
         lean=fast,
         forward="static (CUDA graphs)" if static is not None else forward,
         static=static,
+        capture_note=capture_note,
     )
+
+
+def proven_static(model, capture) -> tuple[Any, str]:
+    """The lean layers' static step with `capture` (on CUDA, cuda_steps.captured_step), once it proved
+    itself against the same step run eagerly (specviz.engine.capture_proof), or (None, why not): the load
+    then keeps transformers' eager forward, the path verified exact on a GPU. SPECVIZ_CUDA_STEP forces
+    "captured" (no proof) or "eager"."""
+    from specviz.engine import capture_proof
+    from specviz.engine.lean_llama import LeanLlama
+    from specviz.engine.static_llama import StaticLlama
+
+    mode = capture_proof.cuda_step_mode()
+    if mode == "eager":
+        return None, "SPECVIZ_CUDA_STEP=eager"
+    static = StaticLlama(LeanLlama(model, cpu_only=False), capture=capture)
+    why = None if mode == "captured" else capture_proof.prove(static, model.config.vocab_size)
+    if why is None:
+        return static, ""
+    capture_proof.FALLBACKS.append(why)
+    return None, why
 
 
 def _on_shipped_blocks(model, fast) -> dict:

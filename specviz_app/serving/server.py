@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from specviz.engine import capture_proof
 from specviz.serving.gate import all_gates, observe_waits
 from specviz.traces import metrics
 
@@ -30,6 +31,7 @@ def _waiting() -> int:
 metrics.METRICS.num_requests_running.set_function(_holding)  # read at each scrape
 metrics.METRICS.num_requests_waiting.set_function(_waiting)
 observe_waits(metrics.METRICS.request_queue_time.observe)
+metrics.METRICS.cuda_step_fallbacks.set_function(lambda: len(capture_proof.FALLBACKS))
 
 
 async def metrics_page(request: Request) -> Response:
