@@ -9,7 +9,8 @@ where the user is, on the pair the app would load, and says what it found:
                 difference passes only at a near-tie (the target's float32 top-2 logit gap at that token
                 within the dtype's tolerance, specviz.traces.sameness), and is named with its gap
     chi2        per drafter and rule: the first sampled tokens against the target's exact p, the lab's
-                calibrated test (specviz.labs.lab): p above SIGNIFICANCE and no sample of probability 0
+                calibrated test (specviz.labs.lab): p above the lab's SIGNIFICANCE shared by the check's
+                tests (each at SIGNIFICANCE / their number) and no sample of probability 0
     invariants  every trace the check made passes the trace's validation (specviz.traces.validation)
     speed       c, v(rows) and one speedup with its spread, timed in interleaved pairs (never fails:
                 a speed is a measurement, not a verdict)
@@ -193,6 +194,9 @@ def chi2_verdicts(target, plan: Plan, traces: list, log) -> list[Verdict]:
     ids = _chi2_ids(target.tokenizer)
     sampling = SamplingConfig(1.0, top_k=CHI2_TOP_K)
     exact = exact_distribution(target, ids, k=CHI2_TOKENS, sampling=sampling, min_prob=1e-3)
+    # The lab's level for the whole check (Bonferroni): with 14 tests at 0.001 each, a correct machine
+    # would fail one about once in 70 full checks; the wrong rules still land far below the shared level.
+    level = SIGNIFICANCE / (len(plan.drafters) * len(plan.rules))
     verdicts = []
     for drafter in plan.drafters:
         for rule in plan.rules:
@@ -202,12 +206,12 @@ def chi2_verdicts(target, plan: Plan, traces: list, log) -> list[Verdict]:
                 with_target=False, top_k=CHI2_TOP_K,
             )  # fmt: skip
             test = result.spec_test
-            passed = result.impossible_spec == 0 and test.p_value is not None and test.p_value > SIGNIFICANCE
+            passed = result.impossible_spec == 0 and test.p_value is not None and test.p_value > level
             p_said = "n/a" if test.p_value is None else f"{test.p_value:.3g}"
             said = f"{drafter}, rule {rule}: p = {p_said} over {test.n} samples, {test.cells} cells"
             if result.impossible_spec:
                 said += f", {result.impossible_spec} samples the target gives probability 0"
-            detail = {"drafter": drafter, "rule": rule, "level": SIGNIFICANCE, **asdict(test),
+            detail = {"drafter": drafter, "rule": rule, "level": level, **asdict(test),
                       "impossible": result.impossible_spec}  # fmt: skip
             verdicts.append(Verdict("chi2", passed, said, detail))
             options = DecodeOptions(temperature=1.0, top_k=CHI2_TOP_K, max_new_tokens=16, rule=rule, seed=1)
