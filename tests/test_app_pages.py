@@ -327,7 +327,11 @@ def test_lab_compares_all_rules_with_their_cost():
     assert any("Skipping the bonus keeps the distribution" in c for c in texts(at, "caption"))
     at.selectbox(key="lab_show").set_value("no_bonus").run()
     no_error(at)
-    assert texts(at, "subheader")[-1] == "Correct but slower: skip the bonus token"
+    # the chosen rule's section, above the machine check's (the page's last)
+    assert texts(at, "subheader")[-2:] == [
+        "Correct but slower: skip the bonus token",
+        "Is the output the target's on this machine?",
+    ]
 
 
 def _records(monkeypatch, head, distilled):

