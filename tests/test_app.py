@@ -410,3 +410,18 @@ def test_a_carried_baseline_is_checked_like_an_uploaded_one():
     data["extra"]["baseline"] = trace.to_dict()  # a speculative run is no baseline
     with pytest.raises(TraceError, match="target-alone run"):
         Trace.from_dict(data).carried_baseline()
+
+
+def test_a_run_says_it_loads_the_models_only_when_it_will(monkeypatch):
+    """Run pressed again on a link whose models are loaded showed "Loading the models…" above the old
+    stream for a second (issue 59): the first status says "Starting the run…" once they are."""
+    from specviz_app import params
+    from specviz_app.runs import loading
+
+    settings = params.DEFAULTS
+    monkeypatch.setattr(loading, "LOADED", set())
+    assert not loading.target_loaded(settings)
+    loading.LOADED.add((settings.model_names()[0], settings.dtype, settings.weights))
+    assert loading.target_loaded(settings)
+    other = params.Settings(**{**vars(settings), "weights": "float32"})  # another load of the same target
+    assert not loading.target_loaded(other)

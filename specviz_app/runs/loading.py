@@ -23,6 +23,11 @@ from specviz_app.serving import background
 THREADS_ENV = "SPECVIZ_THREADS"
 
 
+# (name, dtype, weights) of the models get_model has loaded in this process: a Run says "Loading the
+# models…" only when it will (a link pressed again while it decodes showed it above the old stream).
+LOADED: set[tuple] = set()
+
+
 @st.cache_resource(max_entries=models.MAX_LOADED, show_spinner=False)
 def get_model(name: str, dtype: str | None = None, weights: str | None = None) -> models.LoadedModel:
     """Load a model once per server process (bounded as the library bounds it: models.MAX_LOADED)."""
@@ -30,7 +35,14 @@ def get_model(name: str, dtype: str | None = None, weights: str | None = None) -
     _apply_thread_setting()
     loaded = models.load_model(name, dtype=dtype, weights=weights)
     _warm_up(loaded)
+    LOADED.add((name, dtype, weights))
     return loaded
+
+
+def target_loaded(settings: Settings) -> bool:
+    """Whether the settings' target was loaded in this process already (a cache may have let it go since:
+    then the Run loads it again, having said it starts)."""
+    return (settings.model_names()[0], settings.dtype, settings.weights) in LOADED
 
 
 def _apply_thread_setting() -> None:

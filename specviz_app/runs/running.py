@@ -32,7 +32,7 @@ from specviz.serving.hooks import ServingHooks
 from specviz.traces import metrics, speedup, trace_store
 from specviz_app import keys, language, params, render
 from specviz_app.params import Settings
-from specviz_app.runs.loading import float32_of, load_pair
+from specviz_app.runs.loading import float32_of, load_pair, target_loaded
 from specviz_app.serving import background, shared_runs
 from specviz_app.session import ErrorGuard, Loaded, show
 
@@ -94,7 +94,7 @@ def run(settings: Settings) -> None:
     area, w = st.empty(), language.words("running")
     with area.container(border=True):
         # First, so the click is answered at once, even while the preload still holds the models.
-        status = st.status(w["loading_models"], expanded=True)
+        status = st.status(w["starting" if target_loaded(settings) else "loading_models"], expanded=True)
         # Clicking it reruns the script, which interrupts this run at its next status update (every
         # poll while it queues, every redraw while it decodes): specviz.serving.gate frees its place and
         # nothing is stored, so the previous trace stays on show.

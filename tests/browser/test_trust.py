@@ -34,7 +34,9 @@ from .helpers import (
     watch_server,
 )
 
-STATUS = re.compile(r"Loading the models|Decoding speculatively|Decoding with the target alone|Waiting for the model")
+STATUS = re.compile(
+    r"Loading the models|Starting the run|Decoding speculatively|Decoding with the target alone|Waiting for the model"
+)
 WATCH_STATUS = f"""() => {{
     window.__svStatuses = [];
     const status = new RegExp({STATUS.pattern!r});
