@@ -8,7 +8,6 @@ from a user or a model passes through html.escape before it reaches st.html.
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,7 +89,8 @@ def uploaders_in_language() -> None:
     ("Drag and drop files here", "Limit 50MB per file", "Upload"), and its limit is the server's, which
     is larger than a trace may be (the pages say their own limit beside the box). So the English hint
     is hidden and the button says the catalogue's words."""
-    label = html.escape(language.words("app")["upload_button"]).replace('"', "")
+    said = language.words("app")["upload_button"]
+    label = said.replace("\\", "\\\\").replace('"', '\\"').replace("<", "\\3c ")  # a CSS string, in a style tag
     st.html(
         "<style>[data-testid=stFileUploaderDropzoneInstructions]{display:none}"
         "[data-testid=stFileUploaderDropzone] button [data-testid=stMarkdownContainer]{display:none}"

@@ -113,8 +113,8 @@ class HeadDrafter:
         state = {"tokens": 1.0, "path": 1.0}  # expected tokens of the drafts sent so far; their path score
 
         def pays(k: int, confidence: float) -> bool:
-            cost = v[min(k + 1, len(v) - 1)] + step * (k + 1)
-            row = v[min(k + 2, len(v) - 1)] - v[min(k + 1, len(v) - 1)]
+            cost = v_at(v, k + 1) + step * (k + 1)
+            row = v_at(v, k + 2) - v_at(v, k + 1)
             # The least confidence that pays; above 1 no draft could, and the trace says 1 (a probability).
             threshold = min(1.0, state["tokens"] * row / (cost * state["path"]))
             if confidence < threshold or threshold == 1.0:
@@ -210,9 +210,9 @@ class HeadDrafter:
         v, one_row_s = self.costs()
         heads = gamma * level_seconds(self.head, 1) / one_row_s
         probs = subset_logits.float().softmax(-1) if self.sampling.greedy else self._q(subset_logits)
-        c1, c2 = (float(x) for x in probs.topk(2).values)
-        last = len(v) - 1
-        chain_cost, tree_cost = v[min(1 + gamma, last)] + heads, v[min(1 + self.branches * gamma, last)] + heads
+        top = [float(x) for x in probs.topk(min(2, probs.shape[-1])).values] + [0.0]
+        c1, c2 = top[0], top[1]
+        chain_cost, tree_cost = v_at(v, 1 + gamma) + heads, v_at(v, 1 + self.branches * gamma) + heads
         return (1 + c1 + c2) * chain_cost > (1 + c1) * tree_cost
 
     def _unsure(self, subset_logits: torch.Tensor, q: torch.Tensor, tokens: torch.Tensor) -> bool:
@@ -275,6 +275,13 @@ class HeadDrafter:
         full = torch.full((*subset_logits.shape[:-1], self.vocab_size), float("-inf"), device=subset_logits.device)
         full[..., self.head.subset] = subset_logits.float()
         return probabilities(full, self.sampling)
+
+
+def v_at(v: list[float], rows: int) -> float:
+    """v(rows) from the measured v [0..R]: past R, extended along its last step (a pass grows with its
+    rows; cutting it at R would make a large tree look as cheap as R rows)."""
+    last = len(v) - 1
+    return v[rows] if rows <= last else v[last] + (rows - last) * max(0.0, v[last] - v[last - 1])
 
 
 _heads: dict[tuple, tuple] = {}  # (name, id(target model)) -> (weak reference to that model, head)

@@ -116,13 +116,31 @@ def level_pass(head, nodes: Nodes, chosen: list[int], f_last, index: int, cache,
 
 def level_seconds(head, width: int) -> float:
     """The head's pass over one level of `width` nodes over a short cached context, in seconds: the
-    median of a few, measured once per loaded head (kept on it) so a run's budget never moves."""
-    import statistics
-    import time
+    median of a few, measured once per machine and kept (<cache>/verify_cost.json, as the target's
+    v), so a run's budget, and with it what a seed drafts, never moves between loads."""
+    from specviz.engine import verify_cost
+    from specviz.engine.kernels import describe, machine_key
+    from specviz.engine.models import cache_dir
 
     held = getattr(head, "level_seconds", None)
     if held is not None and width in held:
         return held[width]
+    step = "static" if head.static is not None else "native" if head.native is not None else "eager"
+    key = f"head level | {machine_key(head.cfg.target)} | {head.cfg.subset_size} x {head.cfg.depth} | {step} | "
+    key += f"{describe(head.kernels)} | {head.device} | width {width}"
+    path = cache_dir() / "verify_cost.json"
+    seconds = verify_cost._read(path).get(key)
+    if not isinstance(seconds, float) or not seconds > 0:
+        seconds = _measured_level(head, width)
+        verify_cost._write(path, key, seconds)
+    head.level_seconds = {**(held or {}), width: seconds}
+    return seconds
+
+
+def _measured_level(head, width: int) -> float:
+    import statistics
+    import time
+
     device, context = head.device, 48
     cache = head.new_cache()  # the step that runs: eager, or the static one (captured on CUDA)
     features = torch.randn(context + width, head.cfg.hidden, generator=torch.Generator().manual_seed(0)).to(device)
@@ -137,5 +155,4 @@ def level_seconds(head, width: int) -> float:
             head.tree_step(features[context:], tokens[context:], positions, cache, allowed)
             times.append(time.perf_counter() - t0)
             cache.crop(context)
-    head.level_seconds = {**(held or {}), width: statistics.median(times)}
-    return head.level_seconds[width]
+    return statistics.median(times)

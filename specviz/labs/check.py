@@ -143,7 +143,7 @@ def greedy_verdict(target, draft: str, plan: Plan, rule: str, traces: list) -> V
         with torch.inference_mode():
             out = target.model.generate(
                 torch.tensor([ids], device=target.device), max_new_tokens=plan.greedy_tokens, do_sample=False,
-                pad_token_id=target.tokenizer.eos_token_id,
+                pad_token_id=target.eos_token_id, eos_token_id=target.eos_token_id,  # stops where the decoder does
             )  # fmt: skip
         reference = out[0, len(ids) :].tolist()
         options = DecodeOptions(temperature=0, max_new_tokens=plan.greedy_tokens, rule=rule)

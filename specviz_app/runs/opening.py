@@ -121,7 +121,11 @@ def read_uploads(files: list[tuple[str, bytes]], lang: str = "en") -> tuple[Trac
     if len(traces) == 2 and (len(spec) != 1 or len(base) != 1):
         raise TraceError(w["two_files"])
     if spec:
-        trace, carried = spec[0].carried_baseline()  # the app's Trace (JSON) carries its baseline
+        try:
+            trace, carried = spec[0].carried_baseline()  # the app's Trace (JSON) carries its baseline
+        except TraceError as exc:
+            name = next(n for (n, _), t in zip(files, traces, strict=True) if t is spec[0])
+            raise TraceError(f"{name}: {exc}") from None
         return trace, base[0] if base else carried
     return base[0], base[0]  # a baseline alone: show it as the trace and as its own baseline
 
