@@ -32,7 +32,7 @@ DEFAULT_WEIGHTS = "shipped"
 # the target's verification costs were measured (the shipped drafters), a chain stops instead when its
 # next draft would not pay for its row, and the head drafts its branches only where their rows pay
 # (HeadDrafter._chain_budget, _branches_pay): on a step that computes rather than streams, as the
-# weights as shipped do, rows are not free (docs/benchmarks.md, "The draft that pays for its row").
+# weights as shipped do, rows are not free (docs/benchmarks.md, "drafts that must pay for their rows").
 HEAD_MIN_CONFIDENCE = 0.3
 # First-position candidates of the head's greedy draft tree, chosen by measurement: two candidates,
 # each continued for gamma - 1 more tokens, raised the tokens per iteration; three or a deeper tree
