@@ -135,6 +135,13 @@ def test_a_steep_pass_stops_by_cost_and_says_why(offline_target, head):
     assert tree.shape[0] == 1  # the tree's extra rows do not pay: the chain
 
 
-def test_level_seconds_runs_the_step_the_head_runs(head):
+def test_the_head_step_cost_is_kept_per_machine(head, monkeypatch, tmp_path):
+    """Measured once per machine and read back after a restart, so a seed drafts the same on the next load."""
+    from specviz.engine import models
+
+    monkeypatch.setattr(models, "cache_dir", lambda: tmp_path)
     head.__dict__.pop("level_seconds", None)
-    assert head_tree.level_seconds(head, 1) > 0
+    first = head_tree.level_seconds(head, 1)
+    head.__dict__.pop("level_seconds", None)  # a new load of the head: nothing kept on it
+    monkeypatch.setattr(head_tree, "_measured_level", lambda *_: pytest.fail("measured again"))
+    assert head_tree.level_seconds(head, 1) == first

@@ -24,7 +24,7 @@ import os
 import torch
 
 from specviz.engine.lean_llama import LeanCache
-from specviz.engine.native_step import layer_weights
+from specviz.engine.native_step import stacked_weights
 from specviz.engine.packing import FusedLinears
 
 
@@ -44,18 +44,13 @@ class NativeHead:
             return None
         if head.norm.weight.dtype != torch.float32 or cfg.head_dim % 16 or cfg.hidden % 16:
             return None
-        weights, formats, outs = [], [], []
-        for layer in head.layers:
-            qkv = FusedLinears.of([layer.q_proj, layer.k_proj, layer.v_proj])
-            gate_up = FusedLinears.of([layer.gate_proj, layer.up_proj])
-            norms = (layer.input_norm.weight.detach(), layer.post_norm.weight.detach())
-            got = layer_weights(norms, qkv, layer.o_proj, gate_up, layer.down_proj)
-            if got is None:
-                return None
-            weights += got[0]
-            formats += got[1]
-            outs += got[2]
-        return NativeHead(head, weights, formats, outs)
+        stacked = stacked_weights(
+            ((layer.input_norm.weight.detach(), layer.post_norm.weight.detach()),
+             FusedLinears.of([layer.q_proj, layer.k_proj, layer.v_proj]), layer.o_proj,
+             FusedLinears.of([layer.gate_proj, layer.up_proj]), layer.down_proj)
+            for layer in head.layers
+        )  # fmt: skip
+        return None if stacked is None else NativeHead(head, *stacked)
 
     def new_cache(self) -> LeanCache:
         cfg = self.head.cfg

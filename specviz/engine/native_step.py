@@ -29,16 +29,12 @@ class NativeStep:
         not a whole number of 16-float vectors (the step's sums run 16 lanes wide)."""
         if lean.dtype != torch.float32 or lean.head_dim % 16 or lean.model.config.hidden_size % 16:
             return None
-        weights, formats, outs = [], [], []
-        for layer, (qkv, gate_up) in zip(lean.layers, lean.fused, strict=True):
-            norms = (layer.input_layernorm.weight.detach(), layer.post_attention_layernorm.weight.detach())
-            got = layer_weights(norms, qkv, layer.self_attn.o_proj, gate_up, layer.mlp.down_proj)
-            if got is None:
-                return None
-            weights += got[0]
-            formats += got[1]
-            outs += got[2]
-        return NativeStep(lean, weights, formats, outs)
+        stacked = stacked_weights(
+            ((layer.input_layernorm.weight.detach(), layer.post_attention_layernorm.weight.detach()),
+             qkv, layer.self_attn.o_proj, gate_up, layer.mlp.down_proj)
+            for layer, (qkv, gate_up) in zip(lean.layers, lean.fused, strict=True)
+        )  # fmt: skip
+        return None if stacked is None else NativeStep(lean, *stacked)
 
     def layers(self, x: torch.Tensor, spans: list, feature_layers: list[int]) -> tuple[torch.Tensor, dict]:
         """x [sum T, D] the runs' new rows' embeddings, one run after another -> (x after every layer
@@ -54,6 +50,20 @@ class NativeStep:
             self.lean.heads, self.lean.eps, wanted,
         )  # fmt: skip
         return out[0], dict(zip(wanted, out[1:], strict=True))
+
+
+def stacked_weights(layers) -> tuple[list, list[int], list[int]] | None:
+    """decoder_layers' weights, formats and outputs for every layer, given each as (norms, qkv, o,
+    gate_up, down), one after another; None where any layer's linears are not native."""
+    weights, formats, outs = [], [], []
+    for norms, qkv, o, gate_up, down in layers:
+        got = layer_weights(norms, qkv, o, gate_up, down)
+        if got is None:
+            return None
+        weights += got[0]
+        formats += got[1]
+        outs += got[2]
+    return weights, formats, outs
 
 
 def layer_weights(norms, qkv, o, gate_up, down) -> tuple[list, list[int], list[int]] | None:

@@ -42,7 +42,7 @@ def race_speed_figure(result: dict[str, Any], lang: str = "en") -> go.Figure:
         opacity=0.55,
         hovertemplate=w["race_predicted_hover"],
     )
-    # The dashed line's meaning is in the y-axis title: a label on the line itself met the "0.93×" of a
+    # The dashed line's meaning is in the y-axis title: a label on the line itself met the label of a
     # bar just below 1× (issue 59), and a bar may stand anywhere near it.
     fig.add_hline(y=1.0, line_dash="dash", line_color="#757575")
     fig.update_layout(
