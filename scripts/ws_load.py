@@ -157,10 +157,18 @@ def run_clients(url: str, queries: list[dict], timeout_s: float) -> list[ws_clie
 
 
 def spread(values: list[float | None]) -> dict:
+    """How many came, and their median, 90th percentile and last (seconds)."""
     got = sorted(v for v in values if v is not None)
     if not got:
         return {"n": 0}
-    return {"n": len(got), "median": round(statistics.median(got), 2), "last": round(got[-1], 2)}
+    p90 = got[min(len(got) - 1, round(0.9 * (len(got) - 1)))]
+    return {"n": len(got), "median": round(statistics.median(got), 2), "p90": round(p90, 2), "last": round(got[-1], 2)}
+
+
+def admission(before: dict, after: dict) -> dict:
+    """What the server's admission did during the load (/metrics counters' growth)."""
+    names = ("requests_deferred", "admission_retries", "requests_refused", "session_reconnections")
+    return {n: int(after.get(f"specviz:{n}_total", 0) - before.get(f"specviz:{n}_total", 0)) for n in names}
 
 
 def cross_check(before: dict, after: dict, visits: list[ws_client.Visit]) -> dict:
@@ -191,7 +199,8 @@ def load(url: str, pid: int | None, args) -> dict:
     visits = run_clients(url, queries, args.timeout)
     used = sampler.stop()
     # running.run observes a finished run before its page draws "Showing: run here": no wait needed.
-    check = cross_check(before, scrape(url), visits)
+    after = scrape(url)
+    check = cross_check(before, after, visits)
     return {
         "clients": n,
         "shared_link": args.shared,
@@ -200,13 +209,20 @@ def load(url: str, pid: int | None, args) -> dict:
         "finished_s": spread([v.finished_s for v in visits]),
         # A session past the queue's bound is told so and nothing is started: a refusal, not a failure.
         "refused": sum(v.error.startswith(BUSY) for v in visits),
+        # Told their wait was past the bound and served later without pressing anything.
+        "deferred": sum(v.deferred for v in visits),
+        "deferred_served": sum(v.deferred and v.ok for v in visits),
+        "admission": admission(before, after),
         "failures": sum(not v.ok and not v.error.startswith(BUSY) for v in visits),
         "errors": sorted({v.error for v in visits if v.error}),
         "app": used,
         "metrics": check,
         "cpu": cpu_name(),
         "cores": os.cpu_count(),
-        "visits": [{"first_tokens_s": v.first_tokens_s, "finished_s": v.finished_s, "error": v.error} for v in visits],
+        "visits": [
+            {"first_tokens_s": v.first_tokens_s, "finished_s": v.finished_s, "deferred": v.deferred, "error": v.error}
+            for v in visits
+        ],
     }
 
 

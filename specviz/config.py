@@ -121,13 +121,17 @@ def default_verify_rows() -> tuple[int, ...]:
 SPEEDUP_MIN_PAIRS, SPEEDUP_MAX_PAIRS = 3, 12
 SPEEDUP_TIMED_SECONDS = 16.0
 
-# The queue of decodes waiting for one device (specviz.serving.gate). The app refuses a new run at once when
-# MAX_QUEUED_RUNS decodes already hold or wait for the device: past that a student would wait
-# minutes, so it is better told to come back. Each app run queues one decode at a time (its
-# speculative run, then its baseline), so a class of 30 fits. The gate itself refuses any caller
-# past GATE_QUEUE_MAX, a hard bound that the app's own check stays below.
-MAX_QUEUED_RUNS = 40
-GATE_QUEUE_MAX = 2 * MAX_QUEUED_RUNS
+# The queue of decodes waiting for one device (specviz.serving.gate). A new run joins it while its
+# estimated wait is within MAX_WAIT_S; one that would wait longer is deferred: it waits in the gate's
+# room, told its place and the estimate, and joins by itself once its wait is within the bound (a
+# place freeing wakes it; it also looks again every ADMISSION_RETRY_S, as it says). A baseline waits
+# behind every first run, but only for BEHIND_PATIENCE_S: after that nobody passes it. The hard
+# bound is GATE_QUEUE_MAX sessions queued and deferred together (each a waiting script thread and
+# its page; decodes' caches are bounded by the seats below): past it a run is refused at once.
+MAX_WAIT_S = 60.0
+ADMISSION_RETRY_S = 5.0
+BEHIND_PATIENCE_S = 120.0
+GATE_QUEUE_MAX = 256
 GATE_HISTORY = 20  # recent decode durations the gate keeps for a waiting caller's estimate
 
 # Batched decodes (specviz.serving.batching): at most BATCH_MAX_SESSIONS hold the device together, their
@@ -143,7 +147,7 @@ GATE_HISTORY = 20  # recent decode durations the gate keeps for a waiting caller
 # 32 lets a class of 30 join at once: whoever misses the first batch waits a whole round, so fewer
 # seats made the last of thirty websocket clients wait far longer for its first tokens
 # (scripts/ws_load.py; the figures: docs/benchmarks.md, "Figures once kept in code comments", "Batch seats").
-BATCH_MAX_SESSIONS = 32
+BATCH_MAX_SESSIONS = 64
 BATCH_WINDOW_S = 1.0
 # The distribution lab's samples decoding at once (batched, one thread each): more threads than this
 # only contend on two cores, and each thread holds a decode's caches.

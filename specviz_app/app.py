@@ -9,9 +9,10 @@ import streamlit as st
 from specviz_app import keys, language, render, sidebar
 from specviz_app.render import PAGES_DIR
 from specviz_app.runs import opening, running
-from specviz_app.serving import background
+from specviz_app.serving import background, reconnect
 
 sidebar.init_from_url()  # the link's settings and language, before anything is drawn in a language
+reconnect.note_reconnection()  # a browser back from a lost replica's session: /metrics counts it
 st.set_page_config(page_title=language.words("app")["page_title"], page_icon="🔎", layout="wide")
 
 # Each page's file and icon; its title is the catalogue's "page_<file>" in the language on show.

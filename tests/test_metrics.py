@@ -24,6 +24,11 @@ FAMILIES = {
     f"{P}request_queue_time_seconds": "histogram",
     f"{P}num_requests_running": "gauge",
     f"{P}num_requests_waiting": "gauge",
+    f"{P}num_requests_deferred": "gauge",
+    f"{P}requests_deferred": "counter",
+    f"{P}admission_retries": "counter",
+    f"{P}requests_refused": "counter",
+    f"{P}session_reconnections": "counter",
     f"{P}cuda_step_fallbacks": "gauge",
     f"{P}spec_decode_num_drafts": "counter",
     f"{P}spec_decode_num_draft_tokens": "counter",
@@ -57,6 +62,11 @@ def _record_known_runs(m: metrics.ServerMetrics) -> None:
         m.request_queue_time.observe(waited)
     m.num_requests_running.set_function(lambda: 2)
     m.num_requests_waiting.set_function(lambda: 1)
+    m.num_requests_deferred.set_function(lambda: 3)
+    m.requests_deferred.inc(4)  # four runs deferred, one of them refused later at the hard bound
+    m.admission_retries.inc(5)
+    m.requests_refused.inc()
+    m.session_reconnections.inc(2)
     m.cuda_step_fallbacks.set_function(lambda: 1)  # a target whose captured step failed its proof
     m.record_spec_decode(
         [
@@ -95,6 +105,11 @@ def test_a_known_sequence_of_runs_scrapes_as_these_names_types_and_values():
         (f"{queue}_bucket", (("le", "5.0"),)): 3,
         (f"{P}num_requests_running", ()): 2,
         (f"{P}num_requests_waiting", ()): 1,
+        (f"{P}num_requests_deferred", ()): 3,
+        (f"{P}requests_deferred_total", ()): 4,
+        (f"{P}admission_retries_total", ()): 5,
+        (f"{P}requests_refused_total", ()): 1,
+        (f"{P}session_reconnections_total", ()): 2,
         (f"{P}cuda_step_fallbacks", ()): 1,
         (f"{P}spec_decode_num_drafts_total", ()): 4,
         (f"{P}spec_decode_num_draft_tokens_total", ()): 10,
@@ -223,3 +238,13 @@ def test_the_websocket_client_talks_to_loopback_only_with_the_page_load_message(
 
     msg = BackMsg.FromString(ws_client.rerun_message({"prompt": "a b&c", "seed": "3"}))
     assert msg.WhichOneof("type") == "rerun_script" and msg.rerun_script.query_string == "prompt=a+b%26c&seed=3"
+
+
+def test_a_session_that_names_one_this_server_lacks_is_a_reconnection():
+    from specviz_app.serving.reconnect import came_back_from
+
+    assert came_back_from({"Sec-WebSocket-Protocol": "streamlit, token, old-id"}, "new-id") == "old-id"
+    assert came_back_from({"sec-websocket-protocol": "streamlit, token, same-id"}, "same-id") is None  # resumed
+    assert came_back_from({"Sec-WebSocket-Protocol": "streamlit"}, "new-id") is None  # a first visit
+    assert came_back_from({"Sec-WebSocket-Protocol": "streamlit, , "}, "new-id") is None
+    assert came_back_from({}, "new-id") is None

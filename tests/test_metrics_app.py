@@ -42,8 +42,11 @@ def test_a_scrape_after_two_sessions_counts_their_first_tokens_runs_and_drafts(t
         assert kind == CONTENT_TYPE and before[f"{P}time_to_first_token_seconds_count"] == 0
         decoded = ws_client.open_link(url, dict(LINK, seed="1"), timeout_s=300)
         assert decoded.ok, decoded.error
-        shared = ws_client.open_link(url, dict(LINK, seed="1"), timeout_s=300)  # the same link: its recording
+        # The same link: its recording. This page says it comes back from a session this server never
+        # had (its replica lost): a reconnection.
+        shared = ws_client.open_link(url, dict(LINK, seed="1"), timeout_s=300, had_session="lost-replicas-session")
         assert shared.ok, shared.error
+        assert shared.session_id and shared.session_id != "lost-replicas-session"  # a new session here
         _, after = scrape(url)  # running.run observed both before their pages drew "Showing: run here"
     assert after[f"{P}time_to_first_token_seconds_count"] == 2  # both sessions, the shared one at its end
     assert after[f"{P}e2e_request_latency_seconds_count"] == 2
@@ -57,6 +60,8 @@ def test_a_scrape_after_two_sessions_counts_their_first_tokens_runs_and_drafts(t
     assert 0 < drafts <= drafted and accepted <= drafted  # one decoded run: the shared one drafted nothing
     assert sum(per_position.values()) == accepted
     assert after[f"{P}num_requests_waiting"] == 0
+    assert after[f"{P}session_reconnections_total"] == 1  # the second page only
+    assert after[f"{P}num_requests_deferred"] == 0 and after[f"{P}requests_refused_total"] == 0
 
 
 def test_specviz_app_serves_metrics_beside_the_pages(tmp_path):

@@ -112,6 +112,7 @@ class LeanLlama:
         self.dtype, self.device = embed.dtype, embed.device
         self.fused: list[tuple[FusedLinears | None, FusedLinears | None]] = [(None, None)] * len(self.layers)
         self.native = None  # specviz.engine.native_step.NativeStep: every layer in one native call, where it runs
+        self.prefixes = None  # specviz.engine.prefix_cache.PrefixStore (with the native step)
 
     def fuse_projections(self) -> int:
         """Run each layer's q, k, v as one product and its gate and up as another, where the kernels
@@ -129,6 +130,10 @@ class LeanLlama:
             from specviz.engine.native_step import NativeStep
 
             self.native = NativeStep.of(self)
+            if os.environ.get("SPECVIZ_PREFIX_CACHE", "1") != "0":  # 0: every prompt computed whole, to compare
+                from specviz.engine.prefix_cache import PrefixStore
+
+                self.prefixes = PrefixStore()
         return fused
 
     def embed_rows(self, ids: torch.Tensor) -> torch.Tensor:
@@ -173,9 +178,17 @@ class LeanLlama:
         attention run per request on its own cache. A row's numbers equal its solo pass's up to the
         last bits a linear's kernel may round differently for another row count (specviz.engine.packing:
         none with packed kernels); with the native step (specviz.engine.native_step, every layer in one
-        call, whenever it serves) none at all, attention and norms included."""
+        call, whenever it serves) none at all, attention and norms included. With the native step a
+        prompt's first pass continues from its longest beginning already computed, with the same numbers
+        (specviz.engine.prefix_cache)."""
         if len({id(r.cache) for r in requests}) < len(requests):
             raise ValueError("each request of one pass needs its own cache")
+        if self.native is not None and self.prefixes is not None:
+            return self.prefixes.forward_many(self, requests, self._pass)
+        return self._pass(requests)
+
+    def _pass(self, requests: list[LeanRequest]) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+        """forward_many's pass itself: every request's new tokens, as they are."""
         starts = itertools.accumulate((r.input_ids.shape[0] for r in requests), initial=0)
         spans = [_Span.of(self, r, start) for r, start in zip(requests, starts, strict=False)]
         x = self.embed_rows(torch.cat([r.input_ids for r in requests]))  # [sum T, D]

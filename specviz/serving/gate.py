@@ -17,9 +17,16 @@ A waiting caller is told how many decodes are ahead of it (`on_wait(ahead)`, cal
 poll while it waits), and can ask the gate for an estimate of its wait (`estimate_s`), made from
 the durations of the last decodes it let through. A caller leaves the queue by raising from
 `on_wait` (Streamlit does that to a session whose tab closed or whose user pressed Cancel): its
-place is freed at once. The queue is bounded: past `config.GATE_QUEUE_MAX` a new caller is
-refused with `QueueFullError` at once instead of waiting for ever; the app refuses new runs
-earlier, at `config.MAX_QUEUED_RUNS` (`check_room`).
+place is freed at once.
+
+Admission is by the wait, not by a count (`admit`, before a new run takes its turn): a run joins the
+queue while its estimated wait is within a bound (the app's `config.MAX_WAIT_S`). A run that would
+wait longer is deferred: it waits in the gate's waiting room, first come first served, is told its
+place, the estimate and when it tries again, and joins the queue by itself as soon as its wait is
+within the bound (no one presses Run again). Nobody already deferred is passed by a newcomer. The
+hard bound is a count of sessions, queued and deferred together (`config.GATE_QUEUE_MAX`): past it a
+caller is refused at once with `QueueFullError`. A caller `behind` is passed only while it is
+younger than `config.BEHIND_PATIENCE_S`, so a baseline is never passed indefinitely.
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ _gates: dict[str, DeviceGate] = {}
 _gates_lock = threading.Lock()
 # Called with the seconds each turn waited, as it starts (the app's /metrics: specviz_app/serving/server.py).
 _wait_observers: list[Callable[[float], None]] = []
+# Called with "deferred", "retry" or "refused" as admission decides (the same /metrics).
+_admission_observers: list[Callable[[str], None]] = []
 
 
 # How every refusal of a full queue begins, so a client (scripts/ws_load.py) tells a refusal from a failure.
@@ -56,9 +65,10 @@ class DeviceGate:
         self._cond = threading.Condition()
         self._queue: deque[_Ticket] = deque()  # in arrival order (a caller behind may be passed: see turn)
         self._durations: deque[float] = deque(maxlen=history)  # seconds each recent turn was held
+        self._room: deque[_Ticket] = deque()  # deferred runs, in arrival order (admit)
 
     def waiting(self) -> int:
-        """Decodes holding or waiting for this gate."""
+        """Decodes holding or waiting for this gate (the deferred ones not counted)."""
         with self._cond:
             return len(self._queue)
 
@@ -68,15 +78,78 @@ class DeviceGate:
             holding = sum(t.started is not None for t in self._queue)
             return holding, len(self._queue) - holding
 
-    def check_room(self, limit: int) -> None:
-        """Refuse at once (QueueFullError) when `limit` decodes already hold or wait for the gate."""
-        queued = self.waiting()
-        if queued >= limit:
+    def deferred(self) -> int:
+        """Runs in the waiting room: their wait was past the bound, and they join the queue by themselves."""
+        with self._cond:
+            return len(self._room)
+
+    def admit(
+        self,
+        max_wait_s: float,
+        on_deferred: Callable[[int, float | None, float], None] | None = None,
+        retry_s: float = config.ADMISSION_RETRY_S,
+        poll_s: float = 0.5,
+    ) -> None:
+        """Return once a new run may take its turn: at once while its estimated wait is within
+        max_wait_s and no run is deferred before it, else after waiting in the room. While deferred,
+        on_deferred(place, estimate_s, next_try_s) is called every poll (place 1 = the next to join;
+        raise from it to leave, as from on_wait), and the run tries again every retry_s. Past the hard
+        bound (queued and deferred together) it is refused at once: QueueFullError."""
+        ticket = _Ticket(None)
+        with self._cond:
+            self._refuse_past_the_bound()
+            if not self._room and self._fits(max_wait_s):
+                return
+            self._room.append(ticket)
+        _tell(_admission_observers, "deferred")
+        next_try = time.monotonic() + retry_s
+        try:
+            while True:
+                with self._cond:  # checked at every wake: a place freeing wakes it at once
+                    place, estimate = self._room.index(ticket) + 1, self._newcomer_estimate_s()
+                    if place == 1 and (estimate is None or estimate <= max_wait_s):
+                        return
+                if on_deferred is not None:
+                    on_deferred(place, estimate, max(0.0, next_try - time.monotonic()))
+                if time.monotonic() >= next_try:  # the periodic try the run is told of, counted
+                    next_try = time.monotonic() + retry_s
+                    _tell(_admission_observers, "retry")
+                with self._cond:
+                    self._cond.wait(timeout=min(poll_s, max(0.01, next_try - time.monotonic())))
+        finally:
+            with self._cond:
+                self._room.remove(ticket)
+                self._cond.notify_all()
+
+    def _refuse_past_the_bound(self) -> None:
+        """QueueFullError when the hard bound of sessions, queued and deferred, is reached (under the lock)."""
+        held = len(self._queue) + len(self._room)
+        if held >= self.limit:
+            _tell(_admission_observers, "refused")
             raise QueueFullError(
-                f"{BUSY} {queued} runs are already queued, the most this server takes at once. "
-                "Nothing was started. Try Run again in a minute, or open an example on the Traces page "
+                f"{BUSY} {held} runs are already queued or waiting, the most this server holds. Nothing "
+                "was started. Try Run again in a few minutes, or open an example on the Traces page "
                 "(examples need no model)."
             )
+
+    def _fits(self, max_wait_s: float) -> bool:
+        """Whether a newcomer's estimated wait is within max_wait_s (under the lock; no estimate
+        before the first turn ended: it fits, and the hard bound still holds)."""
+        estimate = self._newcomer_estimate_s()
+        return estimate is None or estimate <= max_wait_s
+
+    def _newcomer_estimate_s(self) -> float | None:
+        """The estimated wait of a run that joined the queue now (under the lock): it shares the
+        holders' batch when they share one and a seat is free, as the app's runs do."""
+        holders = [t for t in self._queue if t.started is not None]
+        waiting = sum(1 for t in self._queue if t.started is None and not t.behind)
+        shares = {id(t.share) for t in holders}
+        joins = (
+            waiting == 0
+            and (not holders or (len(shares) == 1 and holders[0].share is not None))
+            and len(holders) < config.BATCH_MAX_SESSIONS
+        )
+        return self._estimate_locked(0 if joins else waiting + (1 if holders else 0))
 
     def typical_s(self) -> float | None:
         """The median duration of the recent turns, in seconds (None before the first one ended)."""
@@ -92,11 +165,14 @@ class DeviceGate:
         hold the gate together (a place frees as each of them ends, and the next in line takes
         it), so a queue behind a full batch moves that many at a time, not one. A typical turn is
         one decode's, measured as it ran (batched ones share the device, so theirs are longer)."""
-        typical = self.typical_s()
+        with self._cond:
+            return self._estimate_locked(ahead)
+
+    def _estimate_locked(self, ahead: int) -> float | None:
+        typical = statistics.median(self._durations) if self._durations else None
         if typical is None or ahead <= 0:
             return None if typical is None else 0.0
-        with self._cond:
-            starts = [t.started for t in self._queue if t.started is not None]
+        starts = [t.started for t in self._queue if t.started is not None]
         held = time.monotonic() - min(starts) if starts else 0.0
         width = max(1, len(starts))
         return max(0.0, typical - held) + ((ahead - 1) // width) * typical
@@ -118,11 +194,7 @@ class DeviceGate:
         target-alone baselines, so no student's first tokens wait for another's baseline)."""
         ticket = _Ticket(share, behind)
         with self._cond:
-            if len(self._queue) >= self.limit:
-                raise QueueFullError(
-                    f"{BUSY} {len(self._queue)} decodes are already queued for it, the most it "
-                    "takes. Nothing was started; try again in a minute."
-                )
+            self._refuse_past_the_bound()
             self._queue.append(ticket)
         try:
             while True:
@@ -158,8 +230,11 @@ class DeviceGate:
         holders = [t for t in queue if t.started is not None and t is not ticket]  # behind ones can be passed
         # Waiting callers that go first: those queued before it (a caller not behind passes those
         # that are), and for a caller behind, those not behind queued after it too.
-        waiting_before = sum(1 for t in queue[:index] if t.started is None and (ticket.behind or not t.behind))
-        if ticket.behind:
+        behind = ticket.behind and not ticket.out_of_patience()
+        waiting_before = sum(
+            1 for t in queue[:index] if t.started is None and (behind or not t.behind or t.out_of_patience())
+        )
+        if behind:
             waiting_before += sum(1 for t in queue[index + 1 :] if t.started is None and not t.behind)
         if waiting_before == 0 and (
             not holders
@@ -182,6 +257,10 @@ class _Ticket:
         self.queued = time.monotonic()  # when it joined the queue
         self.started: float | None = None  # when it got the gate
 
+    def out_of_patience(self) -> bool:
+        """A caller behind that has waited config.BEHIND_PATIENCE_S is passed no more (no starving)."""
+        return self.behind and time.monotonic() - self.queued >= config.BEHIND_PATIENCE_S
+
 
 def device_gate(device: str) -> DeviceGate:
     with _gates_lock:
@@ -200,6 +279,19 @@ def observe_waits(observer: Callable[[float], None]) -> None:
     with _gates_lock:
         if observer not in _wait_observers:
             _wait_observers.append(observer)
+
+
+def observe_admission(observer: Callable[[str], None]) -> None:
+    """Have observer(event) called as a run is deferred ("deferred"), tries again ("retry") or is
+    refused at the hard bound ("refused"), once for an observer added twice."""
+    with _gates_lock:
+        if observer not in _admission_observers:
+            _admission_observers.append(observer)
+
+
+def _tell(observers: list, event: object) -> None:
+    for observe in list(observers):
+        observe(event)
 
 
 def ordinal(n: int) -> str:

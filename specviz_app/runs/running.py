@@ -182,11 +182,25 @@ def _place(ahead: int, estimate_s: float | None, w: dict[str, str]) -> str:
     return w["place_estimate"].format(nth=nth, s=max(1, round(estimate_s)))
 
 
+def _deferred(place: int, estimate_s: float | None, next_try_s: float, w: dict[str, str]) -> str:
+    """A deferred run's status: its place in the room, the estimated wait and its next try."""
+    nth = ordinal(place) if language.current() == "en" else str(place)
+    return w["deferred"].format(
+        s=max(1, round(estimate_s or 0)), bound=round(config.MAX_WAIT_S), nth=nth, next=max(1, round(next_try_s))
+    )
+
+
 def _decode_with_progress(request: RunRequest, status, timer: metrics.RunTimer | None = None):
     """The run itself (and its baseline), streaming into the page: (trace, baseline or None)."""
     gate = device_gate(str(request.target.device))
-    gate.check_room(config.MAX_QUEUED_RUNS)  # a full queue refuses at once, never a long wait
     w = language.words("running")
+
+    def on_deferred(place: int, estimate_s: float | None, next_try_s: float) -> None:
+        # Its wait is past the bound: it waits in the gate's room and joins the queue by itself.
+        # Called every poll; a closed tab or Cancel raises out of status.update here, freeing its place.
+        status.update(label=_deferred(place, estimate_s, next_try_s, w))
+
+    gate.admit(config.MAX_WAIT_S, on_deferred)  # past the hard bound: refused at once (QueueFullError)
     status.update(label=w["decoding"])
     bar = st.progress(0.0, text=w["decoding_starting"])
     stream = st.empty()

@@ -19,6 +19,7 @@ the server wing; the library's half, the device gate and the batcher, is specviz
             ▼
           background.TimingPairs: the run's further timed pairs, one worker thread, when the gate is idle
 
+    reconnect.py   a browser back from a session this server does not hold (a lost replica): counted
     replicas.py    N of these processes behind nginx (a sticky cookie), one trace store
     ws_client.py   a student without a browser: the page load's rerun_script, timed (scripts/ws_load.py)
 

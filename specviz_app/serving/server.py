@@ -16,7 +16,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from specviz.engine import capture_proof
-from specviz.serving.gate import all_gates, observe_waits
+from specviz.serving.gate import all_gates, observe_admission, observe_waits
 from specviz.traces import metrics
 
 
@@ -31,6 +31,13 @@ def _waiting() -> int:
 metrics.METRICS.num_requests_running.set_function(_holding)  # read at each scrape
 metrics.METRICS.num_requests_waiting.set_function(_waiting)
 observe_waits(metrics.METRICS.request_queue_time.observe)
+metrics.METRICS.num_requests_deferred.set_function(lambda: sum(gate.deferred() for gate in all_gates()))
+ADMISSION_COUNTERS = {
+    "deferred": metrics.METRICS.requests_deferred,
+    "retry": metrics.METRICS.admission_retries,
+    "refused": metrics.METRICS.requests_refused,
+}
+observe_admission(lambda event: ADMISSION_COUNTERS[event].inc())
 metrics.METRICS.cuda_step_fallbacks.set_function(lambda: len(capture_proof.FALLBACKS))
 
 

@@ -8,9 +8,14 @@ is a whole student: `open_link` sends it, reads what the server sends, and times
 
 - first tokens: the first html element of the running decode's token stream (`sv-stream` with a
   `sv-tok`, render.token_stream_html), or the finished run for a session shown a shared recording;
-- the finished run: the page's "Showing: run here…" line (render.trace_notice) and the end of that
-  script run;
+- the finished run: the page's "Showing: run here…" line (or "Showing: stored run…",
+  render.trace_notice) and the end of that script run;
 - a failure: an error box, an exception, a closed connection, or no finished run in time.
+
+With `reconnect=True` it behaves as Streamlit's frontend does when its server goes away: it opens the
+stream again (through the same address: nginx sends it to a replica that is alive), names the session
+it had, and sends its page load again; the seconds from the loss to the new server's first message are
+kept (`reconnect_s`). A lecture-hall test kills a replica under its clients (tests/test_replicas.py).
 
 scripts/ws_load.py runs N of these at once against a server on loopback and reports them; the
 /metrics test (tests/test_metrics_app.py) drives one. Nothing here imports the streamlit runtime:
@@ -29,7 +34,9 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 STREAM_PATH = "/_stcore/stream"
 FIRST_TOKEN_MARKS = ("sv-stream", "sv-tok")  # render.token_stream_html's stream and its tokens
-FINISHED_LINE = "Showing: run here"  # render.trace_notice, for a run decoded here or a shared recording
+# render.trace_notice: a run decoded here or a shared recording; a stored run reopened by its id (replicas)
+FINISHED_LINES = ("Showing: run here", "Showing: stored run")
+DEFERRED_MARK = "waiting room"  # the status of a deferred run (the catalogue's running.deferred, in English)
 
 
 @dataclass
@@ -42,6 +49,11 @@ class Visit:
     error: str = ""
     messages: int = 0
     errors_seen: list[str] = field(default_factory=list)
+    session_id: str = ""  # the session the server gave it (the last one, after a reconnection)
+    reconnect_s: list[float] = field(default_factory=list)  # each loss to the next server's first message
+    deferred: bool = False  # told its run waits to join the queue (the status of running.on_deferred)
+    query: str = ""  # the page's query string as the server last set it (a finished run adds its trace's id)
+    replica: str = ""  # which replica answered, behind nginx (its X-Specviz-Replica header)
 
     @property
     def ok(self) -> bool:
@@ -69,40 +81,74 @@ def rerun_message(query: dict[str, str] | str) -> bytes:
     return msg.SerializeToString()
 
 
-def open_link(http_url: str, query: dict[str, str] | str, timeout_s: float) -> Visit:
+def open_link(
+    http_url: str,
+    query: dict[str, str] | str,
+    timeout_s: float,
+    reconnect: bool = False,
+    retry_s: float = 0.5,
+    had_session: str = "",
+) -> Visit:
     """Open the app with `query` as one session would and read until its run is on show, it fails,
-    or timeout_s passes (then a failure: "no finished run within ... s")."""
+    or timeout_s passes (then a failure: "no finished run within ... s"). reconnect: a lost connection
+    is opened again, every retry_s until the deadline, naming the session it had. had_session: the
+    first connection names that session, as a page does that comes back from a lost server."""
     from websockets.exceptions import ConnectionClosed
-    from websockets.sync.client import connect
 
     loopback_only(http_url)
-    visit, start = Visit(), time.monotonic()
-    deadline = start + timeout_s
-    try:
-        with connect(ws_url(http_url), subprotocols=["streamlit"], max_size=None, open_timeout=timeout_s) as ws:
-            ws.send(rerun_message(query))
-            shown = False
-            while visit.finished_s is None and not visit.error:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    visit.error = f"no finished run within {timeout_s:g} s"
-                    break
-                try:
-                    raw = ws.recv(timeout=left)
-                except TimeoutError:
-                    continue  # the deadline check above ends it
-                visit.messages += 1
-                shown = _note(ForwardMsg.FromString(raw), visit, shown, time.monotonic() - start)
-    except ConnectionClosed as exc:
-        visit.error = visit.error or f"the server closed the connection ({exc})"
-    except OSError as exc:
-        visit.error = visit.error or f"could not connect to {http_url}: {exc}"
-    return visit
+    visit, start = Visit(session_id=had_session), time.monotonic()
+    visit.query = query if isinstance(query, str) else urllib.parse.urlencode(query)
+    deadline, lost_at = start + timeout_s, None
+    while True:
+        try:
+            _read_one_connection(http_url, visit, start, deadline, lost_at)
+            return visit
+        except (ConnectionClosed, OSError) as exc:
+            what = "the server closed the connection" if isinstance(exc, ConnectionClosed) else "could not connect"
+            if not reconnect or time.monotonic() + retry_s >= deadline:
+                visit.error = visit.error or f"{what} ({exc})"
+                return visit
+            lost_at = lost_at if lost_at is not None else time.monotonic()
+            time.sleep(retry_s)  # as the frontend waits before it tries again
+
+
+def _read_one_connection(http_url: str, visit: Visit, start: float, deadline: float, lost_at: float | None) -> None:
+    """One websocket connection: the page load sent (the page's query as it last stood, as a browser
+    reloads its URL), ForwardMsgs read into the visit until its run is on show, it fails or the
+    deadline passes. A lost connection raises (open_link decides)."""
+    from websockets.sync.client import connect
+
+    protocols = ["streamlit"] + (["none", visit.session_id] if visit.session_id else [])
+    left = max(0.1, deadline - time.monotonic())
+    with connect(ws_url(http_url), subprotocols=protocols, max_size=None, open_timeout=left) as ws:
+        visit.replica = ws.response.headers.get("X-Specviz-Replica", "")
+        ws.send(rerun_message(visit.query))
+        shown = False
+        while visit.finished_s is None and not visit.error:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                visit.error = f"no finished run within {deadline - start:g} s"
+                break
+            try:
+                raw = ws.recv(timeout=left)
+            except TimeoutError:
+                continue  # the deadline check above ends it
+            if lost_at is not None:
+                visit.reconnect_s.append(round(time.monotonic() - lost_at, 3))
+                lost_at = None
+            visit.messages += 1
+            shown = _note(ForwardMsg.FromString(raw), visit, shown, time.monotonic() - start)
 
 
 def _note(msg: ForwardMsg, visit: Visit, shown: bool, now_s: float) -> bool:
     """Read one ForwardMsg into the visit; returns whether the finished run's line has been seen."""
     kind = msg.WhichOneof("type")
+    if kind == "new_session":
+        visit.session_id = msg.new_session.initialize.session_id
+    if kind == "page_info_changed":
+        visit.query = msg.page_info_changed.query_string
+    if kind == "delta" and msg.delta.WhichOneof("type") == "add_block":
+        visit.deferred = visit.deferred or DEFERRED_MARK in msg.delta.add_block.expandable.label
     if kind == "script_finished" and shown:
         visit.finished_s = round(now_s, 3)
         if visit.first_tokens_s is None:  # a shared recording: its tokens came with the finished run
@@ -113,7 +159,7 @@ def _note(msg: ForwardMsg, visit: Visit, shown: bool, now_s: float) -> bool:
     what = element.WhichOneof("type")
     if what == "html" and visit.first_tokens_s is None and all(m in element.html.body for m in FIRST_TOKEN_MARKS):
         visit.first_tokens_s = round(now_s, 3)
-    elif what == "markdown" and element.markdown.body.startswith(FINISHED_LINE):
+    elif what == "markdown" and element.markdown.body.startswith(FINISHED_LINES):
         return True
     elif what == "alert" and element.alert.format == Alert.ERROR:
         visit.errors_seen.append(element.alert.body)
