@@ -3,6 +3,7 @@
     .venv/bin/python scripts/ws_load.py --clients 3                  # 3 prompts (greedy, 16 new, baseline on)
     .venv/bin/python scripts/ws_load.py --clients 3 --shared         # 3 sessions opening one link
     .venv/bin/python scripts/ws_load.py --clients 30 --timeout 300 --out artifacts/ws-load-30.json
+    .venv/bin/python scripts/ws_load.py --clients 60 --replicas 2     # two replicas behind nginx, one killed mid-class
 
 Each client is one student (specviz_app/serving/ws_client.py): it sends the page load's `rerun_script` with
 its own shared link's query string (its prompt and seed; greedy, --max-new tokens, the target-alone
@@ -10,6 +11,11 @@ baseline on), which starts a decode on the first visit, and times from opening t
 tokens and to its finished run, or notes its failure (a session past the queue's bound that is told
 "The model is busy: …" and started nothing counts as refused, not failed). A class's browsers run on the students' own
 machines, so this measures the server alone (scripts/soak.py drives Chromium, for what a screen shows).
+
+With --replicas N it starts N replicas behind nginx instead (specviz_app/serving/replicas.py, one torch
+thread each), sends the class through the proxy with clients that reconnect as Streamlit's frontend does,
+and kills the replica that first has --in-flight students decoding (SIGKILL): the report says who was
+served, who moved, each reconnection's time and any finished trace lost (specviz_app/serving/lecture_hall.py).
 
 It starts the app itself (`streamlit run app.py` on a free port of 127.0.0.1, offline; --url uses one
 already running, on loopback only), warms it with one run (a class arrives at an app open a while),
@@ -235,6 +241,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds each client may take")
     ap.add_argument("--url", help="an app already running on loopback (default: start one)")
     ap.add_argument("--out", type=Path, help="write the report here as JSON")
+    ap.add_argument("--replicas", type=int, default=0, help="replicas behind nginx, one killed mid-class (0: one app)")
+    ap.add_argument(
+        "--in-flight", type=int, default=5, help="with --replicas: kill once a replica has this many decoding"
+    )
     args = ap.parse_args(argv)
     if not 1 <= args.clients <= MAX_CLIENTS:
         ap.error(f"--clients must be 1 to {MAX_CLIENTS}; got {args.clients}")
@@ -246,8 +256,38 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def failover(args) -> dict:
+    """--replicas: the class through nginx, the replica with --in-flight runs decoding killed under it."""
+    from specviz_app.serving import lecture_hall
+    from specviz_app.serving.replicas import Deployment, free_port
+
+    (ROOT / "artifacts").mkdir(exist_ok=True)
+    with Deployment(
+        args.replicas, free_port(), work=ROOT / "artifacts" / "ws-load-replicas", env={"OMP_NUM_THREADS": "1"}
+    ) as dep:
+        for i in range(args.replicas):
+            warm = ws_client.open_link(
+                dep.replica_url(i), link(len(PROMPT_WORDS) + 7 + i, args.max_new, True), args.timeout
+            )
+            if not warm.ok:
+                raise SystemExit(f"replica {i + 1}'s warm-up run failed: {warm.error}")
+        queries = [link(i, args.max_new, not args.no_baseline) for i in range(args.clients)]
+        report = lecture_hall.kill_mid_class(dep, queries, args.timeout, in_flight=args.in_flight)
+    report["reconnect_spread_s"] = spread(report["reconnect_s"])
+    report["finished_spread_s"] = spread(report["finished_s"])
+    report.update(cpu=cpu_name(), cores=os.cpu_count(), replicas=args.replicas)
+    report["failures"] = report["students"] - report["served"]
+    return report
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if args.replicas:
+        report = failover(args)
+        if args.out:
+            args.out.write_text(json.dumps(report, indent=2) + "\n")
+        print(json.dumps(report, indent=2))
+        return 0 if report["failures"] == 0 and not report["finished_traces_lost"] else 1
     proc = None
     if args.url is None:
         (ROOT / "artifacts").mkdir(exist_ok=True)

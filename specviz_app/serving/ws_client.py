@@ -88,15 +88,18 @@ def open_link(
     reconnect: bool = False,
     retry_s: float = 0.5,
     had_session: str = "",
+    visit: Visit | None = None,
 ) -> Visit:
     """Open the app with `query` as one session would and read until its run is on show, it fails,
     or timeout_s passes (then a failure: "no finished run within ... s"). reconnect: a lost connection
     is opened again, every retry_s until the deadline, naming the session it had. had_session: the
-    first connection names that session, as a page does that comes back from a lost server."""
+    first connection names that session, as a page does that comes back from a lost server. visit:
+    filled as it goes, for a caller watching clients in flight (a load test choosing when to kill a replica)."""
     from websockets.exceptions import ConnectionClosed
 
     loopback_only(http_url)
-    visit, start = Visit(session_id=had_session), time.monotonic()
+    visit, start = visit or Visit(), time.monotonic()
+    visit.session_id = visit.session_id or had_session
     visit.query = query if isinstance(query, str) else urllib.parse.urlencode(query)
     deadline, lost_at = start + timeout_s, None
     while True:
