@@ -92,3 +92,58 @@ def test_behind_nginx_each_replica_is_scraped_on_its_own_port(tmp_path):
         through_proxy, samples = scrape(dep.url)  # one replica's, the one this client's cookie picks
     assert kinds == [CONTENT_TYPE, CONTENT_TYPE] and through_proxy == CONTENT_TYPE
     assert f"{P}num_requests_running" in samples
+
+
+# Absurd link values a class may send (issue 60): each page must say what it did with them.
+BAD_LINKS = [
+    {"gamma": "999"},
+    {"temperature": "-1"},
+    {"seed": "abc"},
+    {"lang": "fr"},
+    {"pair": "nonsense"},
+    {"prompt": ""},
+    {"prompt": "word " * 1000},  # 5,000 characters
+]
+
+
+@pytest.mark.slow
+def test_bad_input_during_a_class_gets_clear_answers_and_no_other_session_notices(tmp_path):
+    import threading
+
+    # Streamlit logs each malformed frame with its traceback, for the operator; the client gets 1002.
+    with serve_app(tmp_path / "app.log", client_faults="Error deserializing back message") as url:
+        warm = ws_client.open_link(url, dict(LINK, seed="0"), timeout_s=300)
+        assert warm.ok, warm.error
+        good = [ws_client.Visit() for _ in range(3)]
+        bad_links = [ws_client.Visit(page_only=True) for _ in BAD_LINKS]
+        answers: dict[str, str] = {}
+
+        def student(i: int) -> None:
+            ws_client.open_link(url, dict(LINK, seed=str(i + 1), max_new="12"), timeout_s=300, visit=good[i])
+
+        def bad_link(i: int) -> None:
+            query = {**LINK, "max_new": "4", "baseline": "0", "seed": "7", **BAD_LINKS[i]}
+            ws_client.open_link(url, query, timeout_s=300, visit=bad_links[i])
+
+        def hostile() -> None:
+            answers["malformed"] = ws_client.malformed_message(url)
+            answers["oversized"] = ws_client.oversized_upload(url, 60)  # the server takes 50 MB
+
+        threads = [threading.Thread(target=student, args=(i,)) for i in range(len(good))]
+        threads += [threading.Thread(target=bad_link, args=(i,)) for i in range(len(BAD_LINKS))]
+        threads.append(threading.Thread(target=hostile))
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(360)  # each ends by its own deadline; this only bounds a hang
+        _, after = scrape(url)
+    assert all(v.ok for v in good), [v.error for v in good]  # the class did not notice
+    assert answers["malformed"].startswith("closed: 1002")  # Streamlit's protocol error; the server stays up
+    assert answers["oversized"].startswith("413")
+    for link, visit in zip(BAD_LINKS, bad_links, strict=True):
+        # Its page drawn with a warning that says what was done with the value, or an error box saying
+        # what to do (an empty prompt: "The prompt is empty: type some text…").
+        assert visit.finished_s is not None or visit.errors_seen, (link, visit.error)
+        assert visit.notes, f"no message for {link}"
+        assert "exception box" not in visit.error and not any("Traceback" in n for n in visit.notes), visit.error
+    assert after[f"{P}e2e_request_latency_seconds_count"] >= len(good) + 1

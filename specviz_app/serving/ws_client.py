@@ -54,6 +54,8 @@ class Visit:
     deferred: bool = False  # told its run waits to join the queue (the status of running.on_deferred)
     query: str = ""  # the page's query string as the server last set it (a finished run adds its trace's id)
     replica: str = ""  # which replica answered, behind nginx (its X-Specviz-Replica header)
+    notes: list[str] = field(default_factory=list)  # every message box the page showed (warnings, info, errors)
+    page_only: bool = False  # done at the page's first finished script run, run or not (a bad link's page)
 
     @property
     def ok(self) -> bool:
@@ -152,6 +154,8 @@ def _note(msg: ForwardMsg, visit: Visit, shown: bool, now_s: float) -> bool:
         visit.query = msg.page_info_changed.query_string
     if kind == "delta" and msg.delta.WhichOneof("type") == "add_block":
         visit.deferred = visit.deferred or DEFERRED_MARK in msg.delta.add_block.expandable.label
+    if kind == "script_finished" and visit.page_only and visit.finished_s is None:
+        visit.finished_s = round(now_s, 3)
     if kind == "script_finished" and shown:
         visit.finished_s = round(now_s, 3)
         if visit.first_tokens_s is None:  # a shared recording: its tokens came with the finished run
@@ -164,9 +168,60 @@ def _note(msg: ForwardMsg, visit: Visit, shown: bool, now_s: float) -> bool:
         visit.first_tokens_s = round(now_s, 3)
     elif what == "markdown" and element.markdown.body.startswith(FINISHED_LINES):
         return True
-    elif what == "alert" and element.alert.format == Alert.ERROR:
+    if what == "alert":
+        visit.notes.append(element.alert.body)
+    if what == "alert" and element.alert.format == Alert.ERROR:
         visit.errors_seen.append(element.alert.body)
         visit.error = element.alert.body.splitlines()[0] if element.alert.body else "an error box"
     elif what == "exception":
         visit.error = f"an exception box: {element.exception.type}: {element.exception.message}"
     return shown
+
+
+def malformed_message(http_url: str, timeout_s: float = 30) -> str:
+    """Send a frame that is no BackMsg, as a broken or hostile client would; returns what the server
+    answered (Streamlit closes such a connection with 1002, protocol error, and serves everyone else)."""
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    loopback_only(http_url)
+    with connect(ws_url(http_url), subprotocols=["streamlit"], open_timeout=timeout_s) as ws:
+        ws.send(b"\xff\x00 this is not a BackMsg")
+        try:
+            while True:
+                ws.recv(timeout=timeout_s)
+        except ConnectionClosed as exc:
+            return f"closed: {exc.rcvd.code if exc.rcvd else 'no code'} {exc.rcvd.reason if exc.rcvd else ''}".strip()
+        except TimeoutError:
+            return "still open"
+
+
+def oversized_upload(http_url: str, megabytes: int, timeout_s: float = 60) -> str:
+    """Upload a file of `megabytes` MB as a page's file widget would (a live session, its XSRF token);
+    returns the server's answer: its status and first line, or how it cut the upload off."""
+    import requests
+
+    loopback_only(http_url)
+    from websockets.sync.client import connect
+
+    with connect(ws_url(http_url), subprotocols=["streamlit"], max_size=None, open_timeout=timeout_s) as ws:
+        ws.send(rerun_message(""))
+        session = ""
+        while not session:
+            msg = ForwardMsg.FromString(ws.recv(timeout=timeout_s))
+            if msg.WhichOneof("type") == "new_session":
+                session = msg.new_session.initialize.session_id
+        http_session = requests.Session()
+        http_session.get(f"{http_url}/_stcore/health", timeout=timeout_s)  # sets the XSRF cookie, as for a page
+        token = http_session.cookies.get("_streamlit_xsrf", "")
+        body = b"\0" * (megabytes * 1024 * 1024)
+        try:
+            r = http_session.put(
+                f"{http_url}/_stcore/upload_file/{session}/oversized",
+                files={"file": ("big.json", body, "application/json")},
+                headers={"X-Xsrftoken": token},
+                timeout=timeout_s,
+            )
+        except requests.ConnectionError as exc:
+            return f"cut off: {type(exc).__name__}"
+        return f"{r.status_code} {r.text.splitlines()[0] if r.text else ''}".strip()
