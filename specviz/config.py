@@ -144,9 +144,9 @@ GATE_HISTORY = 20  # recent decode durations the gate keeps for a waiting caller
 # with no seated decode taking it (a hand-over, unless a busy machine schedules the next holder
 # late). A short window counted from the oldest request cut a class's passes to two requests each
 # (docs/reliability.md).
-# 32 lets a class of 30 join at once: whoever misses the first batch waits a whole round, so fewer
-# seats made the last of thirty websocket clients wait far longer for its first tokens
-# (scripts/ws_load.py; the figures: docs/benchmarks.md, "Figures once kept in code comments", "Batch seats").
+# 64 lets a class of 60 join at once: whoever misses the first batch waits a whole round, so fewer
+# seats made the last of a class's websocket clients wait far longer for its first tokens
+# (scripts/ws_load.py; the figures: docs/benchmarks.md, "Batch seats", and docs/reliability.md, "A lecture hall").
 BATCH_MAX_SESSIONS = 64
 BATCH_WINDOW_S = 1.0
 # The distribution lab's samples decoding at once (batched, one thread each): more threads than this

@@ -250,6 +250,13 @@ def test_a_full_queue_refuses_at_once_with_a_message_that_says_what_to_do():
     waiter.join(10)
 
 
+def _a_run(decode_kwargs: dict) -> bool:
+    """Whether a stubbed decode is a Run's: only a Run's hooks report its place in the queue (the
+    preload's warm-up decode passes none, and may come at any time)."""
+    hooks = decode_kwargs.get("hooks")
+    return hooks is not None and hooks.on_wait is not None
+
+
 def test_the_hard_bound_holds_a_lecture_hall_and_a_gate_takes_at_least_one():
     from specviz import config
 
@@ -267,9 +274,8 @@ def test_the_app_refuses_a_run_at_once_when_the_queue_is_full_and_keeps_the_trac
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     started = []
-    # Only a Run passes on_wait (the preload's warm-up decode does not, and may call this too).
     monkeypatch.setattr(
-        specviz.decoding.decoder, "speculative_generate", lambda *a, **k: "on_wait" in k and started.append(1)
+        specviz.decoding.decoder, "speculative_generate", lambda *a, **k: _a_run(k) and started.append(1)
     )
     from specviz.serving.gate import device_gate
     from specviz_app.serving import background
@@ -285,3 +291,47 @@ def test_the_app_refuses_a_run_at_once_when_the_queue_is_full_and_keeps_the_trac
     assert message.startswith("The model is busy:") and "Try Run again in a few minutes" in message
     assert "Nothing was lost" in message
     assert next(c.value for c in at.caption if c.value.startswith("Showing")) == before
+
+
+def test_a_run_past_the_wait_bound_is_told_its_place_and_then_decodes_without_another_click(monkeypatch):
+    """Admission by the wait, through the app: a Run whose estimated wait is past config.MAX_WAIT_S says
+    so in its status (its place in the waiting room), and decodes by itself once a place frees."""
+    from streamlit.testing.v1 import AppTest
+
+    import specviz.decoding.decoder
+    from specviz import config
+    from specviz.errors import SpecvizError
+    from specviz.serving.gate import device_gate
+    from specviz_app.runs import running
+    from specviz_app.serving import background
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    started: list[int] = []
+
+    def decode(*_a, **k):
+        if not _a_run(k):
+            return None  # the preload's warm-up decode
+        started.append(1)
+        raise SpecvizError("the test stops the decode here")
+
+    monkeypatch.setattr(specviz.decoding.decoder, "speculative_generate", decode)
+    at = AppTest.from_file(str(ROOT / "specviz_app" / "app.py"), default_timeout=120).run()
+    assert wait_for(lambda: not background.preload_running())
+    gate = device_gate("cpu")
+    monkeypatch.setattr(gate, "_durations", type(gate._durations)([30.0] * 3, maxlen=5))  # turns of 30 s
+    monkeypatch.setattr(config, "MAX_WAIT_S", 1.0)
+    release, holder = _hold(gate)  # another session's decode: a newcomer would wait about 30 s
+    told: list[str] = []
+    say = running._deferred
+
+    def deferred(place, estimate_s, next_try_s, w):
+        told.append(say(place, estimate_s, next_try_s, w))
+        release.set()  # the other session finishes: a place frees
+        return told[-1]
+
+    monkeypatch.setattr(running, "_deferred", deferred)
+    at.button(key="run_sidebar").click().run()
+    holder.join(10)
+    assert told and "1st in the waiting room" in told[0] and "about 30 s" in told[0]
+    assert started == [1]  # it went on to decode by itself
+    assert "the test stops the decode here" in at.error[0].value

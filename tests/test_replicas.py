@@ -104,32 +104,3 @@ def test_a_replica_stopped_mid_class_loses_no_finished_trace(tmp_path):
                 assert showing(page).startswith("Showing: run here")
                 assert _stream(page) == finished[prompt][1]
         browser.close()
-
-
-# Runs in the suite's server part (dev.sh's BROWSER_FILES) beside the browser tests: it starts servers and
-# mostly waits on them, as they do, though it drives websocket clients rather than a browser.
-@pytest.mark.browser
-def test_a_replica_killed_under_a_class_loses_no_student(tmp_path):
-    """A small class through nginx; the replica with a run in flight is killed (SIGKILL): its students
-    reconnect through nginx by themselves, their runs start again on the other replica and finish,
-    and every finished run's trace is in the shared store. Counts, no seconds (docs/reliability.md
-    has the class of 60's figures, from scripts/ws_load.py --replicas 2)."""
-    if nginx_binary() is None:
-        pytest.skip("nginx is not installed: `apt-get install nginx` (./dev.sh test installs it)")
-    from specviz_app.serving import lecture_hall, ws_client
-
-    queries = [
-        {"prompt": prompt, "max_new": "24", "temperature": "0", "baseline": "0", "pair": "offline", "seed": str(i)}
-        for i, prompt in enumerate(PROMPTS)
-    ]
-    env = {"OMP_NUM_THREADS": "1"}  # two replicas on two cores: one torch thread each
-    with Deployment(2, free_port(), work=tmp_path / "deployment", env=env) as dep:
-        for i in range(2):  # each replica warm, as a class finds an app open a while
-            warm = ws_client.open_link(dep.replica_url(i), dict(queries[0], seed="99"), timeout_s=300)
-            assert warm.ok, warm.error
-        report = lecture_hall.kill_mid_class(dep, queries, timeout_s=300)
-    assert report["killed"], f"no replica ever had a run in flight: {report}"
-    assert report["served"] == len(PROMPTS), report  # every student, the moved ones included
-    assert report["moved"] >= 1 and report["moved_served"] == report["moved"], report
-    assert len(report["reconnect_s"]) >= report["moved"]
-    assert report["finished_traces"] == len(PROMPTS) and report["finished_traces_lost"] == [], report

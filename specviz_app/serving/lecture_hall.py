@@ -6,7 +6,7 @@ page's link as it last stood. `kill_mid_class` releases the class at once throug
 until a replica has students whose runs are in flight (first tokens shown, not finished), kills that
 replica with SIGKILL, and waits for every student. The report says who was served, who moved and how
 long each took to reach the other replica, and whether every finished run's trace is in the shared
-store (scripts/ws_load.py --replicas; tests/test_replicas.py runs a small class).
+store (scripts/ws_load.py --replicas; tests/test_metrics_app.py runs a small class).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ is a whole student: `open_link` sends it, reads what the server sends, and times
 With `reconnect=True` it behaves as Streamlit's frontend does when its server goes away: it opens the
 stream again (through the same address: nginx sends it to a replica that is alive), names the session
 it had, and sends its page load again; the seconds from the loss to the new server's first message are
-kept (`reconnect_s`). A lecture-hall test kills a replica under its clients (tests/test_replicas.py).
+kept (`reconnect_s`). A lecture-hall test kills a replica under its clients (tests/test_metrics_app.py).
 
 scripts/ws_load.py runs N of these at once against a server on loopback and reports them; the
 /metrics test (tests/test_metrics_app.py) drives one. Nothing here imports the streamlit runtime:
