@@ -296,8 +296,8 @@ def test_a_pass_that_leaks_between_sessions_is_caught(packed_pair, monkeypatch):
     target, draft = packed_pair
     real = LeanLlama.forward_many
 
-    def leaky(self, requests):
-        out = real(self, requests)
+    def leaky(self, requests, reuse_prefixes=False):
+        out = real(self, requests, reuse_prefixes)
         first_row = out[0][0][-1]  # [V]
         return [out[0], *((logits + 1e-3 * first_row, features) for logits, features in out[1:])]
 

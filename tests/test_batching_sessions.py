@@ -81,7 +81,7 @@ class _CountingLean:
     def __init__(self) -> None:
         self.sizes: list[int] = []
 
-    def forward_many(self, requests):
+    def forward_many(self, requests, reuse_prefixes=False):
         self.sizes.append(len(requests))
         for r in requests:
             r.cache.length += int(r.input_ids.shape[0])

@@ -29,7 +29,7 @@ def _prefill(lean, store, ids_list, feature_layers=FEATURES):
     saved, lean.prefixes = lean.prefixes, store
     try:
         requests = [LeanRequest(torch.tensor(ids), lean.new_cache(), 1, feature_layers) for ids in ids_list]
-        results = lean.forward_many(requests)
+        results = lean.forward_many(requests, reuse_prefixes=True)
     finally:
         lean.prefixes = saved
     return [
@@ -84,3 +84,19 @@ def test_the_store_keeps_its_last_prompts_only():
         store.keep(tuple(range(first, first + 12)), Cache, None, None)
     assert store.longest(tuple(range(1, 13)), None)[0] == 0  # the oldest was dropped
     assert store.longest(tuple(range(3, 15)), None)[0] == 11  # all but its last token: a pass needs a row
+
+
+def test_a_solo_pass_never_reuses_a_kept_prompt(offline_target, lean):
+    """A solo decode (a timed pair's half) computes its whole prompt: its time is compared with its
+    partner's, which may have just computed the same prompt."""
+    ids = prompt_token_ids(offline_target.tokenizer, "Name a river.")
+    store = PrefixStore()
+    saved, lean.prefixes = lean.prefixes, store
+    try:
+        for _ in range(2):
+            lean.forward_many([LeanRequest(torch.tensor(ids), lean.new_cache(), 1)])
+        assert store.reused_tokens == 0
+        lean.forward_many([LeanRequest(torch.tensor(ids), lean.new_cache(), 1)], reuse_prefixes=True)
+        assert store.reused_tokens == 0  # nothing was kept by the solo passes either
+    finally:
+        lean.prefixes = saved

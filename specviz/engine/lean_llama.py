@@ -168,7 +168,9 @@ class LeanLlama:
         specviz.engine.target.target_forward. tree: (positions [T], additive mask [1, 1, T, N + T])."""
         return self.forward_many([LeanRequest(input_ids, cache, keep, feature_layers, tree)])[0]
 
-    def forward_many(self, requests: list[LeanRequest]) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+    def forward_many(
+        self, requests: list[LeanRequest], reuse_prefixes: bool = False
+    ) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
         """One pass over several runs' new tokens, each with its own cache -> (logits [keep_i, V],
         features [T_i, (n+1)D] or None) per request, as `forward` gives it alone.
 
@@ -178,12 +180,13 @@ class LeanLlama:
         attention run per request on its own cache. A row's numbers equal its solo pass's up to the
         last bits a linear's kernel may round differently for another row count (specviz.engine.packing:
         none with packed kernels); with the native step (specviz.engine.native_step, every layer in one
-        call, whenever it serves) none at all, attention and norms included. With the native step a
-        prompt's first pass continues from its longest beginning already computed, with the same numbers
-        (specviz.engine.prefix_cache)."""
+        call, whenever it serves) none at all, attention and norms included. reuse_prefixes (the
+        batcher's passes): with the native step, a prompt's first pass continues from its longest
+        beginning already computed, with the same numbers (specviz.engine.prefix_cache). A solo decode
+        never does: a timed pair's target-alone half would skip the prompt its speculative half computed."""
         if len({id(r.cache) for r in requests}) < len(requests):
             raise ValueError("each request of one pass needs its own cache")
-        if self.native is not None and self.prefixes is not None:
+        if reuse_prefixes and self.native is not None and self.prefixes is not None:
             return self.prefixes.forward_many(self, requests, self._pass)
         return self._pass(requests)
 

@@ -2,13 +2,14 @@
 
 Every chat prompt begins with the same template head (the offline target's system turn is most of a
 short prompt), and a class's prompts arrive together, so a batched prefill pass spends most of its
-rows on tokens every prompt shares (docs/reliability.md, "A lecture hall"). `PrefixStore.forward_many`
-wraps `LeanLlama.forward_many`: before a pass it finds, for each prompt's first pass (an empty
-cache), the longest beginning already computed, from the prompts it keeps (the last `capacity`
-prompts' caches, least recently used dropped) or, when several prompts of this pass share one that
-it lacks, by one small pass over that beginning first. It copies that beginning's keys and values
-(and the drafter's features of those positions) into the prompt's cache and sends only the rest
-through the pass.
+rows on tokens every prompt shares (docs/reliability.md, "A lecture hall").
+`PrefixStore.forward_many` wraps the batcher's `LeanLlama.forward_many(reuse_prefixes=True)` (never
+a solo decode's: a timed pair's target-alone half would skip the prompt its speculative half just
+computed): before a pass it finds, for each prompt's first pass (an empty cache), the longest
+beginning already computed, from the prompts it keeps (the last `capacity` prompts' caches, least
+recently used dropped) or, when several prompts of this pass share one that it lacks, by one small
+pass over that beginning first. It copies that beginning's keys and values (and the drafter's
+features of those positions) into the prompt's cache and sends only the rest through the pass.
 
 Exact, not approximate: it serves only the native step (specviz.engine.native_step), whose rows get
 the same bits alone or among others, whatever came before them in the pass (tests/test_native_step.py).

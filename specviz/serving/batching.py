@@ -202,7 +202,9 @@ class VerifyBatcher:
         prefill = any(slot.request.cache.length == 0 for slot in batch)
         started = time.perf_counter()
         try:
-            results = self.lean.forward_many([slot.request for slot in batch])
+            # Prompts' shared beginnings computed once (a class's prefill): batched passes only, whose
+            # timings no speedup reads, so a solo timed pair never reuses its partner's prompt.
+            results = self.lean.forward_many([slot.request for slot in batch], reuse_prefixes=True)
         except BaseException as exc:  # every decode of the pass sees the failure, not only this one
             results, error = [None] * len(batch), exc
         else:
