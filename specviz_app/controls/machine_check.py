@@ -5,6 +5,8 @@ The report is specviz.labs.check's, kept per machine (<cache>/check.json), so a 
 here too. Its one-line English sentences stay in the JSON; the page says each verdict from its numbers.
 """
 
+import threading
+
 import streamlit as st
 
 from specviz.errors import SpecvizError
@@ -15,6 +17,9 @@ from specviz_app import keys, language, render
 # keys are the catalogue's "check_<name>" (section "lab").
 CHECKS = ("kernels", "greedy", "chi2", "invariants", "speed")
 MEASURED = ("kernels", "speed")
+# One check at a time per server: a check takes the whole CPU for about a minute, so a class pressing
+# the button together must not run thirty (a session that finds one running is told so and waits for it).
+CHECKING = threading.Lock()
 
 
 def section() -> None:
@@ -23,12 +28,7 @@ def section() -> None:
     st.subheader(w["check_title"])
     st.caption(w["check_intro"])
     if st.button(w["check_run"], icon=":material/verified:", key=keys.LAB_CHECK_RUN):
-        with st.spinner(w["check_running"]):
-            try:
-                report = check.run_check(quick=True, rule=None, device=None, dtype=None, log=lambda _: None)
-                check.save_report(report, None)
-            except (SpecvizError, OSError, RuntimeError) as exc:
-                st.error(w["error"].format(error=render.md_escape(str(exc))))
+        _run_quick_check(w)
     report = check.last_report()
     if report is None:
         st.info(w["check_none"])
@@ -49,6 +49,27 @@ def section() -> None:
     # A list, not a table: the found values (a drafter's name, a rule) show as code, as elsewhere.
     lines = [_line(v, w) for v in report["verdicts"] if v["check"] in CHECKS]
     st.markdown("\n".join(lines))
+
+
+def _run_quick_check(w: dict[str, str]) -> None:
+    """The quick check, saved as this machine's report; or, while another session runs one, a wait for
+    its report (said while it waits: the report below is then the new one)."""
+    if not CHECKING.acquire(blocking=False):
+        note = st.empty()
+        # Said again at every poll: Streamlit stops a closed tab's script at its next call, never inside a lock.
+        while not CHECKING.acquire(timeout=0.5):
+            note.info(w["check_busy"], icon=":material/hourglass_top:")
+        CHECKING.release()
+        note.empty()
+        return
+    try:
+        with st.spinner(w["check_running"]):
+            report = check.run_check(quick=True, rule=None, device=None, dtype=None, log=lambda _: None)
+            check.save_report(report, None)
+    except (SpecvizError, OSError, RuntimeError) as exc:
+        st.error(w["error"].format(error=render.md_escape(str(exc))))
+    finally:
+        CHECKING.release()
 
 
 def _line(verdict: dict, w: dict[str, str]) -> str:
