@@ -1,5 +1,5 @@
-"""Admission by the wait (specviz.serving.gate.DeviceGate.admit): a run joins the queue while its
-estimated wait is within the bound; past it the run is deferred, told its place, and joins by itself
+"""Admission by the wait (specviz.serving.gate.DeviceGate.turn's admission): a run joins the queue while
+its estimated wait is within the bound; past it the run is deferred, told its place, and joins by itself
 in arrival order; past the hard bound it is refused at once; a baseline is not passed for ever."""
 
 from __future__ import annotations
@@ -11,9 +11,14 @@ import pytest
 from conftest import wait_for
 from specviz import config
 from specviz.serving import gate as gate_module
-from specviz.serving.gate import DeviceGate, QueueFullError
+from specviz.serving.gate import Admission, DeviceGate, QueueFullError, _Ticket
 
 pytestmark = pytest.mark.quick
+
+
+@pytest.fixture(autouse=True)
+def quick_retries(monkeypatch):
+    monkeypatch.setattr(config, "ADMISSION_RETRY_S", 0.2)  # the periodic try, soon enough to be seen
 
 
 def _hold(gate: DeviceGate, share: object | None = None):
@@ -47,9 +52,10 @@ class _Admitting(threading.Thread):
         self.error: BaseException | None = None
 
     def run(self) -> None:
+        admission = Admission(self.max_wait_s, lambda *report: self.told.append(report))
         try:
-            self.gate.admit(self.max_wait_s, lambda *report: self.told.append(report), retry_s=0.2, poll_s=0.05)
-            self.order.append(self.run_name)
+            with self.gate.turn(poll_s=0.05, admission=admission):  # a solo turn: one at a time, in order
+                self.order.append(self.run_name)
         except BaseException as exc:  # noqa: BLE001 - the test reads it
             self.error = exc
 
@@ -59,7 +65,8 @@ def test_a_run_within_the_bound_joins_at_once_and_one_past_it_is_deferred_then_j
     events: list[str] = []
     gate_module.observe_admission(events.append)
     try:
-        gate.admit(1.0)  # no history yet: no estimate, so it fits (the hard bound still holds)
+        with gate.turn(admission=Admission(1.0)):  # no history yet: no estimate, so it fits
+            pass
         _with_history(gate, 30.0)
         release, holder = _hold(gate)  # a solo turn: a newcomer waits for it, about 30 s
         order: list[str] = []
@@ -111,8 +118,9 @@ def test_a_deferred_run_that_leaves_frees_its_place():
         raise KeyboardInterrupt  # as Streamlit stops a closed tab's or a cancelled run's script
 
     with pytest.raises(KeyboardInterrupt):
-        gate.admit(10.0, leave, poll_s=0.05)
-    assert gate.deferred() == 0
+        with gate.turn(poll_s=0.05, admission=Admission(10.0, leave)):
+            pass
+    assert gate.deferred() == 0 and gate.waiting() == 1  # the holder only
     release.set()
     holder.join(10)
 
@@ -127,20 +135,47 @@ def test_past_the_hard_bound_a_run_is_refused_at_once_with_what_to_do():
     deferred = _Admitting(gate, 10.0, "deferred", order)
     deferred.start()
     assert wait_for(lambda: deferred.told)
+    baseline: list[str] = []
+
+    def queue_plainly() -> None:  # a run's baseline: no admission, queued past the new runs' bound
+        with gate.turn(poll_s=0.05):
+            baseline.append("baseline")
+
+    plain = threading.Thread(target=queue_plainly)
     try:
         with pytest.raises(QueueFullError) as info:  # one holding, one deferred: the bound of 2
-            gate.admit(10.0)
+            with gate.turn(admission=Admission(10.0)):
+                pass
         assert str(info.value).startswith(gate_module.BUSY) and "Try Run again" in str(info.value)
         assert "refused" in events
-        with pytest.raises(QueueFullError):  # any caller, a baseline's turn included
-            with gate.turn():
-                pass
+        plain.start()
+        assert wait_for(lambda: gate.waiting() == 2)  # queued, not refused: an admitted run's baseline
     finally:
         gate_module._admission_observers.remove(events.append)
         release.set()
         deferred.join(10)
         holder.join(10)
-    assert order == ["deferred"]
+        plain.join(10)
+    assert order == ["deferred"] and baseline == ["baseline"]
+
+
+def test_a_room_never_joins_against_one_estimate(monkeypatch):
+    """The estimate and the queueing are one step: two runs arriving together behind a solo turn of
+    30 s, with a bound of 40 s, are one queued (30 s) and one deferred (60 s), never both queued."""
+    gate = DeviceGate()
+    _with_history(gate, 30.0)
+    release, holder = _hold(gate)
+    order: list[str] = []
+    runs = [_Admitting(gate, 40.0, name, order) for name in ("a", "b")]
+    for run in runs:
+        run.start()
+    assert wait_for(lambda: gate.waiting() + gate.deferred() == 3)
+    assert gate.waiting() == 2 and gate.deferred() == 1
+    release.set()
+    for run in runs:
+        run.join(10)
+    holder.join(10)
+    assert sorted(order) == ["a", "b"]
 
 
 def test_a_newcomer_is_estimated_to_share_a_batch_with_a_free_seat(monkeypatch):
@@ -149,9 +184,10 @@ def test_a_newcomer_is_estimated_to_share_a_batch_with_a_free_seat(monkeypatch):
     batch = object()
     monkeypatch.setattr(config, "BATCH_MAX_SESSIONS", 2)
     release, holder = _hold(gate, share=batch)
-    assert gate._newcomer_estimate_s() == 0.0  # a seat is free: it joins the batch now
+    assert gate._newcomer_estimate_s(_Ticket(batch)) == 0.0  # a seat is free: it joins the batch now
+    assert gate._newcomer_estimate_s(_Ticket(None)) > 0  # a solo decode waits for the batch
     release2, holder2 = _hold(gate, share=batch)
-    assert gate._newcomer_estimate_s() > 0  # the batch is full: it waits for a place
+    assert gate._newcomer_estimate_s(_Ticket(batch)) > 0  # the batch is full: it waits for a place
     for ev, th in ((release, holder), (release2, holder2)):
         ev.set()
         th.join(10)

@@ -196,7 +196,6 @@ def test_the_lab_pages_machine_check_is_said_in_chinese(monkeypatch, tmp_path):
 def test_a_second_session_pressing_the_machine_check_waits_for_the_first_and_runs_none(monkeypatch):
     """One check at a time per server: a session that finds one running is told so, in its language,
     and shows that check's report when it ends, without starting another."""
-    import threading
 
     from specviz.labs import check
     from specviz_app.controls import machine_check
@@ -204,16 +203,17 @@ def test_a_second_session_pressing_the_machine_check_waits_for_the_first_and_run
     started: list[int] = []
     monkeypatch.setattr(check, "run_check", lambda **_: started.append(1))
     told: list[str] = []
-    machine_check.CHECKING.acquire()  # another session's check, running
-    releaser = threading.Timer(3.0, machine_check.CHECKING.release)  # it ends a while later
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params.update({"lang": "zh"})
     at.run()
     at.switch_page("app_pages/lab.py").run()
-    monkeypatch.setattr(machine_check.st, "empty", _recording_empty(told))
-    releaser.start()
-    at.button(key="lab_check_run").click().run()
-    releaser.join(10)
+    monkeypatch.setattr(machine_check.st, "empty", _recording_empty(told, machine_check.CHECKING.release))
+    machine_check.CHECKING.acquire()  # another session's check, running: it ends once the wait is said
+    try:
+        at.button(key="lab_check_run").click().run()
+    finally:
+        if not told:  # the wait was never said: free the lock for the rest of the suite
+            machine_check.CHECKING.release()
     assert not at.exception, [e.value for e in at.exception]
     assert started == []  # no second check ran
     assert told and "另一个会话正在检查这台机器" in told[0]
@@ -221,8 +221,9 @@ def test_a_second_session_pressing_the_machine_check_waits_for_the_first_and_run
     machine_check.CHECKING.release()
 
 
-def _recording_empty(told: list[str]):
-    """st.empty whose placeholder keeps what its info() said (AppTest clears a placeholder emptied later)."""
+def _recording_empty(told: list[str], on_first):
+    """st.empty whose placeholder keeps what its info() said (AppTest clears a placeholder emptied
+    later), calling on_first() once, after the first thing it said."""
     import streamlit as st
 
     real = st.empty
@@ -233,7 +234,10 @@ def _recording_empty(told: list[str]):
 
         def said(body, **kwargs):
             told.append(body)
-            return info(body, **kwargs)
+            shown = info(body, **kwargs)
+            if len(told) == 1:
+                on_first()
+            return shown
 
         placeholder.info = said
         return placeholder

@@ -72,9 +72,14 @@ class PrefixStore:
         return best, found
 
     def keep(self, ids: tuple[int, ...], cache, features: torch.Tensor | None, feature_layers) -> None:
-        """Keep a prompt's computed beginning: its cache's first len(ids) entries (copied)."""
+        """Keep a prompt's computed beginning: its cache's first len(ids) entries (copied), and its
+        features for feature_layers beside any kept for other layer sets (a baseline keeping the
+        prompt its speculative run kept with features does not drop them)."""
         n = len(ids)
-        beginning = _Beginning(cache.keys[:, :, :n].clone(), cache.values[:, :, :n].clone())
+        with self._lock:
+            beginning = self._kept.get(ids)
+        if beginning is None:
+            beginning = _Beginning(cache.keys[:, :, :n].clone(), cache.values[:, :, :n].clone())
         if features is not None and feature_layers is not None:
             beginning.features[feature_layers] = features[:n].clone()
         with self._lock:
@@ -103,7 +108,7 @@ class PrefixStore:
             r.cache.values[:, :, :n] = beginning.values[:, :, :n]
             r.cache.length = n
             sent[i] = r._replace(input_ids=r.input_ids[n:])
-            reused[i] = (n, beginning.features.get(r.feature_layers) if r.feature_layers else None)
+            reused[i] = (n, beginning.features.get(r.feature_layers) if r.feature_layers is not None else None)
             self.reused_tokens += n
         results = one_pass(sent)
         for i in firsts:
@@ -126,8 +131,9 @@ class PrefixStore:
         shared = min(min(common_length(ids[0], other) for other in ids[1:]), min(len(i) for i in ids) - 1)
         if shared < MIN_SHARED:
             return
-        wanted = {r.feature_layers for r in missing}
-        feature_layers = next(iter(wanted)) if len(wanted) == 1 else None
+        # Computed with a drafter's features when one wants them: a run that wants none may use any
+        # kept beginning (features of another layer set: their runs compute whole).
+        feature_layers = next((r.feature_layers for r in missing if r.feature_layers is not None), None)
         cache = lean.new_cache()
         request = type(missing[0])(missing[0].input_ids[:shared], cache, 1, feature_layers)
         ((_, features),) = one_pass([request])

@@ -202,9 +202,11 @@ class VerifyBatcher:
         prefill = any(slot.request.cache.length == 0 for slot in batch)
         started = time.perf_counter()
         try:
-            # Prompts' shared beginnings computed once (a class's prefill): batched passes only, whose
-            # timings no speedup reads, so a solo timed pair never reuses its partner's prompt.
-            results = self.lean.forward_many([slot.request for slot in batch], reuse_prefixes=True)
+            # Prompts' shared beginnings computed once (a class's prefill): in passes shared by several
+            # decodes only, whose timings no speedup reads (speedup.was_batched), so a timed pair never
+            # reuses the prompt its partner just computed, even where a lone session goes through here.
+            requests = [slot.request for slot in batch]
+            results = self.lean.forward_many(requests, reuse_prefixes=len(requests) > 1)
         except BaseException as exc:  # every decode of the pass sees the failure, not only this one
             results, error = [None] * len(batch), exc
         else:

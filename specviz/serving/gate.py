@@ -19,13 +19,15 @@ the durations of the last decodes it let through. A caller leaves the queue by r
 `on_wait` (Streamlit does that to a session whose tab closed or whose user pressed Cancel): its
 place is freed at once.
 
-Admission is by the wait, not by a count (`admit`, before a new run takes its turn): a run joins the
+Admission is by the wait, not by a count (`turn(admission=Admission(...))`, a new run's): a run joins the
 queue while its estimated wait is within a bound (the app's `config.MAX_WAIT_S`). A run that would
 wait longer is deferred: it waits in the gate's waiting room, first come first served, is told its
 place, the estimate and when it tries again, and joins the queue by itself as soon as its wait is
-within the bound (no one presses Run again). Nobody already deferred is passed by a newcomer. The
-hard bound is a count of sessions, queued and deferred together (`config.GATE_QUEUE_MAX`): past it a
-caller is refused at once with `QueueFullError`. A caller `behind` is passed only while it is
+within the bound (no one presses Run again). Nobody already deferred is passed by a newcomer, and
+the check and the queueing are one step, so a room never joins against one estimate. The hard bound
+is a count of sessions, queued and deferred together (`config.GATE_QUEUE_MAX`): past it a new run is
+refused at once with `QueueFullError`; a caller without admission (a run's baseline, once the run was
+admitted) only past twice that, a safety net. A caller `behind` is passed only while it is
 younger than `config.BEHIND_PATIENCE_S`, so a baseline is never passed indefinitely.
 """
 
@@ -37,6 +39,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from specviz import config
 from specviz.errors import SpecvizError
@@ -65,7 +68,7 @@ class DeviceGate:
         self._cond = threading.Condition()
         self._queue: deque[_Ticket] = deque()  # in arrival order (a caller behind may be passed: see turn)
         self._durations: deque[float] = deque(maxlen=history)  # seconds each recent turn was held
-        self._room: deque[_Ticket] = deque()  # deferred runs, in arrival order (admit)
+        self._room: deque[_Ticket] = deque()  # deferred runs, in arrival order (_admit)
 
     def waiting(self) -> int:
         """Decodes holding or waiting for this gate (the deferred ones not counted)."""
@@ -83,46 +86,46 @@ class DeviceGate:
         with self._cond:
             return len(self._room)
 
-    def admit(
-        self,
-        max_wait_s: float,
-        on_deferred: Callable[[int, float | None, float], None] | None = None,
-        retry_s: float = config.ADMISSION_RETRY_S,
-        poll_s: float = 0.5,
-    ) -> None:
-        """Return once a new run may take its turn: at once while its estimated wait is within
-        max_wait_s and no run is deferred before it, else after waiting in the room. While deferred,
-        on_deferred(place, estimate_s, next_try_s) is called every poll (place 1 = the next to join;
-        raise from it to leave, as from on_wait), and the run tries again every retry_s. Past the hard
-        bound (queued and deferred together) it is refused at once: QueueFullError."""
-        ticket = _Ticket(None)
+    def _admit(self, ticket: _Ticket, admission: Admission, poll_s: float) -> None:
+        """Put a new run's ticket in the queue once its estimated wait is within the bound: at once
+        when no run is deferred before it, else after waiting in the room (admission.on_deferred told
+        every poll; it leaves by raising from it). The check and the queueing are one step under the
+        lock, so a whole room never joins against one estimate. Past the hard bound: QueueFullError."""
         with self._cond:
             self._refuse_past_the_bound()
-            if not self._room and self._fits(max_wait_s):
+            if not self._room and self._fits(ticket, admission.max_wait_s):
+                self._queue.append(ticket)
                 return
             self._room.append(ticket)
-        _tell(_admission_observers, "deferred")
+        retry_s = config.ADMISSION_RETRY_S
         next_try = time.monotonic() + retry_s
         try:
+            _tell(_admission_observers, "deferred")
             while True:
                 with self._cond:  # checked at every wake: a place freeing wakes it at once
-                    place, estimate = self._room.index(ticket) + 1, self._newcomer_estimate_s()
-                    if place == 1 and (estimate is None or estimate <= max_wait_s):
+                    place, estimate = self._room.index(ticket) + 1, self._newcomer_estimate_s(ticket)
+                    if place == 1 and self._fits(ticket, admission.max_wait_s):
+                        self._room.remove(ticket)
+                        self._queue.append(ticket)
+                        self._cond.notify_all()  # the next deferred run is first now
                         return
-                if on_deferred is not None:
-                    on_deferred(place, estimate, max(0.0, next_try - time.monotonic()))
+                if admission.on_deferred is not None:
+                    admission.on_deferred(place, estimate, max(0.0, next_try - time.monotonic()))
                 if time.monotonic() >= next_try:  # the periodic try the run is told of, counted
                     next_try = time.monotonic() + retry_s
                     _tell(_admission_observers, "retry")
                 with self._cond:
                     self._cond.wait(timeout=min(poll_s, max(0.01, next_try - time.monotonic())))
-        finally:
+        except BaseException:  # left the room (a closed tab, Cancel) or an observer failed: its place freed
             with self._cond:
-                self._room.remove(ticket)
+                if ticket in self._room:
+                    self._room.remove(ticket)
                 self._cond.notify_all()
+            raise
 
     def _refuse_past_the_bound(self) -> None:
-        """QueueFullError when the hard bound of sessions, queued and deferred, is reached (under the lock)."""
+        """QueueFullError for a new run when the hard bound of sessions, queued and deferred, is
+        reached (under the lock)."""
         held = len(self._queue) + len(self._room)
         if held >= self.limit:
             _tell(_admission_observers, "refused")
@@ -132,21 +135,21 @@ class DeviceGate:
                 "(examples need no model)."
             )
 
-    def _fits(self, max_wait_s: float) -> bool:
-        """Whether a newcomer's estimated wait is within max_wait_s (under the lock; no estimate
-        before the first turn ended: it fits, and the hard bound still holds)."""
-        estimate = self._newcomer_estimate_s()
+    def _fits(self, ticket: _Ticket, max_wait_s: float) -> bool:
+        """Whether the ticket's estimated wait, were it queued now, is within max_wait_s (under the
+        lock; no estimate before the first turn ended: it fits, and the hard bound still holds)."""
+        estimate = self._newcomer_estimate_s(ticket)
         return estimate is None or estimate <= max_wait_s
 
-    def _newcomer_estimate_s(self) -> float | None:
-        """The estimated wait of a run that joined the queue now (under the lock): it shares the
-        holders' batch when they share one and a seat is free, as the app's runs do."""
+    def _newcomer_estimate_s(self, ticket: _Ticket) -> float | None:
+        """The estimated wait of `ticket` were it queued now (under the lock): it joins the holders
+        when it shares their batch and a seat is free, else it waits behind every waiting caller it
+        may not pass (a baseline past its patience included)."""
         holders = [t for t in self._queue if t.started is not None]
-        waiting = sum(1 for t in self._queue if t.started is None and not t.behind)
-        shares = {id(t.share) for t in holders}
+        waiting = sum(1 for t in self._queue if t.started is None and (not t.behind or t.out_of_patience()))
         joins = (
             waiting == 0
-            and (not holders or (len(shares) == 1 and holders[0].share is not None))
+            and (not holders or (ticket.share is not None and all(t.share is ticket.share for t in holders)))
             and len(holders) < config.BATCH_MAX_SESSIONS
         )
         return self._estimate_locked(0 if joins else waiting + (1 if holders else 0))
@@ -184,6 +187,7 @@ class DeviceGate:
         poll_s: float = 0.5,
         share: object | None = None,
         behind: bool = False,
+        admission: Admission | None = None,
     ) -> Iterator[None]:
         """Hold the gate for the body. on_wait(ahead) is called (outside the lock) while queued,
         at least every poll_s seconds, so a caller that wants to leave gets a chance to raise.
@@ -191,11 +195,21 @@ class DeviceGate:
         specviz.serving.batching) may hold it together, up to config.BATCH_MAX_SESSIONS, still first come
         first served (a caller never passes one queued before it). behind: this caller lets every
         caller that is not behind pass it while it waits, even one that came later (the app's
-        target-alone baselines, so no student's first tokens wait for another's baseline)."""
+        target-alone baselines, so no student's first tokens wait for another's baseline).
+        admission: a new run's, admitted by its wait (see Admission); without it a caller is queued at
+        once (a run's baseline, a timing pair), refused only past twice the hard bound, a safety net
+        that admitted runs keep far below (each holds one place at a time)."""
         ticket = _Ticket(share, behind)
-        with self._cond:
-            self._refuse_past_the_bound()
-            self._queue.append(ticket)
+        if admission is not None:
+            self._admit(ticket, admission, poll_s)
+        else:
+            with self._cond:
+                if len(self._queue) >= 2 * self.limit:
+                    raise QueueFullError(
+                        f"{BUSY} {len(self._queue)} decodes are already queued for it, the most it takes. "
+                        "Nothing was started; try again in a few minutes."
+                    )
+                self._queue.append(ticket)
         try:
             while True:
                 with self._cond:
@@ -246,6 +260,16 @@ class DeviceGate:
         ):
             return 0
         return waiting_before + (1 if holders else 0)
+
+
+@dataclass(frozen=True)
+class Admission:
+    """How a new run is admitted (DeviceGate.turn's admission): it joins the queue while its estimated
+    wait is within max_wait_s; else it is deferred, and on_deferred(place, estimate_s, next_try_s) is
+    called every poll while it waits in the room (place 1 = the next to join; raise to leave)."""
+
+    max_wait_s: float
+    on_deferred: Callable[[int, float | None, float], None] | None = None
 
 
 class _Ticket:

@@ -27,7 +27,7 @@ import streamlit as st
 from specviz import config
 from specviz.config import DecodeOptions
 from specviz.engine.models import LoadedModel
-from specviz.serving.gate import device_gate, ordinal
+from specviz.serving.gate import Admission, device_gate, ordinal
 from specviz.serving.hooks import ServingHooks
 from specviz.traces import metrics, speedup, trace_store
 from specviz_app import keys, language, params, render
@@ -183,11 +183,13 @@ def _place(ahead: int, estimate_s: float | None, w: dict[str, str]) -> str:
 
 
 def _deferred(place: int, estimate_s: float | None, next_try_s: float, w: dict[str, str]) -> str:
-    """A deferred run's status: its place in the room, the estimated wait and its next try."""
+    """A deferred run's status: its place in the room and its next try, with the queue's estimated
+    wait while that is past the bound (else the runs deferred before it are what it waits for)."""
     nth = ordinal(place) if language.current() == "en" else str(place)
-    return w["deferred"].format(
-        s=max(1, round(estimate_s or 0)), bound=round(config.MAX_WAIT_S), nth=nth, next=max(1, round(next_try_s))
-    )
+    nxt = max(1, round(next_try_s))
+    if estimate_s is None or estimate_s <= config.MAX_WAIT_S:
+        return w["deferred_behind"].format(nth=nth, next=nxt)
+    return w["deferred"].format(s=max(1, round(estimate_s)), bound=round(config.MAX_WAIT_S), nth=nth, next=nxt)
 
 
 def _decode_with_progress(request: RunRequest, status, timer: metrics.RunTimer | None = None):
@@ -200,7 +202,8 @@ def _decode_with_progress(request: RunRequest, status, timer: metrics.RunTimer |
         # Called every poll; a closed tab or Cancel raises out of status.update here, freeing its place.
         status.update(label=_deferred(place, estimate_s, next_try_s, w))
 
-    gate.admit(config.MAX_WAIT_S, on_deferred)  # past the hard bound: refused at once (QueueFullError)
+    # Admitted by its wait (specviz.serving.gate); past the hard bound refused at once (QueueFullError).
+    admission = Admission(config.MAX_WAIT_S, on_deferred)
     status.update(label=w["decoding"])
     bar = st.progress(0.0, text=w["decoding_starting"])
     stream = st.empty()
@@ -226,7 +229,8 @@ def _decode_with_progress(request: RunRequest, status, timer: metrics.RunTimer |
     # Batched: when other sessions decode this target too, their target passes run as one forward
     # (specviz.serving.batching), the tokens unchanged; a target that cannot batch decodes alone. Its timing
     # is then no solo run's, so the speedup comes from the solo pairs timed after (_time_more_pairs).
-    trace = request.speculative(on_iteration=on_spec, hooks=ServingHooks(on_wait=on_wait, batched=True))
+    hooks = ServingHooks(on_wait=on_wait, batched=True, admission=admission)
+    trace = request.speculative(on_iteration=on_spec, hooks=hooks)
     baseline = _baseline_with_progress(request, trace, status, bar, on_wait) if request.baseline else None
     status.update(label=w["done"], state="complete")
     return trace, baseline

@@ -97,7 +97,7 @@ def open_link(
     is opened again, every retry_s until the deadline, naming the session it had. had_session: the
     first connection names that session, as a page does that comes back from a lost server. visit:
     filled as it goes, for a caller watching clients in flight (a load test choosing when to kill a replica)."""
-    from websockets.exceptions import ConnectionClosed
+    from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
     loopback_only(http_url)
     visit, start = visit or Visit(), time.monotonic()
@@ -108,7 +108,7 @@ def open_link(
         try:
             _read_one_connection(http_url, visit, start, deadline, lost_at)
             return visit
-        except (ConnectionClosed, OSError) as exc:
+        except (ConnectionClosed, InvalidHandshake, OSError) as exc:  # a 502 from nginx mid-failover included
             what = "the server closed the connection" if isinstance(exc, ConnectionClosed) else "could not connect"
             if not reconnect or time.monotonic() + retry_s >= deadline:
                 visit.error = visit.error or f"{what} ({exc})"
