@@ -102,7 +102,7 @@ def test_the_worked_notebook_runs_offline_top_to_bottom(tmp_path, monkeypatch):
     nb.cells.append(
         nbformat.v4.new_code_cell(
             "import json\nfrom collections import Counter\nfrom specviz.teaching.charts.tokens import token_rows\n"
-            "print('FACTS', json.dumps({'summary': trace.summary, 'baseline': baseline.summary, "
+            "print('FACTS ' + json.dumps({'summary': trace.summary, 'baseline': baseline.summary, "
             "'statuses': Counter(r['status'] for r in token_rows(trace))}))"
         )
     )
@@ -126,9 +126,12 @@ def test_the_worked_notebook_runs_offline_top_to_bottom(tmp_path, monkeypatch):
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert errors == []
     # The FACTS line is read wherever it stands in the stream: output that an earlier cell's thread
-    # left without a newline would otherwise start its line (a CI run found no line starting FACTS).
+    # left without a newline would otherwise start its line (a CI run found no line starting FACTS),
+    # and the kernel may send one print in several stream messages (a CI run got "FACTS" and the JSON
+    # apart), so the messages are joined first and the line printed as one string.
     streams = [o["text"] for c in nb.cells[n_cells:] for o in c.outputs if o.output_type == "stream"]
-    facts_lines = [line[line.index("FACTS ") :] for text in streams for line in text.splitlines() if "FACTS " in line]
+    text = "".join(streams)
+    facts_lines = [line[line.index("FACTS ") :] for line in text.splitlines() if "FACTS " in line]
     assert facts_lines, f"the kernel printed no FACTS line; the added cells printed: {streams!r}"[:3000]
     facts = json.loads(facts_lines[0].removeprefix("FACTS "))
     s, b = facts["summary"], facts["baseline"]
