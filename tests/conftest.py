@@ -156,6 +156,24 @@ def wait_for(condition, timeout_s: float = 60.0, poll_s: float = 0.005) -> bool:
     return bool(held)
 
 
+def hold_gate(gate, share: object | None = None):
+    """A thread holding a turn at a device gate (specviz.serving.gate) until the returned event is set:
+    (release, thread)."""
+    import threading
+
+    holding, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with gate.turn(share=share):
+            holding.set()
+            release.wait(120)  # bounds a hang only: the test releases it
+
+    th = threading.Thread(target=holder)
+    th.start()
+    assert holding.wait(10)
+    return release, th
+
+
 def wait_until_serving(proc, url: str, log_path, timeout_s: float = 90.0) -> None:
     """Wait until the server `proc` (started to serve `url`, logging to `log_path`) answers its
     health check; fail at once if it exits first, and after `timeout_s` (a hang)."""

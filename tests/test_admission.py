@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from conftest import wait_for
+from conftest import hold_gate, wait_for
 from specviz import config
 from specviz.serving import gate as gate_module
 from specviz.serving.gate import Admission, DeviceGate, QueueFullError, _Ticket
@@ -19,21 +19,6 @@ pytestmark = pytest.mark.quick
 @pytest.fixture(autouse=True)
 def quick_retries(monkeypatch):
     monkeypatch.setattr(config, "ADMISSION_RETRY_S", 0.2)  # the periodic try, soon enough to be seen
-
-
-def _hold(gate: DeviceGate, share: object | None = None):
-    """A thread holding a turn at the gate until the returned event is set."""
-    holding, release = threading.Event(), threading.Event()
-
-    def holder() -> None:
-        with gate.turn(share=share):
-            holding.set()
-            release.wait(120)  # bounds a hang only: the test releases it
-
-    th = threading.Thread(target=holder)
-    th.start()
-    assert holding.wait(10)
-    return release, th
 
 
 def _with_history(gate: DeviceGate, turn_s: float) -> None:
@@ -68,7 +53,7 @@ def test_a_run_within_the_bound_joins_at_once_and_one_past_it_is_deferred_then_j
         with gate.turn(admission=Admission(1.0)):  # no history yet: no estimate, so it fits
             pass
         _with_history(gate, 30.0)
-        release, holder = _hold(gate)  # a solo turn: a newcomer waits for it, about 30 s
+        release, holder = hold_gate(gate)  # a solo turn: a newcomer waits for it, about 30 s
         order: list[str] = []
         run = _Admitting(gate, 10.0, "late", order)
         run.start()
@@ -89,7 +74,7 @@ def test_a_run_within_the_bound_joins_at_once_and_one_past_it_is_deferred_then_j
 def test_deferred_runs_join_in_arrival_order_and_a_newcomer_never_passes_them():
     gate = DeviceGate()
     _with_history(gate, 30.0)
-    release, holder = _hold(gate)
+    release, holder = hold_gate(gate)
     order: list[str] = []
     first, second = _Admitting(gate, 10.0, "first", order), _Admitting(gate, 10.0, "second", order)
     first.start()
@@ -112,7 +97,7 @@ def test_deferred_runs_join_in_arrival_order_and_a_newcomer_never_passes_them():
 def test_a_deferred_run_that_leaves_frees_its_place():
     gate = DeviceGate()
     _with_history(gate, 30.0)
-    release, holder = _hold(gate)
+    release, holder = hold_gate(gate)
 
     def leave(*_report) -> None:
         raise KeyboardInterrupt  # as Streamlit stops a closed tab's or a cancelled run's script
@@ -130,7 +115,7 @@ def test_past_the_hard_bound_a_run_is_refused_at_once_with_what_to_do():
     _with_history(gate, 30.0)
     events: list[str] = []
     gate_module.observe_admission(events.append)
-    release, holder = _hold(gate)
+    release, holder = hold_gate(gate)
     order: list[str] = []
     deferred = _Admitting(gate, 10.0, "deferred", order)
     deferred.start()
@@ -164,7 +149,7 @@ def test_a_room_never_joins_against_one_estimate(monkeypatch):
     30 s, with a bound of 40 s, are one queued (30 s) and one deferred (60 s), never both queued."""
     gate = DeviceGate()
     _with_history(gate, 30.0)
-    release, holder = _hold(gate)
+    release, holder = hold_gate(gate)
     order: list[str] = []
     runs = [_Admitting(gate, 40.0, name, order) for name in ("a", "b")]
     for run in runs:
@@ -183,10 +168,10 @@ def test_a_newcomer_is_estimated_to_share_a_batch_with_a_free_seat(monkeypatch):
     _with_history(gate, 30.0)
     batch = object()
     monkeypatch.setattr(config, "BATCH_MAX_SESSIONS", 2)
-    release, holder = _hold(gate, share=batch)
+    release, holder = hold_gate(gate, share=batch)
     assert gate._newcomer_estimate_s(_Ticket(batch)) == 0.0  # a seat is free: it joins the batch now
     assert gate._newcomer_estimate_s(_Ticket(None)) > 0  # a solo decode waits for the batch
-    release2, holder2 = _hold(gate, share=batch)
+    release2, holder2 = hold_gate(gate, share=batch)
     assert gate._newcomer_estimate_s(_Ticket(batch)) > 0  # the batch is full: it waits for a place
     for ev, th in ((release, holder), (release2, holder2)):
         ev.set()
@@ -196,7 +181,7 @@ def test_a_newcomer_is_estimated_to_share_a_batch_with_a_free_seat(monkeypatch):
 def test_a_baseline_is_passed_only_until_its_patience_runs_out(monkeypatch):
     release, holder = None, None
     gate = DeviceGate()
-    release, holder = _hold(gate)
+    release, holder = hold_gate(gate)
     order: list[str] = []
 
     def take(name: str, behind: bool) -> None:

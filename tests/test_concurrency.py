@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import wait_for
+from conftest import hold_gate, wait_for
 from specviz.config import DecodeOptions
 from specviz.decoding.decoder import speculative_generate
 from specviz.serving.gate import DeviceGate
@@ -84,21 +84,6 @@ def test_gate_releases_a_caller_interrupted_while_waiting():
         pass
 
 
-def _hold(gate: DeviceGate):
-    """A thread holding the gate until the returned event is set."""
-    holding, release = threading.Event(), threading.Event()
-
-    def holder() -> None:
-        with gate.turn():
-            holding.set()
-            release.wait(120)  # bounds a hang only: the test releases it
-
-    th = threading.Thread(target=holder)
-    th.start()
-    assert holding.wait(10)
-    return release, th
-
-
 def _through(gate: DeviceGate) -> None:
     with gate.turn(poll_s=0.05):
         pass
@@ -115,7 +100,7 @@ def test_a_waiting_caller_is_told_its_place_and_an_estimate_from_recent_decodes(
         with gate.turn():
             fake_clock.advance(held_s)
     assert gate.typical_s() == 2.0  # the median of the turns' own lengths
-    release, th = _hold(gate)
+    release, th = hold_gate(gate)
     fake_clock.advance(0.5)  # the holder has held the gate for half a second
     told: list[tuple[int, float | None]] = []
     second = threading.Thread(target=_through, args=(gate,))  # queued behind the holder
@@ -145,7 +130,7 @@ def test_a_waiting_caller_is_told_its_place_and_an_estimate_from_recent_decodes(
 
 def test_a_cancelled_waiter_frees_its_place_for_the_ones_behind_it():
     gate = DeviceGate()
-    release, th = _hold(gate)
+    release, th = hold_gate(gate)
     places: dict[str, list[int]] = {"b": [], "c": []}
     cancel_b = threading.Event()
 
@@ -186,7 +171,7 @@ def test_a_caller_behind_lets_later_runs_pass_and_never_shares_a_solo_turn():
     """The app's baselines wait `behind`: a run that comes later takes the gate first, so no student's
     first tokens wait for another's baseline; the baseline still never runs beside a solo holder."""
     gate = DeviceGate()
-    release, th = _hold(gate)
+    release, th = hold_gate(gate)
     order, places = [], {"baseline": [], "run": []}
     inside = threading.Lock()
     overlaps = []
@@ -222,7 +207,7 @@ def test_a_full_queue_refuses_at_once_with_a_message_that_says_what_to_do():
     from specviz.serving.gate import Admission, QueueFullError
 
     gate = DeviceGate(limit=1)
-    release, th = _hold(gate)
+    release, th = hold_gate(gate)
     waiter = threading.Thread(target=_through, args=(gate,))  # a caller without admission: a baseline
     waiter.start()
     assert wait_for(lambda: gate.waiting() >= 2)
@@ -314,7 +299,7 @@ def test_a_run_past_the_wait_bound_is_told_its_place_and_then_decodes_without_an
     gate = device_gate("cpu")
     monkeypatch.setattr(gate, "_durations", type(gate._durations)([30.0] * 3, maxlen=5))  # turns of 30 s
     monkeypatch.setattr(config, "MAX_WAIT_S", 1.0)
-    release, holder = _hold(gate)  # another session's decode: a newcomer would wait about 30 s
+    release, holder = hold_gate(gate)  # another session's decode: a newcomer would wait about 30 s
     told: list[str] = []
     say = running._deferred
 

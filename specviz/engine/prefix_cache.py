@@ -94,11 +94,11 @@ class PrefixStore:
         firsts = [i for i, r in enumerate(requests) if r.cache.length == 0 and r.tree is None]
         if not firsts:
             return one_pass(requests)
-        self._compute_shared(lean, [requests[i] for i in firsts], one_pass)
+        ids_of = {i: tuple(requests[i].input_ids.tolist()) for i in firsts}  # each prompt's ids, read once
+        self._compute_shared(lean, [(requests[i], ids_of[i]) for i in firsts], one_pass)
         sent, reused = list(requests), {}
         for i in firsts:
-            r = requests[i]
-            ids = tuple(r.input_ids.tolist())
+            r, ids = requests[i], ids_of[i]
             n, beginning = self.longest(ids, r.feature_layers)
             n = min(n, len(ids) - r.keep)  # the kept logits' rows stay in the pass
             if n < MIN_SHARED or beginning is None:
@@ -117,17 +117,17 @@ class PrefixStore:
                 n, kept = reused[i]
                 features = torch.cat([kept[:n], features])
                 results[i] = (logits, features)
-            r = requests[i]
-            self.keep(tuple(r.input_ids.tolist()), r.cache, features, r.feature_layers)
+            self.keep(ids_of[i], requests[i].cache, features, requests[i].feature_layers)
         return results
 
     def _compute_shared(self, lean, firsts: list, one_pass) -> None:
-        """When several of this pass's prompts share a beginning no kept prompt has, compute it once
-        (a pass of its own, into a cache of its own) and keep it."""
-        missing = [r for r in firsts if self.longest(tuple(r.input_ids.tolist()), r.feature_layers)[0] < MIN_SHARED]
+        """When several of this pass's prompts ((request, its ids) each) share a beginning no kept
+        prompt has, compute it once (a pass of its own, into a cache of its own) and keep it."""
+        missing = [(r, ids) for r, ids in firsts if self.longest(ids, r.feature_layers)[0] < MIN_SHARED]
         if len(missing) < 2:
             return
-        ids = [tuple(r.input_ids.tolist()) for r in missing]
+        ids = [i for _, i in missing]
+        missing = [r for r, _ in missing]
         shared = min(min(common_length(ids[0], other) for other in ids[1:]), min(len(i) for i in ids) - 1)
         if shared < MIN_SHARED:
             return
